@@ -1,0 +1,98 @@
+package content
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Attribute is one named value of a message.
+type Attribute struct {
+	Name  string
+	Value Value
+}
+
+// Message is a set of attributes with distinct names, kept sorted by name,
+// plus opaque payload bytes that no predicate looks at. Build one with
+// NewMessage or MessageFrom; the zero Message has no attributes.
+type Message struct {
+	attrs   []Attribute
+	Payload []byte
+}
+
+// NewMessage returns a message with the given attributes. It reports an error
+// for an empty name, an invalid value, or a name given twice.
+func NewMessage(attrs []Attribute, payload []byte) (Message, error) {
+	sorted := make([]Attribute, len(attrs))
+	copy(sorted, attrs)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for i, a := range sorted {
+		if a.Name == "" {
+			return Message{}, fmt.Errorf("message attribute %d: empty name", i)
+		}
+		if !a.Value.IsValid() {
+			return Message{}, fmt.Errorf("message attribute %q: invalid value", a.Name)
+		}
+		if i > 0 && sorted[i-1].Name == a.Name {
+			return Message{}, fmt.Errorf("message attribute %q given twice", a.Name)
+		}
+	}
+	return Message{attrs: sorted, Payload: payload}, nil
+}
+
+// MessageFrom builds a message from a map, which cannot hold a name twice.
+// It panics on an empty name or invalid value: it is meant for tests and
+// literals; use NewMessage for input.
+func MessageFrom(attrs map[string]Value) Message {
+	list := make([]Attribute, 0, len(attrs))
+	for n, v := range attrs {
+		list = append(list, Attribute{Name: n, Value: v})
+	}
+	m, err := NewMessage(list, nil)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Attributes returns the attributes sorted by name. The slice is shared:
+// do not modify it.
+func (m Message) Attributes() []Attribute { return m.attrs }
+
+// Len returns the number of attributes.
+func (m Message) Len() int { return len(m.attrs) }
+
+// Get returns the value of the named attribute.
+func (m Message) Get(name string) (Value, bool) {
+	// Messages are small (tens of attributes): a linear scan beats binary
+	// search below ~16 and is never much worse.
+	if len(m.attrs) <= 16 {
+		for i := range m.attrs {
+			if m.attrs[i].Name == name {
+				return m.attrs[i].Value, true
+			}
+		}
+		return Value{}, false
+	}
+	i := sort.Search(len(m.attrs), func(i int) bool { return m.attrs[i].Name >= name })
+	if i < len(m.attrs) && m.attrs[i].Name == name {
+		return m.attrs[i].Value, true
+	}
+	return Value{}, false
+}
+
+// String renders the attributes as name=literal pairs for logs.
+func (m Message) String() string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, a := range m.attrs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.Name)
+		b.WriteByte('=')
+		b.WriteString(a.Value.Literal())
+	}
+	b.WriteByte(']')
+	return b.String()
+}
