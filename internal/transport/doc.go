@@ -1,0 +1,11 @@
+// Package transport carries drip.v1.Peer frames between neighbouring
+// brokers behind a narrow interface (Conn, Dialer), with a gRPC
+// implementation for production and an in-memory one (MemNetwork) for
+// tests, in the manner of hashicorp/memberlist's Transport and MockNetwork.
+//
+// A Conn exists only after the Open handshake: each side's first frame
+// introduces it (protocol version, mesh name, router ID, Bloom parameters)
+// and Compatible decides whether the two may link. It also provides Queue,
+// the per-link send queue that keeps control traffic ahead of data and
+// bounds data in bytes (DESIGN §4).
+package transport

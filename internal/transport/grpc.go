@@ -1,0 +1,206 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+)
+
+// frameStream is what the client and server sides of Peer.Link share.
+type frameStream interface {
+	Send(*dripv1.Frame) error
+	Recv() (*dripv1.Frame, error)
+	Context() context.Context
+}
+
+// streamConn adapts a Link stream to Conn.
+type streamConn struct {
+	stream frameStream
+	remote *dripv1.Open
+	cancel context.CancelFunc // ends the stream
+	onDone func()             // releases the client connection, if any
+
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func newStreamConn(s frameStream, remote *dripv1.Open, cancel context.CancelFunc, onDone func()) *streamConn {
+	c := &streamConn{stream: s, remote: remote, cancel: cancel, onDone: onDone, done: make(chan struct{})}
+	go func() {
+		// The stream's context ends when either side goes away.
+		select {
+		case <-s.Context().Done():
+			c.Close(fmt.Errorf("%w: %v", ErrClosed, context.Cause(s.Context())))
+		case <-c.done:
+		}
+	}()
+	return c
+}
+
+func (c *streamConn) Remote() *dripv1.Open { return c.remote }
+
+func (c *streamConn) Send(f *dripv1.Frame) error {
+	if err := c.stream.Send(f); err != nil {
+		c.Close(err)
+		return err
+	}
+	return nil
+}
+
+func (c *streamConn) Recv() (*dripv1.Frame, error) {
+	f, err := c.stream.Recv()
+	if err != nil {
+		c.Close(err)
+		return nil, err
+	}
+	return f, nil
+}
+
+func (c *streamConn) Close(reason error) {
+	c.once.Do(func() {
+		if reason == nil {
+			reason = ErrClosed
+		}
+		c.err = reason
+		close(c.done)
+		c.cancel()
+		if c.onDone != nil {
+			c.onDone()
+		}
+	})
+}
+
+func (c *streamConn) Done() <-chan struct{} { return c.done }
+
+func (c *streamConn) Err() error {
+	<-c.done
+	return c.err
+}
+
+// PeerServer implements drip.v1.Peer: it answers each Link with the
+// handshake and hands the link to a Handler.
+type PeerServer struct {
+	dripv1.UnimplementedPeerServer
+	local  *dripv1.Open
+	handle Handler
+	// Rejected, if set, is told about every refused handshake (for logs
+	// and metrics).
+	Rejected func(remote *dripv1.Open, err error)
+}
+
+// NewPeerServer returns a Peer service introducing itself with local.
+func NewPeerServer(local *dripv1.Open, handle Handler) *PeerServer {
+	return &PeerServer{local: local, handle: handle}
+}
+
+// Link implements drip.v1.PeerServer.
+func (s *PeerServer) Link(stream dripv1.Peer_LinkServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if err := Compatible(s.local, first.GetOpen()); err != nil {
+		if s.Rejected != nil {
+			s.Rejected(first.GetOpen(), err)
+		}
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err := stream.Send(&dripv1.Frame{Open: s.local}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	conn := newStreamConn(serverStream{stream, ctx}, first.GetOpen(), cancel, nil)
+	s.handle(conn)
+	conn.Close(ErrClosed)
+	return nil
+}
+
+// serverStream gives the server stream a context the handler can cancel.
+type serverStream struct {
+	dripv1.Peer_LinkServer
+	ctx context.Context
+}
+
+func (s serverStream) Context() context.Context { return s.ctx }
+
+// GRPCDialer dials neighbours over gRPC.
+type GRPCDialer struct {
+	// Creds secure the link; nil means plaintext.
+	Creds credentials.TransportCredentials
+	// Options are appended to the dial options (tests use them for
+	// in-process listeners).
+	Options []grpc.DialOption
+}
+
+// Dial implements Dialer.
+func (d GRPCDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (Conn, error) {
+	creds := d.Creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, d.Options...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
+	}
+	// The stream outlives ctx, which only bounds the handshake.
+	streamCtx, cancel := context.WithCancel(context.Background())
+	fail := func(err error) (Conn, error) {
+		cancel()
+		_ = cc.Close()
+		return nil, err
+	}
+	stream, err := dripv1.NewPeerClient(cc).Link(streamCtx)
+	if err != nil {
+		return fail(fmt.Errorf("open link to %s: %w", addr, err))
+	}
+	type result struct {
+		f   *dripv1.Frame
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		if err := stream.Send(&dripv1.Frame{Open: local}); err != nil {
+			res <- result{err: err}
+			return
+		}
+		f, err := stream.Recv()
+		res <- result{f, err}
+	}()
+	var r result
+	select {
+	case r = <-res:
+	case <-ctx.Done():
+		return fail(fmt.Errorf("handshake with %s: %w", addr, ctx.Err()))
+	}
+	if r.err != nil {
+		if st, ok := status.FromError(r.err); ok && st.Code() == codes.FailedPrecondition {
+			return fail(fmt.Errorf("peer %s: %w", addr, &IncompatibleError{Reason: "refused", Detail: st.Message()}))
+		}
+		return fail(fmt.Errorf("handshake with %s: %w", addr, r.err))
+	}
+	if err := Compatible(local, r.f.GetOpen()); err != nil {
+		return fail(fmt.Errorf("peer %s: %w", addr, err))
+	}
+	return newStreamConn(stream, r.f.GetOpen(), cancel, func() { _ = cc.Close() }), nil
+}
+
+// IsIncompatible reports whether err is a refused handshake, from either
+// side, and its reason label.
+func IsIncompatible(err error) (reason string, ok bool) {
+	var ie *IncompatibleError
+	if errors.As(err, &ie) {
+		return ie.Reason, true
+	}
+	return "", false
+}

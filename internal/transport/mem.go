@@ -1,0 +1,154 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+)
+
+// MemNetwork connects brokers in memory: listeners register a Handler under
+// an address and Dial reaches them through a pair of channels. Frames are
+// cloned on send, as a real wire would copy them, so no state leaks between
+// brokers. Cut ends every link of an address, as a network failure would.
+type MemNetwork struct {
+	mu        sync.Mutex
+	listeners map[string]memListener
+	conns     map[string][]*memConn // by listener address, both ends
+}
+
+type memListener struct {
+	local  *dripv1.Open
+	handle Handler
+}
+
+// NewMemNetwork returns an empty network.
+func NewMemNetwork() *MemNetwork {
+	return &MemNetwork{listeners: map[string]memListener{}, conns: map[string][]*memConn{}}
+}
+
+// Listen registers handle for links dialled to addr, which introduce
+// themselves to dialers with local. It replaces any earlier listener.
+func (n *MemNetwork) Listen(addr string, local *dripv1.Open, handle Handler) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.listeners[addr] = memListener{local: local, handle: handle}
+}
+
+// Unlisten removes the listener of addr and cuts its links.
+func (n *MemNetwork) Unlisten(addr string) {
+	n.mu.Lock()
+	delete(n.listeners, addr)
+	n.mu.Unlock()
+	n.Cut(addr)
+}
+
+// Cut closes every link dialled to addr.
+func (n *MemNetwork) Cut(addr string) {
+	n.mu.Lock()
+	conns := n.conns[addr]
+	delete(n.conns, addr)
+	n.mu.Unlock()
+	for _, c := range conns {
+		c.Close(fmt.Errorf("%w: cut", ErrClosed))
+	}
+}
+
+// Dialer returns a Dialer into this network.
+func (n *MemNetwork) Dialer() Dialer { return memDialer{n} }
+
+type memDialer struct{ n *MemNetwork }
+
+func (d memDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (Conn, error) {
+	n := d.n
+	n.mu.Lock()
+	l, ok := n.listeners[addr]
+	n.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("dial %s: connection refused", addr)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := Compatible(l.local, local); err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, &IncompatibleError{Reason: "refused", Detail: err.Error()})
+	}
+	if err := Compatible(local, l.local); err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	dialSide, listenSide := memPipe(local, l.local)
+	n.mu.Lock()
+	n.conns[addr] = append(n.conns[addr], dialSide, listenSide)
+	n.mu.Unlock()
+	go func() {
+		l.handle(listenSide)
+		listenSide.Close(ErrClosed)
+	}()
+	return dialSide, nil
+}
+
+// memConn is one end of an in-memory link. Closing either end closes both.
+type memConn struct {
+	remote *dripv1.Open
+	in     <-chan *dripv1.Frame
+	out    chan<- *dripv1.Frame
+	shared *memShared
+}
+
+type memShared struct {
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+// memPipe returns the two ends of a link; a's Remote is bOpen and vice versa.
+func memPipe(aOpen, bOpen *dripv1.Open) (a, b *memConn) {
+	// A little buffering stands in for socket buffers; Send still blocks
+	// once it is full, which is the flow control the writer must handle.
+	ab := make(chan *dripv1.Frame, 16)
+	ba := make(chan *dripv1.Frame, 16)
+	sh := &memShared{done: make(chan struct{})}
+	return &memConn{remote: bOpen, in: ba, out: ab, shared: sh},
+		&memConn{remote: aOpen, in: ab, out: ba, shared: sh}
+}
+
+func (c *memConn) Remote() *dripv1.Open { return c.remote }
+
+func (c *memConn) Send(f *dripv1.Frame) error {
+	f = proto.Clone(f).(*dripv1.Frame)
+	select {
+	case c.out <- f:
+		return nil
+	case <-c.shared.done:
+		return c.shared.err
+	}
+}
+
+func (c *memConn) Recv() (*dripv1.Frame, error) {
+	select {
+	case f := <-c.in:
+		return f, nil
+	case <-c.shared.done:
+		return nil, c.shared.err
+	}
+}
+
+func (c *memConn) Close(reason error) {
+	c.shared.once.Do(func() {
+		if reason == nil {
+			reason = ErrClosed
+		}
+		c.shared.err = reason
+		close(c.shared.done)
+	})
+}
+
+func (c *memConn) Done() <-chan struct{} { return c.shared.done }
+
+func (c *memConn) Err() error {
+	<-c.shared.done
+	return c.shared.err
+}

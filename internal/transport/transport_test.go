@@ -1,0 +1,219 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(id uint32) *dripv1.Open {
+	return &dripv1.Open{ProtocolVersion: ProtocolVersion, RouterId: id, RouterName: "b" + string(rune('0'+id)), Mesh: "test", BloomBits: 256, BloomHashes: 7}
+}
+
+func TestCompatible(t *testing.T) {
+	mod := func(f func(o *dripv1.Open)) *dripv1.Open { o := open(2); f(o); return o }
+	tests := []struct {
+		name   string
+		remote *dripv1.Open
+		reason string
+	}{
+		{"ok", open(2), ""},
+		{"no open", nil, "open"},
+		{"version", mod(func(o *dripv1.Open) { o.ProtocolVersion = 9 }), "version"},
+		{"mesh", mod(func(o *dripv1.Open) { o.Mesh = "other" }), "mesh"},
+		{"bloom bits", mod(func(o *dripv1.Open) { o.BloomBits = 128 }), "bloom"},
+		{"bloom hashes", mod(func(o *dripv1.Open) { o.BloomHashes = 3 }), "bloom"},
+		{"self", open(1), "self"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Compatible(open(1), tt.remote)
+			if tt.reason == "" {
+				require.NoError(t, err)
+				return
+			}
+			reason, ok := IsIncompatible(err)
+			require.True(t, ok, "%v", err)
+			assert.Equal(t, tt.reason, reason)
+		})
+	}
+}
+
+func bundle(n int) *dripv1.Bundle { return &dripv1.Bundle{Source: 1, Message: make([]byte, n)} }
+
+func TestQueueControlFirstAndBounded(t *testing.T) {
+	q := NewQueue(250)
+	b1, b2, b3 := bundle(90), bundle(90), bundle(90)
+	require.True(t, q.PushBundle(b1, proto.Size(b1)))
+	require.True(t, q.PushBundle(b2, proto.Size(b2)))
+	assert.False(t, q.PushBundle(b3, proto.Size(b3)), "third bundle exceeds 250 bytes")
+	q.PushControl(&dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}})
+
+	f, ok := q.Next(nil, 100)
+	require.True(t, ok)
+	assert.Len(t, f.Control, 1, "control leaves with the first frame")
+	assert.Len(t, f.Bundles, 1, "frame limit of 100 bytes fits one bundle")
+	assert.Equal(t, proto.Size(b2), q.Bytes())
+
+	f, ok = q.Next(nil, 1000)
+	require.True(t, ok)
+	assert.Empty(t, f.Control)
+	assert.Len(t, f.Bundles, 1)
+	assert.Zero(t, q.Bytes())
+	assert.True(t, q.PushBundle(b3, proto.Size(b3)), "room again after draining")
+}
+
+func TestQueueOversizedBundleFitsEmptyQueue(t *testing.T) {
+	q := NewQueue(10)
+	b := bundle(100)
+	assert.True(t, q.PushBundle(b, proto.Size(b)))
+	assert.False(t, q.PushBundle(b, proto.Size(b)))
+}
+
+func TestQueueCloseDrainsThenStops(t *testing.T) {
+	q := NewQueue(1000)
+	b := bundle(10)
+	require.True(t, q.PushBundle(b, proto.Size(b)))
+	assert.Equal(t, 1, q.Close())
+	assert.False(t, q.PushBundle(b, proto.Size(b)))
+	_, ok := q.Next(nil, 1000)
+	assert.True(t, ok)
+	_, ok = q.Next(nil, 1000)
+	assert.False(t, ok)
+}
+
+func TestQueueNextWakesAndStops(t *testing.T) {
+	q := NewQueue(1000)
+	got := make(chan *dripv1.Frame)
+	go func() {
+		f, _ := q.Next(nil, 1000)
+		got <- f
+	}()
+	q.PushControl(&dripv1.Control{})
+	select {
+	case f := <-got:
+		assert.Len(t, f.Control, 1)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next did not wake on push")
+	}
+	done := make(chan struct{})
+	close(done)
+	_, ok := q.Next(done, 1000)
+	assert.False(t, ok)
+}
+
+// exerciseLink checks a dialled link both ways and its closing.
+func exerciseLink(t *testing.T, dial func() (Conn, error), accepted <-chan Conn) {
+	t.Helper()
+	c, err := dial()
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2), c.Remote().RouterId)
+	var s Conn
+	select {
+	case s = <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no accepted link")
+	}
+	assert.Equal(t, uint32(1), s.Remote().RouterId)
+
+	require.NoError(t, c.Send(&dripv1.Frame{Bundles: []*dripv1.Bundle{bundle(3)}}))
+	f, err := s.Recv()
+	require.NoError(t, err)
+	assert.Len(t, f.Bundles, 1)
+	require.NoError(t, s.Send(&dripv1.Frame{Control: []*dripv1.Control{{}}}))
+	f, err = c.Recv()
+	require.NoError(t, err)
+	assert.Len(t, f.Control, 1)
+
+	c.Close(nil)
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing one end did not end the other")
+	}
+	_, err = s.Recv()
+	assert.Error(t, err)
+}
+
+func TestMemNetwork(t *testing.T) {
+	n := NewMemNetwork()
+	accepted := make(chan Conn, 1)
+	n.Listen("b2", open(2), func(c Conn) { accepted <- c; <-c.Done() })
+	exerciseLink(t, func() (Conn, error) { return n.Dialer().Dial(context.Background(), "b2", open(1)) }, accepted)
+
+	_, err := n.Dialer().Dial(context.Background(), "nowhere", open(1))
+	assert.ErrorContains(t, err, "refused")
+	bad := open(1)
+	bad.Mesh = "other"
+	_, err = n.Dialer().Dial(context.Background(), "b2", bad)
+	reason, ok := IsIncompatible(err)
+	assert.True(t, ok)
+	assert.Equal(t, "refused", reason)
+}
+
+func TestMemNetworkCut(t *testing.T) {
+	n := NewMemNetwork()
+	n.Listen("b2", open(2), func(c Conn) { <-c.Done() })
+	c, err := n.Dialer().Dial(context.Background(), "b2", open(1))
+	require.NoError(t, err)
+	n.Cut("b2")
+	<-c.Done()
+	assert.ErrorIs(t, c.Err(), ErrClosed)
+}
+
+func startGRPC(t *testing.T, local *dripv1.Open, handle Handler) (GRPCDialer, *PeerServer) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	ps := NewPeerServer(local, handle)
+	dripv1.RegisterPeerServer(srv, ps)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return GRPCDialer{Options: []grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}}, ps
+}
+
+func TestGRPCLink(t *testing.T) {
+	accepted := make(chan Conn, 1)
+	d, _ := startGRPC(t, open(2), func(c Conn) { accepted <- c; <-c.Done() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	exerciseLink(t, func() (Conn, error) { return d.Dial(ctx, "passthrough:///bufnet", open(1)) }, accepted)
+}
+
+func TestGRPCHandshakeRefused(t *testing.T) {
+	rejected := make(chan error, 1)
+	d, ps := startGRPC(t, open(2), func(c Conn) { t.Error("incompatible link accepted") })
+	ps.Rejected = func(_ *dripv1.Open, err error) { rejected <- err }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	o := open(1)
+	o.ProtocolVersion = 99
+	_, err := d.Dial(ctx, "passthrough:///bufnet", o)
+	reason, ok := IsIncompatible(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, "refused", reason)
+	assert.ErrorContains(t, err, "protocol version 99")
+	select {
+	case err := <-rejected:
+		r, _ := IsIncompatible(err)
+		assert.Equal(t, "version", r)
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not report the rejection")
+	}
+}
