@@ -2,6 +2,7 @@ package content
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -23,18 +24,23 @@ type Message struct {
 // NewMessage returns a message with the given attributes. It reports an error
 // for an empty name, an invalid value, or a name given twice.
 func NewMessage(attrs []Attribute, payload []byte) (Message, error) {
-	sorted := make([]Attribute, len(attrs))
-	copy(sorted, attrs)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	for i, a := range sorted {
+	// Check in input order so that positions in errors are the caller's.
+	for i, a := range attrs {
 		if a.Name == "" {
 			return Message{}, fmt.Errorf("message attribute %d: empty name", i)
 		}
 		if !a.Value.IsValid() {
-			return Message{}, fmt.Errorf("message attribute %q: invalid value", a.Name)
+			return Message{}, fmt.Errorf("message attribute %d (%s): invalid value", i, FormatName(a.Name))
 		}
-		if i > 0 && sorted[i-1].Name == a.Name {
-			return Message{}, fmt.Errorf("message attribute %q given twice", a.Name)
+	}
+	sorted := make([]Attribute, len(attrs))
+	copy(sorted, attrs)
+	// slices.SortFunc, unlike sort.Slice, neither reflects nor allocates:
+	// publishing builds one Message per message.
+	slices.SortFunc(sorted, func(a, b Attribute) int { return strings.Compare(a.Name, b.Name) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i-1].Name == sorted[i].Name {
+			return Message{}, fmt.Errorf("message attribute %s given twice", FormatName(sorted[i].Name))
 		}
 	}
 	return Message{attrs: sorted, Payload: payload}, nil
@@ -81,7 +87,8 @@ func (m Message) Get(name string) (Value, bool) {
 	return Value{}, false
 }
 
-// String renders the attributes as name=literal pairs for logs.
+// String renders the attributes as name=literal pairs for logs, names in
+// the predicate language's syntax so that odd names stay unambiguous.
 func (m Message) String() string {
 	var b strings.Builder
 	b.WriteByte('[')
@@ -89,7 +96,7 @@ func (m Message) String() string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(a.Name)
+		b.WriteString(FormatName(a.Name))
 		b.WriteByte('=')
 		b.WriteString(a.Value.Literal())
 	}

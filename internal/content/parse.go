@@ -24,7 +24,8 @@ func DefaultLimits() Limits {
 }
 
 // ParseError is a malformed or over-limit predicate: Offset is the byte
-// offset in the input where the problem was found.
+// offset in the input where the problem was found, 0 <= Offset <= len(input)
+// (len(input) when the input ended too early).
 type ParseError struct {
 	Offset int
 	Msg    string
@@ -44,7 +45,8 @@ func (e *ParseError) Error() string { return fmt.Sprintf("predicate: at byte %d:
 //	value      = string | int | float | "true" | "false"
 //
 // Strings are double-quoted with \" \\ \n \r \t and \xHH escapes; a number
-// without '.' or exponent is an int64, otherwise a float64 (finite only).
+// without '.' or exponent is an int64, otherwise a float64 (finite only;
+// values too small for float64 round to zero as strconv.ParseFloat does).
 func Parse(text string) (Predicate, error) { return ParseWithLimits(text, DefaultLimits()) }
 
 // MustParse is Parse for literals in tests and examples; it panics on error.
@@ -342,7 +344,8 @@ func (p *parser) str() (string, error) {
 				b.WriteByte(byte(unhex(p.src[p.pos+2])<<4 | unhex(p.src[p.pos+3])))
 				p.pos += 2
 			default:
-				return "", p.errf(p.pos, `unknown escape \%c (use \" \\ \n \r \t or \xHH)`, e)
+				p.pos++ // describe the byte after the backslash
+				return "", p.errf(p.pos-1, `unknown escape: backslash followed by %s (use \" \\ \n \r \t or \xHH)`, p.describe())
 			}
 			p.pos += 2
 		default:

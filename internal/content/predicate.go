@@ -2,6 +2,7 @@ package content
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -60,8 +61,10 @@ type Constraint struct {
 	Value Value
 }
 
-// Validate reports whether c is well formed: a non-empty name and an
-// operator that applies to the value's kind.
+// Validate reports whether c is well formed: a non-empty name, an operator
+// that applies to the value's kind, and a finite value if it is a float.
+// Non-finite floats are refused because they have no literal: every valid
+// predicate must survive Parse(p.String()).
 func (c Constraint) Validate() error {
 	if c.Name == "" {
 		return fmt.Errorf("constraint %s: empty attribute name", c)
@@ -71,6 +74,11 @@ func (c Constraint) Validate() error {
 			return fmt.Errorf("constraint %s: exists takes no value", c)
 		}
 		return fmt.Errorf("constraint %s: operator %s does not apply to %s values", c, c.Op, c.Value.Kind())
+	}
+	if c.Value.Kind() == KindFloat {
+		if f := c.Value.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("constraint %s: float value must be finite", c)
+		}
 	}
 	return nil
 }

@@ -8,9 +8,12 @@ import (
 const hexDigits = "0123456789abcdef"
 
 // Quote returns s as a predicate-language string literal: double-quoted,
-// with '"' and '\' escaped, \n \r \t for those controls, and \xHH for other
-// control bytes, DEL and bytes that are not valid UTF-8. Printable UTF-8 is
-// kept as is, so the literal of any byte string parses back to the same bytes.
+// with '"' and '\' escaped, \n \r \t for those controls, and \xHH for the
+// bytes of other C0 and C1 control characters, DEL and bytes that are not
+// valid UTF-8. The literal of any byte string parses back to the same bytes.
+// Other UTF-8 is kept as is; the escaped set is fixed rather than taken from
+// unicode.IsPrint so that canonical text does not change with Go's Unicode
+// tables.
 func Quote(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
@@ -19,10 +22,12 @@ func Quote(s string) string {
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				b.WriteString(`\x`)
-				b.WriteByte(hexDigits[c>>4])
-				b.WriteByte(hexDigits[c&15])
+			if (r == utf8.RuneError && size == 1) || (r >= 0x80 && r <= 0x9f) {
+				for _, c := range []byte(s[i : i+size]) {
+					b.WriteString(`\x`)
+					b.WriteByte(hexDigits[c>>4])
+					b.WriteByte(hexDigits[c&15])
+				}
 			} else {
 				b.WriteString(s[i : i+size])
 			}

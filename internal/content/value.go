@@ -205,7 +205,9 @@ func cmpIntFloat(i int64, f float64) (int, bool) {
 
 // CanonicalNumber returns the decimal text of a number such that two numbers
 // that are "=" have the same text and two that are not have different texts:
-// integral floats within int64 range print as the int would. It is what
+// integral floats within int64 range print as the int would, and -0.0 as 0.
+// NaN, which is "=" to nothing, prints as "NaN"; that only costs a Bloom
+// false positive, which exact matching removes. It is what
 // encoding's equality categories are built from, so it is a wire contract
 // between brokers: do not change.
 func CanonicalNumber(v Value) string {
