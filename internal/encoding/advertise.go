@@ -1,0 +1,85 @@
+package encoding
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+)
+
+// Advertise returns a broker's advertised predicate (DESIGN §2, seed 000
+// §2.2) from the Blooms of all its local filters: duplicates removed and
+// every Bloom dropped that another one covers (Bj ⊆ Bi makes Bi redundant:
+// any message Bloom that contains Bi contains Bj). The result is sorted by
+// Compare, so equal inputs give byte-identical advertisements; it is a new
+// slice and filters is not modified.
+//
+// Covering never changes which messages match the advertisement, only its
+// size. If the zero Bloom (a filter of only "exists" constraints) is among
+// the filters, it covers everything and is the whole advertisement.
+func Advertise(filters []Bloom) []Bloom {
+	type item struct {
+		pop int
+		b   Bloom
+	}
+	items := make([]item, len(filters))
+	for i, b := range filters {
+		items[i] = item{b.PopCount(), b}
+	}
+	slices.SortFunc(items, func(x, y item) int {
+		if c := cmp.Compare(x.pop, y.pop); c != 0 {
+			return c
+		}
+		return x.b.compareWords(y.b)
+	})
+	// Sorted by popcount, a Bloom can be covered only by one kept before
+	// it. A cover's lowest position is one of the candidate's positions, so
+	// chaining the kept Blooms by their lowest position limits the search
+	// to the chains of the candidate's (few) positions.
+	var head [MaxBits]int32
+	for i := range head {
+		head[i] = -1
+	}
+	var next []int32
+	var kept []Bloom
+	for i, it := range items {
+		if i > 0 && it.b == items[i-1].b {
+			continue
+		}
+		if it.pop == 0 {
+			// The zero Bloom covers everything, and sorts first.
+			return []Bloom{{}}
+		}
+		if !coveredBy(it.b, kept, &head, next) {
+			low := it.b.lowest()
+			next = append(next, head[low])
+			head[low] = int32(len(kept))
+			kept = append(kept, it.b)
+		}
+	}
+	return kept
+}
+
+func coveredBy(c Bloom, kept []Bloom, head *[MaxBits]int32, next []int32) bool {
+	for i, w := range c.w {
+		for w != 0 {
+			p := i<<6 + bits.TrailingZeros64(w)
+			w &= w - 1
+			for k := head[p]; k >= 0; k = next[k] {
+				if kept[k].SubsetOf(c) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// lowest returns the lowest set position, or MaxBits for the zero Bloom.
+func (b Bloom) lowest() int {
+	for i, w := range b.w {
+		if w != 0 {
+			return i<<6 + bits.TrailingZeros64(w)
+		}
+	}
+	return MaxBits
+}

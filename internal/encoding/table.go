@@ -1,0 +1,545 @@
+package encoding
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+
+	"github.com/bits-and-blooms/bitset"
+)
+
+// Table is the PREDICATES table of seed 000 §2.2 while it is being
+// changed: router ID → encoded predicate. It is not safe for concurrent use;
+// its owner (the broker's routing goroutine) applies advertisements and
+// withdrawals to it and publishes a Snapshot for the forwarding path.
+//
+// The split is deliberate: matching runs on every message from many
+// goroutines and must not take a lock, while advertisements change rarely.
+// A Snapshot is immutable, so readers share it through an atomic pointer
+// and a rebuild never disturbs a Match in progress.
+type Table struct {
+	p       Params
+	entries map[uint32][]Bloom
+}
+
+// NewTable returns an empty table for Blooms encoded with p. It panics if p
+// is invalid.
+func NewTable(p Params) *Table {
+	p.mustValidate()
+	return &Table{p: p, entries: make(map[uint32][]Bloom)}
+}
+
+// Set replaces router's encoded predicate. The filters are reduced with
+// Advertise (a no-op on a well-formed advertisement, and harmless
+// otherwise), which also copies them. A router with no filters stays in the
+// table and matches nothing.
+func (t *Table) Set(router uint32, filters []Bloom) {
+	t.entries[router] = Advertise(filters)
+}
+
+// Remove drops router from the table.
+func (t *Table) Remove(router uint32) { delete(t.entries, router) }
+
+// Routers returns the routers in the table in ascending order.
+func (t *Table) Routers() []uint32 {
+	ids := make([]uint32, 0, len(t.entries))
+	for id := range t.entries {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Filters returns router's encoded predicate as stored (after Advertise).
+// The slice is shared: do not modify it.
+func (t *Table) Filters(router uint32) ([]Bloom, bool) {
+	f, ok := t.entries[router]
+	return f, ok
+}
+
+// Snapshot builds the read-only, indexed form of the table's current
+// contents. It costs time linear in the number of filters plus a sort (see
+// docs/results/encoded-matching.md), so a broker should rebuild it once per
+// batch of advertisements, not once per advertisement.
+func (t *Table) Snapshot() *Snapshot {
+	return buildSnapshot(t.p, t.Routers(), t.entries)
+}
+
+// Snapshot is an immutable PREDICATES table with an index for Match. It is
+// safe for concurrent use.
+//
+// # Index
+//
+// Identical filters are stored once with the list of routers that
+// advertise them, and split by how many routers share them:
+//
+//   - hot filters, shared by many routers (on the seed's workloads these
+//     are the existence-only filters, which nearly every message matches),
+//     keep their router set as a bitmap over router IDs and are tested
+//     first, each with one subset test and, on a match, one OR of the
+//     bitmap into the destination set;
+//   - cold filters are indexed by their two lowest set positions, a
+//     two-level trie in the style of SFF and TagMatch: a node per lowest
+//     position p1 and, below it, a bucket per second-lowest position p2. A
+//     filter can match only if both are set in the message's Bloom, so
+//     Match descends only into the p1 and p2 set in it (intersecting bit
+//     masks, not walking lists) and tests the filters of those buckets,
+//     stored as position lists so that the index stays in cache. With
+//     message density d (the share of set bits) that tests about d² of the
+//     cold filters; a deeper trie would save tests only by visiting about
+//     as many more nodes.
+//
+// After the hot filters, routers already matched need no more work (the
+// per-router early exit). When few routers are left, the common case on
+// dense workloads where nearly every router has a hot match, Match scans
+// just those routers' cold filters; otherwise it runs the cold index. Both
+// give the same set; the choice is made per message from an estimate of
+// the two costs.
+type Snapshot struct {
+	m   int
+	ids []uint32 // routers in ascending order; their index is their slot
+	// filters[slot] is the router's predicate for MatchLinear and Filters.
+	filters [][]Bloom
+
+	maxID uint32
+	dense bool // router IDs are dense enough for bitmaps over the ID space
+	// all has a bit per router ID in the table (dense only).
+	all []uint64
+	// slotOf maps a router ID to its slot (dense only).
+	slotOf []int32
+
+	always []uint32 // routers with the zero filter, which matches every message
+
+	hot        []Bloom
+	hotRouters []uint64 // len(hot) bitmaps of len(all) words each
+
+	// Cold filters of each router, for the per-router path: router slot s
+	// owns the entries coldOf[coldStart[s]:coldStart[s+1]].
+	coldOf    []uint32
+	coldStart []uint32
+
+	// The cold index. level1[p] is used when l1Mask has bit p; bucket b
+	// holds entries bucketStart[b] up to bucketStart[b+1].
+	l1Mask      Bloom
+	level1      []level1Node // MaxBits entries
+	bucketStart []uint32
+	// Cold filters are stored as their sorted set positions, not as Blooms:
+	// a sparse filter is then a few bytes, and the index, visited in
+	// random order, stays in cache. Entry e has positions
+	// positions[entries[e].pos:entries[e+1].pos] and routers
+	// routers[entries[e].rtr:entries[e+1].rtr]; a sentinel ends the slice.
+	entries   []coldEntry
+	positions []uint16
+	routers   []uint32
+	nCold     int // distinct cold filters
+
+	force matchPath // tests pin the cold path; zero chooses by cost
+}
+
+type matchPath uint8
+
+const (
+	pathByCost matchPath = iota
+	pathLeft
+	pathIndex
+)
+
+// coldEntry locates a cold filter's positions and routers. third repeats
+// its third-lowest position (noThird if it has fewer): in a bucket, where
+// the first two are known to be set, that one test rejects most entries
+// without touching positions.
+type coldEntry struct {
+	pos, rtr uint32
+	third    uint16
+}
+
+const noThird = 0xffff
+
+type level1Node struct {
+	children Bloom         // second-lowest positions of the filters under p1
+	rank     [words]uint16 // children in the words below each word
+	base     uint32        // bucket index of the lowest child
+	single   int32         // entry of the filter whose only bit is p1, or -1
+}
+
+// hotMinRouters is the fewest routers a filter must have to be hot: below
+// it, setting routers one by one is as cheap as a bitmap OR and the filter
+// is better off in the index.
+const hotMinRouters = 8
+
+func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot {
+	s := &Snapshot{m: p.M, ids: ids, filters: make([][]Bloom, len(ids))}
+	pairs := 0
+	for slot, id := range ids {
+		s.filters[slot] = entries[id]
+		pairs += len(entries[id])
+	}
+	if len(ids) > 0 {
+		s.maxID = ids[len(ids)-1]
+	}
+	nWords := int(s.maxID)/64 + 1
+	// A bitmap over the ID space is at most ~64 bits per router: the
+	// StatefulSet ordinals of DESIGN §3 always are.
+	s.dense = nWords <= len(ids)+16
+	if s.dense {
+		s.all = make([]uint64, nWords)
+		s.slotOf = make([]int32, nWords*64)
+		for slot, id := range ids {
+			s.all[id>>6] |= 1 << (id & 63)
+			s.slotOf[id] = int32(slot)
+		}
+	}
+
+	// Number the distinct filters, remember the number of every (router,
+	// filter) pair, and count the routers of each.
+	index := make(map[Bloom]int32)
+	var distinct []Bloom
+	var count []int32
+	pairDistinct := make([]int32, 0, pairs)
+	for slot := range ids {
+		for _, b := range s.filters[slot] {
+			d, ok := index[b]
+			if !ok {
+				d = int32(len(distinct))
+				index[b] = d
+				distinct = append(distinct, b)
+				count = append(count, 0)
+			}
+			count[d]++
+			pairDistinct = append(pairDistinct, d)
+		}
+	}
+	// owners(d) = ownerIDs[ownerStart[d]:ownerStart[d+1]], in ascending
+	// router order (a counting sort of the pairs).
+	ownerStart := make([]int32, len(distinct)+1)
+	for d, c := range count {
+		ownerStart[d+1] = ownerStart[d] + c
+	}
+	ownerIDs := make([]uint32, pairs)
+	fill := slices.Clone(ownerStart[:len(distinct)])
+	i := 0
+	for slot, id := range ids {
+		for range s.filters[slot] {
+			d := pairDistinct[i]
+			ownerIDs[fill[d]] = id
+			fill[d]++
+			i++
+		}
+	}
+	owners := func(d int32) []uint32 { return ownerIDs[ownerStart[d]:ownerStart[d+1]] }
+
+	hotMin := int32(max(hotMinRouters, nWords))
+	var hot, cold []int32
+	for d, b := range distinct {
+		switch {
+		case b.IsZero():
+			s.always = owners(int32(d))
+		case s.dense && count[d] >= hotMin:
+			hot = append(hot, int32(d))
+		default:
+			cold = append(cold, int32(d))
+		}
+	}
+
+	// Most widely shared first, so that the routers are covered early.
+	slices.SortStableFunc(hot, func(a, b int32) int { return cmp.Compare(count[b], count[a]) })
+	s.hot = make([]Bloom, len(hot))
+	s.hotRouters = make([]uint64, len(hot)*nWords)
+	for i, d := range hot {
+		s.hot[i] = distinct[d]
+		bm := s.hotRouters[i*nWords : (i+1)*nWords]
+		for _, id := range owners(d) {
+			bm[id>>6] |= 1 << (id & 63)
+		}
+	}
+
+	entryOf := s.buildColdIndex(distinct, cold, owners)
+	s.coldStart = make([]uint32, len(ids)+1)
+	i = 0
+	for slot := range ids {
+		for range s.filters[slot] {
+			if e := entryOf[pairDistinct[i]]; e >= 0 {
+				s.coldOf = append(s.coldOf, uint32(e))
+			}
+			i++
+		}
+		s.coldStart[slot+1] = uint32(len(s.coldOf))
+	}
+	return s
+}
+
+// buildColdIndex lays the cold filters out by (lowest, second-lowest)
+// position and returns the entry of each distinct filter, -1 if not cold.
+func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(int32) []uint32) []int32 {
+	s.nCold = len(cold)
+	s.level1 = make([]level1Node, MaxBits)
+	for p := range s.level1 {
+		s.level1[p].single = -1
+	}
+	// A one-bit filter has p2 = MaxBits, which sorts it after the bucketed
+	// filters, so that each bucket's entries run up to the next bucket's
+	// first.
+	type keyed struct {
+		p1, p2 uint16
+		d      int32
+	}
+	keys := make([]keyed, len(cold))
+	for i, d := range cold {
+		b := distinct[d]
+		p1 := b.lowest()
+		b.w[p1>>6] &^= 1 << (p1 & 63)
+		keys[i] = keyed{uint16(p1), uint16(b.lowest()), d}
+	}
+	oneBit := func(k keyed) int {
+		if k.p2 == MaxBits {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(keys, func(a, b keyed) int {
+		if c := cmp.Compare(oneBit(a), oneBit(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.p1, b.p1); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.p2, b.p2); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.d, b.d)
+	})
+	entryOf := make([]int32, len(distinct))
+	for i := range entryOf {
+		entryOf[i] = -1
+	}
+	bucketed := uint32(0) // entries below it are in buckets
+	for _, k := range keys {
+		e := uint32(len(s.entries))
+		entryOf[k.d] = int32(e)
+		first := uint32(len(s.positions))
+		s.positions = distinct[k.d].appendPositions16(s.positions)
+		third := uint16(noThird)
+		if uint32(len(s.positions))-first > 2 {
+			third = s.positions[first+2]
+		}
+		s.entries = append(s.entries, coldEntry{first, uint32(len(s.routers)), third})
+		s.routers = append(s.routers, owners(k.d)...)
+
+		n := &s.level1[k.p1]
+		s.l1Mask.Set(int(k.p1))
+		if k.p2 == MaxBits {
+			n.single = int32(e)
+			continue
+		}
+		if n.children.IsZero() {
+			n.base = uint32(len(s.bucketStart))
+		}
+		if !n.children.Has(int(k.p2)) {
+			n.children.Set(int(k.p2))
+			s.bucketStart = append(s.bucketStart, e)
+		}
+		bucketed = e + 1
+	}
+	s.entries = append(s.entries, coldEntry{uint32(len(s.positions)), uint32(len(s.routers)), noThird})
+	s.bucketStart = append(s.bucketStart, bucketed)
+	for p := range s.level1 {
+		n := &s.level1[p]
+		var r uint16
+		for i, w := range n.children.w {
+			n.rank[i] = r
+			r += uint16(bits.OnesCount64(w))
+		}
+	}
+	return entryOf
+}
+
+// Routers returns the routers in the snapshot in ascending order. The slice
+// is shared: do not modify it.
+func (s *Snapshot) Routers() []uint32 { return s.ids }
+
+// Filters returns router's encoded predicate. The slice is shared: do not
+// modify it.
+func (s *Snapshot) Filters(router uint32) ([]Bloom, bool) {
+	slot, ok := slices.BinarySearch(s.ids, router)
+	if !ok {
+		return nil, false
+	}
+	return s.filters[slot], true
+}
+
+// MaxID is the highest router ID in the snapshot. A destination set of
+// length MaxID()+1 or more is never grown by Match, which then allocates
+// nothing.
+func (s *Snapshot) MaxID() uint32 { return s.maxID }
+
+// Match adds to dst (bit i = router ID i, the destination-set contract of
+// DESIGN §4) every router with some filter Bi ⊆ bm: the set D of seed 000
+// §2.2 for a message with Bloom bm. It does not clear dst.
+func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
+	if len(s.ids) == 0 {
+		return
+	}
+	out := s.destWords(dst)
+	for _, id := range s.always {
+		out[id>>6] |= 1 << (id & 63)
+	}
+	if s.dense {
+		nWords := len(s.all)
+		for i, b := range s.hot {
+			if b.SubsetOf(bm) {
+				hr := s.hotRouters[i*nWords : (i+1)*nWords]
+				for j, w := range hr {
+					out[j] |= w
+				}
+			}
+		}
+	}
+	if s.nCold == 0 {
+		return
+	}
+	limit := s.indexCost(bm)
+	switch s.force {
+	case pathLeft:
+		limit = len(s.coldOf)
+	case pathIndex:
+		limit = -1
+	}
+	switch left, ok := s.leftWork(out, limit); {
+	case !ok:
+		s.matchIndex(bm, out)
+	case left > 0:
+		s.matchLeft(bm, out)
+	}
+}
+
+// destWords grows dst to cover every router ID and returns its words.
+func (s *Snapshot) destWords(dst *bitset.BitSet) []uint64 {
+	if dst.Len() <= uint(s.maxID) {
+		// Bit maxID is beyond dst, so it was clear: set and clear it only
+		// to grow.
+		dst.Set(uint(s.maxID)).Clear(uint(s.maxID))
+	}
+	return dst.Words()
+}
+
+// indexCost estimates the filter tests of matchIndex: with density d the
+// index visits about d² of the cold filters, plus one level-1 node per set
+// bit of bm.
+func (s *Snapshot) indexCost(bm Bloom) int {
+	pop := bm.PopCount()
+	return s.nCold*pop/s.m*pop/s.m + pop
+}
+
+// leftWork reports whether the routers not yet in out have at most limit
+// cold filters in total, and if so how many routers that is.
+func (s *Snapshot) leftWork(out []uint64, limit int) (routers int, ok bool) {
+	work := 0
+	if s.dense {
+		for i, w := range s.all {
+			for u := w &^ out[i]; u != 0; u &= u - 1 {
+				slot := s.slotOf[i<<6+bits.TrailingZeros64(u)]
+				work += int(s.coldStart[slot+1] - s.coldStart[slot])
+				routers++
+				if work > limit {
+					return 0, false
+				}
+			}
+		}
+		return routers, true
+	}
+	for slot, id := range s.ids {
+		if out[id>>6]&(1<<(id&63)) == 0 {
+			work += int(s.coldStart[slot+1] - s.coldStart[slot])
+			routers++
+			if work > limit {
+				return 0, false
+			}
+		}
+	}
+	return routers, true
+}
+
+// matchLeft scans the cold filters of each router not yet in out.
+func (s *Snapshot) matchLeft(bm Bloom, out []uint64) {
+	try := func(slot int, id uint32) {
+		for _, e := range s.coldOf[s.coldStart[slot]:s.coldStart[slot+1]] {
+			if s.entryIn(e, 0, bm) {
+				out[id>>6] |= 1 << (id & 63)
+				return
+			}
+		}
+	}
+	if s.dense {
+		for i, w := range s.all {
+			for u := w &^ out[i]; u != 0; u &= u - 1 {
+				id := uint32(i<<6 + bits.TrailingZeros64(u))
+				try(int(s.slotOf[id]), id)
+			}
+		}
+		return
+	}
+	for slot, id := range s.ids {
+		if out[id>>6]&(1<<(id&63)) == 0 {
+			try(slot, id)
+		}
+	}
+}
+
+// matchIndex runs the cold index.
+func (s *Snapshot) matchIndex(bm Bloom, out []uint64) {
+	for i := range words {
+		for u := bm.w[i] & s.l1Mask.w[i]; u != 0; u &= u - 1 {
+			n := &s.level1[i<<6+bits.TrailingZeros64(u)]
+			if n.single >= 0 {
+				s.setRouters(out, uint32(n.single))
+			}
+			for j := range words {
+				for c := n.children.w[j] & bm.w[j]; c != 0; c &= c - 1 {
+					below := n.children.w[j] & (1<<bits.TrailingZeros64(c) - 1)
+					bk := n.base + uint32(n.rank[j]) + uint32(bits.OnesCount64(below))
+					for e := s.bucketStart[bk]; e < s.bucketStart[bk+1]; e++ {
+						// The bucket's p1 and p2 are set in bm.
+						th := s.entries[e].third
+						if th == noThird || bm.w[th>>6]&(1<<(th&63)) != 0 && s.entryIn(e, 3, bm) {
+							s.setRouters(out, e)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// entryIn reports whether the positions of entry e from the skip-th on are
+// all set in bm.
+func (s *Snapshot) entryIn(e uint32, skip uint32, bm Bloom) bool {
+	for _, p := range s.positions[s.entries[e].pos+skip : s.entries[e+1].pos] {
+		if bm.w[p>>6]&(1<<(p&63)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Snapshot) setRouters(out []uint64, e uint32) {
+	for _, id := range s.routers[s.entries[e].rtr:s.entries[e+1].rtr] {
+		out[id>>6] |= 1 << (id & 63)
+	}
+}
+
+// MatchLinear is the reference for Match: it tests every router's filters in
+// turn and stops at a router's first match. It gives the same result.
+func (s *Snapshot) MatchLinear(bm Bloom, dst *bitset.BitSet) {
+	if len(s.ids) == 0 {
+		return
+	}
+	out := s.destWords(dst)
+	for slot, id := range s.ids {
+		for _, b := range s.filters[slot] {
+			if b.SubsetOf(bm) {
+				out[id>>6] |= 1 << (id & 63)
+				break
+			}
+		}
+	}
+}

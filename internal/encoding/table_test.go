@@ -1,0 +1,223 @@
+package encoding
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/bits-and-blooms/bitset"
+	"github.com/dripmesh/drip/internal/workload"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTableSetRemoveRouters(t *testing.T) {
+	tab := NewTable(Params{M: 64, K: 2})
+	a, ab := bloomOf(1), bloomOf(1, 2)
+	tab.Set(7, []Bloom{ab, a, ab})
+	tab.Set(3, nil)
+	tab.Set(5, []Bloom{bloomOf(9)})
+	assert.Equal(t, []uint32{3, 5, 7}, tab.Routers())
+	got, ok := tab.Filters(7)
+	require.True(t, ok)
+	assert.Equal(t, []Bloom{a}, got, "Set reduces with Advertise")
+
+	snap := tab.Snapshot()
+	tab.Remove(5)
+	tab.Set(7, []Bloom{bloomOf(40)})
+	assert.Equal(t, []uint32{3, 7}, tab.Routers())
+	_, ok = tab.Filters(5)
+	assert.False(t, ok)
+
+	// The snapshot does not see later changes.
+	assert.Equal(t, []uint32{3, 5, 7}, snap.Routers())
+	assert.Equal(t, uint32(7), snap.MaxID())
+	f, ok := snap.Filters(7)
+	require.True(t, ok)
+	assert.Equal(t, []Bloom{a}, f)
+	_, ok = snap.Filters(4)
+	assert.False(t, ok)
+	dst := bitset.New(0)
+	snap.Match(bloomOf(1, 9), dst)
+	assert.Equal(t, []uint{5, 7}, setBits(dst), "router 3 advertised nothing and matches nothing")
+}
+
+func TestMatchEmptyTable(t *testing.T) {
+	snap := NewTable(DefaultParams()).Snapshot()
+	dst := bitset.New(8).Set(2)
+	snap.Match(bloomOf(1, 2, 3), dst)
+	snap.MatchLinear(bloomOf(1, 2, 3), dst)
+	assert.Equal(t, []uint{2}, setBits(dst))
+}
+
+func setBits(b *bitset.BitSet) []uint {
+	out := []uint{}
+	for i, ok := b.NextSet(0); ok; i, ok = b.NextSet(i + 1) {
+		out = append(out, i)
+	}
+	return out
+}
+
+// matchBrute is D of seed 000 §2.2 straight from the definition.
+func matchBrute(t *Table, bm Bloom) []uint {
+	out := []uint{}
+	for _, id := range t.Routers() {
+		f, _ := t.Filters(id)
+		if slices.ContainsFunc(f, func(b Bloom) bool { return b.SubsetOf(bm) }) {
+			out = append(out, uint(id))
+		}
+	}
+	return out
+}
+
+// randomTable draws a table whose filters come from a small pool, so that
+// filters are shared between routers and some are hot, with sometimes the
+// zero filter, routers without filters, and sparse router IDs.
+func randomTable(r *rand.Rand) (*Table, []Bloom) {
+	m := []int{64, 192, 512}[r.IntN(3)]
+	tab := NewTable(Params{M: m, K: 3})
+	pool := make([]Bloom, 1+r.IntN(400))
+	for i := range pool {
+		pool[i] = randomBloom(r, m, 1+r.IntN(8))
+	}
+	if r.IntN(4) == 0 {
+		pool[0] = Bloom{}
+	}
+	routers := r.IntN(200)
+	sparse := r.IntN(4) == 0
+	for i := range routers {
+		id := uint32(i)
+		if sparse {
+			id = uint32(r.IntN(1 << 16))
+		}
+		fs := make([]Bloom, r.IntN(30))
+		for j := range fs {
+			fs[j] = pool[r.IntN(len(pool))]
+		}
+		tab.Set(id, fs)
+	}
+	msgs := make([]Bloom, 50)
+	for i := range msgs {
+		if i%2 == 0 {
+			msgs[i] = randomBloom(r, m, r.IntN(m)) // any density
+		} else {
+			// A union of pool filters plus noise matches something.
+			msgs[i] = randomBloom(r, m, r.IntN(m/8))
+			for range 1 + r.IntN(4) {
+				msgs[i] = msgs[i].Or(pool[r.IntN(len(pool))])
+			}
+		}
+	}
+	return tab, msgs
+}
+
+// Match against MatchLinear and the definition on random tables, with the
+// cold path chosen by cost and pinned to each side.
+func TestMatchMatchesLinearOnRandomTables(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for i := range 200 {
+		tab, msgs := randomTable(r)
+		snap := tab.Snapshot()
+		for _, force := range []matchPath{pathByCost, pathLeft, pathIndex} {
+			snap.force = force
+			for _, bm := range msgs {
+				want := matchBrute(tab, bm)
+				lin, idx := bitset.New(0), bitset.New(0)
+				snap.MatchLinear(bm, lin)
+				snap.Match(bm, idx)
+				require.Equal(t, want, setBits(lin), "table %d linear", i)
+				require.Equal(t, want, setBits(idx), "table %d indexed (path %d), message %v", i, force, bm)
+			}
+		}
+	}
+}
+
+func TestMatchAddsToDst(t *testing.T) {
+	tab := NewTable(Params{M: 64, K: 2})
+	tab.Set(1, []Bloom{bloomOf(1)})
+	tab.Set(2, []Bloom{bloomOf(2)})
+	dst := bitset.New(100).Set(0).Set(99)
+	tab.Snapshot().Match(bloomOf(2), dst)
+	assert.Equal(t, []uint{0, 2, 99}, setBits(dst), "Match sets bits and clears none")
+}
+
+// seed 000 §2.2 on the paper workload: Match = MatchLinear, both cold
+// paths, and no router with an exact match is missing from D (eq. 1).
+func TestMatchOnPaperWorkload(t *testing.T) {
+	for _, cfg := range []workload.Config{workload.Default(), workload.SingleConstraint()} {
+		for _, p := range []Params{DefaultParams(), {M: 192, K: 7}} {
+			const routers = 60
+			mesh := newPaperMesh(t, cfg, routers, 5, 200)
+			tab := NewTable(p)
+			for b := range routers {
+				tab.Set(uint32(b), mesh.filters(p, b))
+			}
+			snap := tab.Snapshot()
+			name := fmt.Sprintf("names=%d M=%d K=%d", cfg.Names, p.M, p.K)
+			exact := 0
+			for _, m := range mesh.messages {
+				bm := p.EncodeMessage(m)
+				lin := bitset.New(routers)
+				snap.MatchLinear(bm, lin)
+				for _, force := range []matchPath{pathByCost, pathLeft, pathIndex} {
+					snap.force = force
+					idx := bitset.New(routers)
+					snap.Match(bm, idx)
+					require.True(t, lin.Equal(idx), "%s: %v vs %v", name, lin, idx)
+				}
+				for b := range routers {
+					if mesh.exact(b, m) {
+						exact++
+						require.True(t, lin.Test(uint(b)), "%s: broker %d matches %v exactly but is not in D", name, b, m)
+					}
+				}
+			}
+			assert.Positive(t, exact, name)
+		}
+	}
+}
+
+func TestMatchDoesNotAllocate(t *testing.T) {
+	snap, msgs := paperSnapshot(t, workload.SingleConstraint(), DefaultParams(), 100, 100)
+	dst := bitset.New(uint(snap.MaxID()) + 1)
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		dst.ClearAll()
+		snap.Match(msgs[i%len(msgs)], dst)
+		i++
+	})
+	assert.Zero(t, allocs)
+}
+
+// A Snapshot is read-only: concurrent Matches agree with MatchLinear (and
+// -race sees no writes).
+func TestSnapshotConcurrentMatch(t *testing.T) {
+	snap, msgs := paperSnapshot(t, workload.SingleConstraint(), DefaultParams(), 100, 100)
+	want := make([]*bitset.BitSet, len(msgs))
+	for i, bm := range msgs {
+		want[i] = bitset.New(0)
+		snap.MatchLinear(bm, want[i])
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			dst := bitset.New(0)
+			for i := g; i < len(msgs); i += 2 {
+				dst.ClearAll()
+				snap.Match(msgs[i], dst)
+				if !dst.Equal(want[i]) {
+					errs <- fmt.Sprintf("message %d: %v, want %v", i, dst, want[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
