@@ -1,0 +1,161 @@
+package linkstate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dripmesh/drip/internal/encoding"
+)
+
+// CostMode chooses where a link's advertised cost comes from.
+type CostMode uint8
+
+const (
+	// CostWeight advertises the weight given to LinkUp, an operator's
+	// choice (bandwidth, price) that never changes on its own.
+	CostWeight CostMode = iota
+	// CostRTT advertises the smoothed round-trip time measured by hellos
+	// (seed 002 §2.1), in microseconds, with hysteresis.
+	CostRTT
+)
+
+// String returns "weight" or "rtt", the spelling used in configuration.
+func (m CostMode) String() string {
+	switch m {
+	case CostWeight:
+		return "weight"
+	case CostRTT:
+		return "rtt"
+	}
+	return fmt.Sprintf("CostMode(%d)", uint8(m))
+}
+
+// Config configures one router's link-state protocol. The zero value is
+// invalid; start from DefaultConfig or DefaultWANConfig and change what the
+// deployment needs. Every router of a mesh should use the same timers:
+// DeadInterval in particular must exceed every neighbour's HelloInterval.
+type Config struct {
+	// ID identifies the router in every table of the mesh (the StatefulSet
+	// ordinal in Kubernetes). It must be unique: two routers with one ID
+	// would keep superseding each other's advertisements.
+	ID uint32
+	// Name is a human-readable label carried in hellos, so that logs and
+	// metrics on a neighbour can say who it is talking to. At most 255
+	// bytes; it plays no part in routing.
+	Name string
+
+	// HelloInterval is how often a hello goes to each neighbour. Hellos
+	// both keep adjacencies alive and sample the RTT, so it bounds how fast
+	// a dead neighbour or a delay change is noticed.
+	HelloInterval time.Duration
+	// DeadInterval is how long a neighbour may stay silent before its
+	// adjacency is dropped. It must be at least twice HelloInterval so that
+	// one lost hello never tears down a link.
+	DeadInterval time.Duration
+	// RefreshInterval is how often the router re-originates its LSA and
+	// predicate advertisement even when nothing changed, so that entries
+	// everywhere stay younger than MaxAge and a lost flood heals on its own.
+	RefreshInterval time.Duration
+	// MaxAge is the age at which another router's entry is dropped from the
+	// LSDB when its origin stopped refreshing it (it died, or sits beyond a
+	// partition). It must exceed RefreshInterval; OSPF's ratio of about
+	// three tolerates two lost refreshes.
+	MaxAge time.Duration
+	// DigestMismatchHellos is the number of consecutive hellos whose LSDB
+	// digest differs from ours after which the lower-ID side of an
+	// adjacency starts a database exchange. Flooding in flight makes a
+	// single mismatch normal; a persistent one means a message was lost.
+	DigestMismatchHellos int
+
+	// CostMode selects configured weights or measured RTT as link costs.
+	CostMode CostMode
+	// EWMAWeight is the weight of a new RTT sample in the smoothed RTT
+	// (seed 002 §2.1 uses 0.25): larger follows changes faster, smaller
+	// rides out jitter. In (0, 1].
+	EWMAWeight float64
+	// CostThreshold is the relative change of the measured cost that makes
+	// the router advertise it (seed 002 §2.1 switches paths at a 20%
+	// improvement). Below it the old cost stays, so jitter neither floods
+	// LSAs nor flaps routes. Zero advertises every change.
+	CostThreshold float64
+	// CostFloor is the least cost a measured link is advertised with, in
+	// microseconds of RTT. RTT differences below it are scheduling noise,
+	// and a floor keeps links of a LAN equal so that hop count decides.
+	CostFloor uint32
+
+	// Encoding are the Bloom parameters of this router's predicate
+	// advertisements. They travel with every advertisement: a router
+	// whose parameters differ is left out of the published predicate
+	// table, since its filters would match the wrong bits.
+	Encoding encoding.Params
+}
+
+// DefaultConfig is for routers on one site or region: one-second hellos, a
+// four-second dead interval (four hellos), configured weights, and OSPF's
+// thirty-minute refresh. Refreshes only age out dead routers' entries and
+// back up anti-entropy, yet each one re-floods every router's predicate
+// over every link: at 1000 routers with 100 filters each, a ten-minute
+// refresh alone would cost about 6 kB/s per link (docs/results/routing.md).
+func DefaultConfig(id uint32, name string) Config {
+	return Config{
+		ID:                   id,
+		Name:                 name,
+		HelloInterval:        time.Second,
+		DeadInterval:         4 * time.Second,
+		RefreshInterval:      30 * time.Minute,
+		MaxAge:               90 * time.Minute,
+		DigestMismatchHellos: 2,
+		CostMode:             CostWeight,
+		EWMAWeight:           0.25,
+		CostThreshold:        0.2,
+		CostFloor:            1000,
+		Encoding:             encoding.DefaultParams(),
+	}
+}
+
+// DefaultWANConfig is for routers across a wide area: RTT costs as in
+// seed 002 §2.1 (EWMA 0.25, 20% hysteresis, 1 ms floor), two-second hellos
+// and a ten-second dead interval, since a WAN path loses a few hellos in a
+// row more often than it fails, and a needless adjacency flap reroutes the
+// whole mesh.
+func DefaultWANConfig(id uint32, name string) Config {
+	c := DefaultConfig(id, name)
+	c.HelloInterval = 2 * time.Second
+	c.DeadInterval = 10 * time.Second
+	c.CostMode = CostRTT
+	return c
+}
+
+// Validate reports the first field that is out of range.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Name) > 255:
+		return fmt.Errorf("linkstate: Config.Name is %d bytes, want at most 255", len(c.Name))
+	case c.HelloInterval <= 0:
+		return fmt.Errorf("linkstate: Config.HelloInterval = %v, want > 0", c.HelloInterval)
+	case c.DeadInterval < 2*c.HelloInterval:
+		return fmt.Errorf("linkstate: Config.DeadInterval = %v, want at least 2×HelloInterval = %v so one lost hello does not drop an adjacency",
+			c.DeadInterval, 2*c.HelloInterval)
+	case c.RefreshInterval <= 0:
+		return fmt.Errorf("linkstate: Config.RefreshInterval = %v, want > 0", c.RefreshInterval)
+	case c.MaxAge <= c.RefreshInterval:
+		return fmt.Errorf("linkstate: Config.MaxAge = %v, want more than RefreshInterval = %v or live entries expire",
+			c.MaxAge, c.RefreshInterval)
+	case c.DigestMismatchHellos < 1:
+		return fmt.Errorf("linkstate: Config.DigestMismatchHellos = %d, want at least 1", c.DigestMismatchHellos)
+	case c.CostMode != CostWeight && c.CostMode != CostRTT:
+		return fmt.Errorf("linkstate: Config.CostMode = %d, want CostWeight or CostRTT", c.CostMode)
+	case math.IsNaN(c.EWMAWeight) || c.EWMAWeight <= 0 || c.EWMAWeight > 1:
+		return fmt.Errorf("linkstate: Config.EWMAWeight = %v, want a value in (0, 1]", c.EWMAWeight)
+	case math.IsNaN(c.CostThreshold) || c.CostThreshold < 0 || math.IsInf(c.CostThreshold, 0):
+		return fmt.Errorf("linkstate: Config.CostThreshold = %v, want a finite value ≥ 0", c.CostThreshold)
+	case c.CostFloor == 0:
+		return errors.New("linkstate: Config.CostFloor = 0, want at least 1 (a zero-cost link makes paths through it free)")
+	}
+	if err := c.Encoding.Validate(); err != nil {
+		return fmt.Errorf("linkstate: Config.Encoding: %w", err)
+	}
+	return nil
+}

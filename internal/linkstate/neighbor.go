@@ -1,0 +1,256 @@
+package linkstate
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// NeighborState is the state of an adjacency.
+type NeighborState uint8
+
+const (
+	// StateDown: the link is up but nothing was heard within DeadInterval.
+	StateDown NeighborState = iota
+	// StateInit: we hear the neighbour, but it has not heard us yet.
+	StateInit
+	// StateFull: hellos flow both ways; the neighbour is in our LSA,
+	// receives floods, and the databases have been exchanged.
+	StateFull
+)
+
+// String returns "down", "init" or "full", usable as a metric label.
+func (s NeighborState) String() string {
+	switch s {
+	case StateDown:
+		return "down"
+	case StateInit:
+		return "init"
+	case StateFull:
+		return "full"
+	}
+	return fmt.Sprintf("NeighborState(%d)", uint8(s))
+}
+
+// neighbor is the state of one link.
+type neighbor struct {
+	id     uint32
+	name   string
+	state  NeighborState
+	weight uint32 // from LinkUp
+	cost   uint32 // what the own LSA advertises for this link
+
+	nextHello time.Duration
+	lastHeard time.Duration
+	// theirSentAt and theirRecvAt describe the last hello received, which
+	// the next hello echoes once (echoPending) so each hello yields one
+	// RTT sample.
+	theirSentAt time.Duration
+	theirRecvAt time.Duration
+	echoPending bool
+
+	srtt    time.Duration
+	samples int
+
+	mismatches   int       // hellos in a row showing mismatchPair
+	mismatchPair [2]uint64 // our digest and the neighbour's
+	badVersion   bool      // reported a version mismatch already
+	versionSeen  uint32
+}
+
+// NeighborInfo describes a neighbour for metrics and status pages.
+type NeighborInfo struct {
+	ID    uint32
+	Name  string
+	State NeighborState
+	// Weight is the configured weight from LinkUp.
+	Weight uint32
+	// Cost is the cost the router currently advertises for the link.
+	Cost uint32
+	// RTT is the smoothed round-trip time, valid when Samples > 0.
+	RTT     time.Duration
+	Samples int
+	// LastHeard is when the last hello arrived, on the node's clock.
+	LastHeard time.Duration
+}
+
+// Neighbors lists the neighbours in ascending ID order.
+func (n *Node) Neighbors() []NeighborInfo {
+	out := make([]NeighborInfo, 0, len(n.nbrIDs))
+	for _, id := range n.nbrIDs {
+		nb := n.nbrs[id]
+		out = append(out, NeighborInfo{
+			ID: id, Name: nb.name, State: nb.state, Weight: nb.weight, Cost: nb.cost,
+			RTT: nb.srtt, Samples: nb.samples, LastHeard: nb.lastHeard,
+		})
+	}
+	return out
+}
+
+func (n *Node) sendHello(nb *neighbor) {
+	h := &Hello{
+		Router:  n.cfg.ID,
+		Name:    n.cfg.Name,
+		Version: Version,
+		SentAt:  n.now,
+		Heard:   nb.state != StateDown,
+		Digest:  n.digest,
+	}
+	if nb.echoPending {
+		h.Echoed, h.Echo, h.Hold = true, nb.theirSentAt, n.now-nb.theirRecvAt
+		nb.echoPending = false
+	}
+	nb.nextHello = n.now + n.cfg.HelloInterval
+	n.send(nb.id, h)
+}
+
+func (n *Node) stepHello(nb *neighbor, h *Hello) error {
+	if h.Router != nb.id {
+		return fmt.Errorf("hello on the link to router %d claims to come from router %d", nb.id, h.Router)
+	}
+	if h.Version != Version {
+		if !nb.badVersion || nb.versionSeen != h.Version {
+			nb.badVersion, nb.versionSeen = true, h.Version
+			n.events = append(n.events, Event{Type: EventVersionMismatch, Peer: nb.id, Seq: uint64(h.Version)})
+		}
+		return nil
+	}
+	nb.badVersion = false
+	nb.name = h.Name
+	nb.lastHeard = n.now
+	nb.theirSentAt, nb.theirRecvAt, nb.echoPending = h.SentAt, n.now, true
+	if h.Echoed {
+		// The sample is on our clock alone: we sent at Echo, the peer held
+		// the hello for Hold, and it is back now.
+		if rtt := n.now - h.Echo - h.Hold; rtt >= 0 && h.Hold >= 0 {
+			n.rttSample(nb, rtt)
+		}
+	}
+	prev := nb.state
+	nb.state = StateInit
+	if h.Heard {
+		nb.state = StateFull
+	}
+	switch {
+	case prev == StateFull && nb.state != StateFull:
+		// It stopped hearing us: it restarted or our hellos are lost.
+		n.adjacencyDown(nb, DownPeerReset)
+	case prev != StateFull && nb.state == StateFull:
+		n.adjacencyUp(nb)
+	case nb.state == StateFull:
+		n.compareDigest(nb, h.Digest)
+	}
+	// Answer at once when the neighbour has not heard us yet or our side
+	// just came up, so an adjacency forms in about one RTT rather than one
+	// HelloInterval. Neither condition holds once both sides are up, so
+	// this cannot ping-pong.
+	if !h.Heard || prev != StateFull && nb.state == StateFull {
+		n.sendHello(nb)
+	}
+	return nil
+}
+
+// compareDigest counts hellos that show the same disagreement: both our
+// digest and the neighbour's unchanged, and different. Floods crossing on
+// the link cause disagreements that change as they land; one that
+// survives DigestMismatchHellos hellos means a message was lost. The
+// lower-ID side then sends a summary (both sides see the disagreement, and
+// one summary synchronises both).
+func (n *Node) compareDigest(nb *neighbor, theirs uint64) {
+	if theirs == n.digest {
+		nb.mismatches = 0
+		return
+	}
+	if pair := [2]uint64{n.digest, theirs}; pair != nb.mismatchPair {
+		nb.mismatchPair, nb.mismatches = pair, 0
+	}
+	nb.mismatches++
+	if nb.mismatches < n.cfg.DigestMismatchHellos {
+		return
+	}
+	nb.mismatches = 0
+	if n.cfg.ID < nb.id {
+		n.events = append(n.events, Event{Type: EventAntiEntropy, Peer: nb.id})
+		n.sendSummary(nb)
+	}
+}
+
+func (n *Node) adjacencyUp(nb *neighbor) {
+	nb.mismatches = 0
+	n.lsaDirty = true
+	n.events = append(n.events, Event{Type: EventAdjacencyUp, Peer: nb.id, Cost: nb.cost})
+	if n.cfg.ID < nb.id {
+		n.sendSummary(nb)
+	}
+}
+
+func (n *Node) adjacencyDown(nb *neighbor, why DownReason) {
+	nb.mismatches = 0
+	n.lsaDirty = true
+	n.events = append(n.events, Event{Type: EventAdjacencyDown, Peer: nb.id, Reason: why})
+}
+
+func (n *Node) neighborDead(nb *neighbor) {
+	prev := nb.state
+	nb.state = StateDown
+	nb.echoPending = false
+	if prev == StateFull {
+		n.adjacencyDown(nb, DownDead)
+	}
+}
+
+// rttSample folds a sample into the smoothed RTT (seed 002 §2.1: EWMA with
+// weight EWMAWeight on the new sample) and, in CostRTT mode, re-advertises
+// the link's cost when it moved past the hysteresis threshold.
+func (n *Node) rttSample(nb *neighbor, rtt time.Duration) {
+	nb.srtt = ewma(nb.srtt, rtt, n.cfg.EWMAWeight, nb.samples == 0)
+	nb.samples++
+	if n.cfg.CostMode != CostRTT {
+		return
+	}
+	c := rttCost(nb.srtt, n.cfg.CostFloor)
+	// The first sample replaces the LinkUp weight, which was a placeholder.
+	if nb.samples == 1 || beyondThreshold(c, nb.cost, n.cfg.CostThreshold) {
+		n.setCost(nb, c)
+	}
+}
+
+func (n *Node) setCost(nb *neighbor, c uint32) {
+	if c == nb.cost {
+		return
+	}
+	n.events = append(n.events, Event{Type: EventCostChanged, Peer: nb.id, OldCost: nb.cost, Cost: c, RTT: nb.srtt})
+	nb.cost = c
+	if nb.state == StateFull {
+		n.lsaDirty = true
+	}
+}
+
+// ewma returns the smoothed value after a sample; the first sample is
+// taken as is, since there is nothing to smooth it with.
+func ewma(avg, sample time.Duration, w float64, first bool) time.Duration {
+	if first {
+		return sample
+	}
+	return time.Duration(math.Round((1-w)*float64(avg) + w*float64(sample)))
+}
+
+// rttCost converts a smoothed RTT to a link cost in microseconds, no lower
+// than floor and saturating at the largest cost.
+func rttCost(srtt time.Duration, floor uint32) uint32 {
+	us := srtt.Microseconds()
+	switch {
+	case us < int64(floor):
+		return floor
+	case us > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(us)
+}
+
+// beyondThreshold reports whether measured differs from advertised by more
+// than the fraction threshold of advertised (seed 002 §2.1's 20%).
+func beyondThreshold(measured, advertised uint32, threshold float64) bool {
+	d := math.Abs(float64(measured) - float64(advertised))
+	return d > threshold*float64(advertised)
+}

@@ -1,0 +1,346 @@
+package linkstate
+
+import (
+	"math"
+	"slices"
+	"sync"
+)
+
+// graph is the topology of one LSDB state with routers renumbered 0..n−1 in
+// ascending ID order, in compressed sparse rows: the links out of router i
+// are to[off[i]:off[i+1]]. Only links both ends advertise are present.
+type graph struct {
+	ids []uint32 // index → router ID, ascending
+	// dense maps a router ID to its index+1 when IDs are small (StatefulSet
+	// ordinals), sparse otherwise; 0 / absent means not in the graph.
+	dense  []int32
+	sparse map[uint32]int32
+	off    []int32
+	to     []int32
+	cost   []uint32
+	hash   []uint64 // EdgeHash of each link
+	// print identifies the graph: equal prints mean equal routes, so a
+	// refresh that changed nothing keeps the old table and its caches.
+	print uint64
+}
+
+func (g *graph) index(id uint32) int32 {
+	if g.dense != nil {
+		if uint64(id) < uint64(len(g.dense)) {
+			return g.dense[id] - 1
+		}
+		return -1
+	}
+	if i, ok := g.sparse[id]; ok {
+		return i
+	}
+	return -1
+}
+
+// linkTo reports whether a sorted link list has a link to id.
+func linkTo(links []Link, id uint32) bool {
+	lo, hi := 0, len(links)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if links[m].Neighbor < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(links) && links[lo].Neighbor == id
+}
+
+// newGraph builds the graph of the live (not withdrawn) LSAs, in any order,
+// whose links must be sorted, and self, which is always a node even
+// before its own LSA exists.
+func newGraph(self uint32, lsas []*LSA) *graph {
+	g := &graph{}
+	g.ids = make([]uint32, 0, len(lsas)+1)
+	hasSelf := false
+	for _, a := range lsas {
+		if a.Origin == self {
+			hasSelf = true
+		}
+		g.ids = append(g.ids, a.Origin)
+	}
+	if !hasSelf {
+		g.ids = append(g.ids, self)
+	}
+	// Sorting IDs rather than LSA pointers spares the write barriers of
+	// moving pointers, a third of SPF's time at 1000 routers.
+	slices.Sort(g.ids)
+	n := len(g.ids)
+	if maxID := g.ids[n-1]; uint64(maxID) < uint64(8*n+1024) {
+		g.dense = make([]int32, maxID+1)
+		for i, id := range g.ids {
+			g.dense[id] = int32(i) + 1
+		}
+	} else {
+		g.sparse = make(map[uint32]int32, n)
+		for i, id := range g.ids {
+			g.sparse[id] = int32(i)
+		}
+	}
+	byIndex := make([]*LSA, n)
+	links := 0
+	for _, a := range lsas {
+		byIndex[g.index(a.Origin)] = a
+		links += len(a.Links)
+	}
+	g.to = make([]int32, 0, links)
+	g.cost = make([]uint32, 0, links)
+	g.hash = make([]uint64, 0, links)
+	g.off = make([]int32, n+1)
+	for i, a := range byIndex {
+		g.off[i] = int32(len(g.to))
+		if a == nil {
+			continue
+		}
+		for _, l := range a.Links {
+			j := g.index(l.Neighbor)
+			// Two-way check: u→v counts only if v's LSA lists u, so a
+			// dead router's stale LSA cannot attract traffic.
+			if j < 0 || byIndex[j] == nil || !linkTo(byIndex[j].Links, a.Origin) {
+				continue
+			}
+			h := EdgeHash(a.Origin, l.Neighbor)
+			g.to = append(g.to, j)
+			g.cost = append(g.cost, l.Cost)
+			g.hash = append(g.hash, h)
+			g.print += mix64(h ^ uint64(l.Cost))
+		}
+	}
+	g.off[n] = int32(len(g.to))
+	return g
+}
+
+// weight is the lexicographic path weight of doc.go: advertised cost first,
+// then the sum of edge hashes.
+type weight struct{ cost, hash uint64 }
+
+func (a weight) less(b weight) bool {
+	return a.cost < b.cost || a.cost == b.cost && a.hash < b.hash
+}
+
+var infinite = weight{math.MaxUint64, math.MaxUint64}
+
+// spt is a shortest-path tree over a graph.
+type spt struct {
+	dist   []weight
+	parent []int32 // −1 for the root and unreachable nodes
+	order  []int32 // nodes in the order they were settled, root first
+}
+
+type heapItem struct {
+	w    weight
+	node int32
+}
+
+func (a heapItem) less(b heapItem) bool {
+	if a.w != b.w {
+		return a.w.less(b.w)
+	}
+	return a.node < b.node
+}
+
+// minHeap is a binary heap with lazy deletion: a node may be pushed once
+// per improvement and stale items are skipped when popped, which is
+// cheaper than decrease-key bookkeeping at mesh degrees.
+type minHeap []heapItem
+
+func (h *minHeap) push(it heapItem) {
+	*h = append(*h, it)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s[i].less(s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *minHeap) pop() heapItem {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(s) && s[r].less(s[l]) {
+			m = r
+		}
+		if !s[m].less(s[i]) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// dijkstra computes the shortest-path tree rooted at src. On an exact tie
+// of both weights (a 2^-48 coincidence of hash sums) the lower parent index,
+// that is the lower router ID, wins, so the result is still deterministic.
+func (g *graph) dijkstra(src int32) *spt {
+	n := len(g.ids)
+	t := &spt{
+		dist:   make([]weight, n),
+		parent: make([]int32, n),
+		order:  make([]int32, 0, n),
+	}
+	for i := range t.dist {
+		t.dist[i] = infinite
+		t.parent[i] = -1
+	}
+	done := make([]bool, n)
+	h := make(minHeap, 0, n)
+	t.dist[src] = weight{}
+	h.push(heapItem{node: src})
+	for len(h) > 0 {
+		it := h.pop()
+		u := it.node
+		if done[u] || it.w != t.dist[u] {
+			continue
+		}
+		done[u] = true
+		t.order = append(t.order, u)
+		du := t.dist[u]
+		for e := g.off[u]; e < g.off[u+1]; e++ {
+			v := g.to[e]
+			if done[v] {
+				continue
+			}
+			w := weight{du.cost + uint64(g.cost[e]), du.hash + g.hash[e]}
+			if w.less(t.dist[v]) || w == t.dist[v] && u < t.parent[v] {
+				t.dist[v] = w
+				t.parent[v] = u
+				h.push(heapItem{w: w, node: v})
+			}
+		}
+	}
+	return t
+}
+
+// Table is a router's UNICAST table (seed 000 §2.2) as an immutable
+// snapshot of one LSDB state. It implements drp.Routing. A Table is safe
+// for concurrent use: the node replaces it rather than changing it, so a
+// forwarding goroutine may keep using the one it holds.
+type Table struct {
+	self  uint32
+	g     *graph
+	root  int32
+	tree  *spt
+	first []int32 // index of the first hop towards each node, −1 if none
+	known int
+
+	mu       sync.Mutex
+	children map[uint32][]uint32 // TreeChildren cache per source
+}
+
+func newTable(self uint32, g *graph) *Table {
+	t := &Table{self: self, g: g, root: g.index(self)}
+	t.tree = g.dijkstra(t.root)
+	t.first = make([]int32, len(g.ids))
+	for i := range t.first {
+		t.first[i] = -1
+	}
+	// Parents settle before their children, so one pass in settling order
+	// propagates first hops down the tree.
+	for _, v := range t.tree.order[1:] {
+		if p := t.tree.parent[v]; p == t.root {
+			t.first[v] = v
+		} else {
+			t.first[v] = t.first[p]
+		}
+	}
+	t.known = len(t.tree.order)
+	return t
+}
+
+// Self implements drp.Routing.
+func (t *Table) Self() uint32 { return t.self }
+
+// NextHop implements drp.Routing.
+func (t *Table) NextHop(dst uint32) (next uint32, ok bool) {
+	i := t.g.index(dst)
+	if i < 0 || t.first[i] < 0 {
+		return 0, false
+	}
+	return t.g.ids[t.first[i]], true
+}
+
+// Known implements drp.Routing.
+func (t *Table) Known() int { return t.known }
+
+// Reachable reports whether dst is reachable (Self included).
+func (t *Table) Reachable(dst uint32) bool {
+	i := t.g.index(dst)
+	return i >= 0 && t.tree.dist[i] != infinite
+}
+
+// Distance returns the advertised cost of the path to dst.
+func (t *Table) Distance(dst uint32) (cost uint64, ok bool) {
+	i := t.g.index(dst)
+	if i < 0 || t.tree.dist[i] == infinite {
+		return 0, false
+	}
+	return t.tree.dist[i].cost, true
+}
+
+// Routers lists the reachable routers, Self included, in ascending order.
+func (t *Table) Routers() []uint32 {
+	out := make([]uint32, 0, t.known)
+	for i, id := range t.g.ids {
+		if t.tree.dist[i] != infinite {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// TreeChildren implements drp.Routing: Self's children in the shortest-path
+// tree rooted at source, the routers to which a broadcast from source is
+// forwarded here (seed 000 §2.3). Every router computes the same tree, with
+// the same tie-breaking, so together they cover each reachable router once.
+// The result is cached per source for the life of the Table and must not
+// be modified. It is empty when source is unreachable.
+func (t *Table) TreeChildren(source uint32) []uint32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.children[source]; ok {
+		return c
+	}
+	var tree *spt
+	if s := t.g.index(source); s >= 0 && t.tree.dist[s] != infinite {
+		if s == t.root {
+			tree = t.tree
+		} else {
+			tree = t.g.dijkstra(s)
+		}
+	}
+	var c []uint32
+	if tree != nil {
+		for e := t.g.off[t.root]; e < t.g.off[t.root+1]; e++ {
+			if v := t.g.to[e]; tree.parent[v] == t.root {
+				c = append(c, t.g.ids[v])
+			}
+		}
+		// Links are stored in ascending neighbour order already.
+	}
+	if t.children == nil {
+		t.children = make(map[uint32][]uint32)
+	}
+	t.children[source] = c
+	return c
+}
