@@ -74,7 +74,10 @@ type PublishSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Messages accepted for routing.
 	Accepted uint64 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	// Of those, messages that matched no subscriber anywhere (not an error).
+	// Of those, messages routed nowhere: no local subscriber matched them and
+	// no other broker's encoded predicate did (not an error). A message sent
+	// to a broker whose exact predicates then reject it (a Bloom or category
+	// false positive) is not counted here: the ingress cannot know.
 	Unmatched     uint64 `protobuf:"varint,2,opt,name=unmatched,proto3" json:"unmatched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

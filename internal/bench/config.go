@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// Mode is how each publisher spaces its messages.
+type Mode string
+
+// The send modes of seed 000 §5.1.4: a constant rate, evenly spaced or as a
+// Poisson process, or a Poisson process whose rate grows linearly.
+const (
+	Constant Mode = "constant" // evenly spaced at Rate
+	Poisson  Mode = "poisson"  // exponential gaps at Rate
+	Ramp     Mode = "ramp"     // Poisson, rate from RateStart to Rate over Duration
+)
+
+// Modes lists the valid send modes.
+var Modes = []Mode{Constant, Poisson, Ramp}
+
+// Preset returns the workload preset by name: "single" is the comparative
+// workload of seed 000 §5.2.1 (one constraint per filter, 200 names, client
+// replication about 5% of the subscribers), "default" the generative model
+// of §5.1.4 (one to five constraints, 10 names).
+func Preset(name string) (workload.Config, error) {
+	switch name {
+	case "single":
+		return workload.SingleConstraint(), nil
+	case "default":
+		return workload.Default(), nil
+	default:
+		return workload.Config{}, fmt.Errorf("unknown workload %q: want single or default", name)
+	}
+}
+
+// Config is one experiment.
+type Config struct {
+	Brokers      []string        // addresses; clients go to them round-robin
+	WorkloadName string          // for the report only
+	Workload     workload.Config // messages and predicates
+	Subscribers  int             // S, one predicate each
+	Publishers   int             // P
+	Mode         Mode
+	Rate         float64       // total messages/s over all publishers; Ramp's final rate
+	RateStart    float64       // Ramp's initial total rate
+	Duration     time.Duration // how long publishers send
+	Warmup       time.Duration // pause after subscribing, for forwarding state to propagate
+	Drain        time.Duration // longest wait for outstanding deliveries after sending stops
+	// Settle is how long to keep listening once every expected delivery has
+	// arrived, to catch duplicates and false positives that trail them on
+	// other streams.
+	Settle time.Duration
+
+	ConnectTimeout time.Duration   // bound on connecting to each broker; 0 for none
+	ClientOptions  []client.Option // for every connection (TLS, dialer)
+	Progress       io.Writer       // a line per second; nil for none
+}
+
+// Validate reports the first field of c that makes no sense.
+func (c Config) Validate() error {
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case len(c.Brokers) == 0:
+		return fmt.Errorf("bench: no broker addresses")
+	case c.Subscribers < 1:
+		return fmt.Errorf("bench: %d subscribers, want at least 1", c.Subscribers)
+	case c.Publishers < 1:
+		return fmt.Errorf("bench: %d publishers, want at least 1", c.Publishers)
+	case c.Mode != Constant && c.Mode != Poisson && c.Mode != Ramp:
+		return fmt.Errorf("bench: unknown mode %q: want constant, poisson or ramp", c.Mode)
+	case !finite(c.Rate) || c.Rate < 0 || (c.Rate == 0 && c.Mode != Ramp):
+		return fmt.Errorf("bench: rate %v messages/s, want a positive number", c.Rate)
+	case c.Mode == Ramp && (!finite(c.RateStart) || c.RateStart < 0):
+		return fmt.Errorf("bench: ramp start rate %v messages/s, want zero or more", c.RateStart)
+	case c.Mode == Ramp && c.Rate == 0 && c.RateStart == 0:
+		return fmt.Errorf("bench: a ramp from 0 to 0 messages/s sends nothing")
+	case c.Duration <= 0:
+		return fmt.Errorf("bench: duration %v, want more than 0", c.Duration)
+	case c.Warmup < 0:
+		return fmt.Errorf("bench: warmup %v, want 0 or more", c.Warmup)
+	case c.Drain < 0:
+		return fmt.Errorf("bench: drain %v, want 0 or more", c.Drain)
+	case c.Settle < 0:
+		return fmt.Errorf("bench: settle %v, want 0 or more", c.Settle)
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			return fmt.Errorf("bench: broker address %d is empty", i)
+		}
+	}
+	return c.Workload.Validate()
+}

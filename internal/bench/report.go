@@ -1,0 +1,106 @@
+package bench
+
+import "time"
+
+// Report is the outcome of a run, written as JSON by drip bench.
+type Report struct {
+	Config       ReportConfig      `json:"config"`
+	Replication  Replication       `json:"replication"`
+	Series       []Second          `json:"series"`
+	Totals       Totals            `json:"totals"`
+	Latency      Latency           `json:"latency_ms"`
+	Subscribers  []SubscriberStats `json:"subscribers"`
+	SendSeconds  float64           `json:"send_s"`  // how long sending took
+	DrainSeconds float64           `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
+}
+
+// Exact reports whether the mesh delivered nothing it should not have: no
+// false positive and no duplicate. Undelivered messages are a capacity
+// result, not an exactness one.
+func (r *Report) Exact() bool { return r.Totals.FalsePositives == 0 && r.Totals.Duplicates == 0 }
+
+// ReportConfig echoes the experiment's parameters.
+type ReportConfig struct {
+	Brokers      []string       `json:"brokers"`
+	WorkloadName string         `json:"workload,omitempty"`
+	Workload     WorkloadConfig `json:"workload_config"`
+	Subscribers  int            `json:"subscribers"`
+	Publishers   int            `json:"publishers"`
+	Mode         Mode           `json:"mode"`
+	Rate         float64        `json:"rate"`
+	RateStart    float64        `json:"rate_start,omitempty"`
+	Duration     float64        `json:"duration_s"`
+	Warmup       float64        `json:"warmup_s"`
+	Drain        float64        `json:"drain_s"`
+	Settle       float64        `json:"settle_s"`
+}
+
+// WorkloadConfig mirrors workload.Config with JSON names.
+type WorkloadConfig struct {
+	Seed                int64   `json:"seed"`
+	Names               int     `json:"names"`
+	AttrsPerMessage     int     `json:"attrs_per_message"`
+	StringFraction      float64 `json:"string_fraction"`
+	Terms               int     `json:"terms"`
+	IntMax              int64   `json:"int_max"`
+	FiltersPerPredicate int     `json:"filters_per_predicate"`
+	MinConstraints      int     `json:"min_constraints"`
+	MaxConstraints      int     `json:"max_constraints"`
+}
+
+// Replication is the measured replication of the messages sent (seed 000
+// §5.1.4, Fig. 2): the mean number of subscribers and of distinct brokers
+// each message had to reach.
+type Replication struct {
+	Client float64 `json:"client"`
+	Broker float64 `json:"broker"`
+}
+
+// Second is one second of the run, counted from the start of sending.
+// Sent and Ideal count messages sent in that second and the deliveries they
+// call for; Delivered counts expected deliveries received in that second.
+type Second struct {
+	T         int    `json:"t"`
+	Sent      uint64 `json:"sent"`
+	Delivered uint64 `json:"delivered"`
+	Ideal     uint64 `json:"ideal"`
+}
+
+// Totals are the run's counts.
+type Totals struct {
+	Sent            uint64 `json:"sent"`             // messages the bench published
+	Accepted        uint64 `json:"accepted"`         // as the brokers' publish summaries say
+	BrokerUnmatched uint64 `json:"broker_unmatched"` // accepted messages the brokers found no subscriber for
+	Unmatched       uint64 `json:"unmatched"`        // sent messages the oracle found no subscriber for
+	Ideal           uint64 `json:"ideal"`            // deliveries the oracle expects
+	Delivered       uint64 `json:"delivered"`        // expected deliveries received (first copies)
+	Undelivered     uint64 `json:"undelivered"`      // Ideal - Delivered
+	FalsePositives  uint64 `json:"false_positives"`  // deliveries to subscribers the message does not match
+	Duplicates      uint64 `json:"duplicates"`       // further copies of expected deliveries
+	Lost            uint64 `json:"lost"`             // drops the brokers reported to slow subscribers
+	Foreign         uint64 `json:"foreign"`          // deliveries of messages this run did not send
+}
+
+// Latency summarises end-to-end latency of expected deliveries, in
+// milliseconds, to within 0.8%.
+type Latency struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// SubscriberStats are one subscriber's counts.
+type SubscriberStats struct {
+	Index          int    `json:"index"`
+	Broker         string `json:"broker"`
+	Ideal          uint64 `json:"ideal"`
+	Delivered      uint64 `json:"delivered"`
+	Undelivered    uint64 `json:"undelivered"`
+	FalsePositives uint64 `json:"false_positives"`
+	Duplicates     uint64 `json:"duplicates"`
+	Lost           uint64 `json:"lost"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

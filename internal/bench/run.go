@@ -1,0 +1,460 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// Run performs the experiment cfg describes and returns its report. It
+// returns early with an error if a broker cannot be reached, rejects a
+// predicate or a message, or ends a subscription; cancelling ctx stops it
+// with ctx's error. Exactness violations are not errors: see Report.Exact.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	gen, err := workload.New(cfg.Workload)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	clients := make([]*client.Client, len(cfg.Brokers))
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}()
+	for i, addr := range cfg.Brokers {
+		if clients[i], err = dial(ctx, addr, cfg); err != nil {
+			return nil, stopped(ctx, fmt.Errorf("bench: %w", err))
+		}
+	}
+
+	r := newRunner(cfg, gen.Predicates(cfg.Subscribers))
+	r.cancel = cancel
+
+	// Subscribe, and start reading at once so that nothing backs up while
+	// the mesh settles.
+	subs := make([]*client.Subscription, cfg.Subscribers)
+	var readers sync.WaitGroup
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer func() {
+		stopReading()
+		readers.Wait()
+		for _, s := range subs {
+			if s != nil {
+				_ = s.Close()
+			}
+		}
+	}()
+	for j := range subs {
+		b := r.oracle.brokerOf[j]
+		s, err := clients[b].Subscribe(ctx, r.oracle.preds[j].String())
+		if err != nil {
+			return nil, stopped(ctx, fmt.Errorf("bench: subscriber %d on %s: %w", j, cfg.Brokers[b], err))
+		}
+		subs[j] = s
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			r.read(readCtx, j, s)
+		}()
+	}
+	if err := sleep(ctx, cfg.Warmup); err != nil {
+		return nil, context.Cause(ctx)
+	}
+
+	// A publisher blocked by a mesh that stopped taking messages must not
+	// hold the run past its end: publish streams are cut at Duration +
+	// Drain after sending starts.
+	pubCtx, cutPublishers := context.WithCancelCause(ctx)
+	defer cutPublishers(nil)
+	pubs := make([]*client.Publisher, cfg.Publishers)
+	for i := range pubs {
+		b := i % len(clients)
+		if pubs[i], err = clients[b].NewPublisher(pubCtx); err != nil {
+			return nil, stopped(ctx, fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[b], err))
+		}
+	}
+
+	r.sendStart.Store(int64(r.now()))
+	errStuck := fmt.Errorf("bench: publishers still blocked %v after sending should have ended: the mesh stopped accepting messages", cfg.Drain)
+	watchdog := time.AfterFunc(cfg.Duration+cfg.Drain, func() { cutPublishers(errStuck) })
+	defer watchdog.Stop()
+	stopProgress := r.progress(ctx)
+	defer stopProgress()
+	var publishers sync.WaitGroup
+	for i, p := range pubs {
+		publishers.Add(1)
+		go func() {
+			defer publishers.Done()
+			r.publish(pubCtx, i, p, cfg.Workload)
+		}()
+	}
+	publishers.Wait()
+	sendTime := r.sinceSendStart(r.now())
+	var sum client.Summary
+	for i, p := range pubs {
+		s, err := p.Close()
+		if err != nil && pubCtx.Err() == nil {
+			r.fail(fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[i%len(cfg.Brokers)], err))
+		}
+		sum.Accepted += s.Accepted
+		sum.Unmatched += s.Unmatched
+	}
+	watchdog.Stop()
+	if errors.Is(context.Cause(pubCtx), errStuck) {
+		r.fail(errStuck)
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+
+	drainStart := time.Now()
+	r.drain(ctx, subs)
+	drainTime := time.Since(drainStart)
+	stopReading()
+	readers.Wait()
+	stopProgress()
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return r.report(sum, subs, sendTime, drainTime), nil
+}
+
+func dial(ctx context.Context, addr string, cfg Config) (*client.Client, error) {
+	if cfg.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.ConnectTimeout)
+		defer cancel()
+	}
+	return client.Dial(ctx, addr, append([]client.Option{client.WithName("drip-bench")}, cfg.ClientOptions...)...)
+}
+
+// runner is the shared state of one run.
+type runner struct {
+	cfg    Config
+	oracle *oracle
+	ledger *ledger
+	runID  uint32
+	cancel context.CancelCauseFunc
+
+	// clock is the origin of the bench's monotonic clock, which payload
+	// stamps and latencies use; sending starts sendStart nanoseconds after
+	// it, and the series counts seconds from there.
+	clock     time.Time
+	sendStart atomic.Int64
+
+	// series counters, one slot per second of sending and draining
+	sent, ideal, delivered []atomic.Uint64
+
+	// totals
+	nSent, nIdeal, nBrokers, nUnmatched atomic.Uint64
+	nDelivered, nFalse, nDup, nForeign  atomic.Uint64
+
+	subIdeal []atomic.Uint64 // per subscriber, at send time
+	subStats []subCounts     // per subscriber, owned by its reader goroutine until it exits
+	latency  histogram
+}
+
+type subCounts struct{ delivered, falsePositives, duplicates uint64 }
+
+func newRunner(cfg Config, preds []content.Predicate) *runner {
+	seconds := int((cfg.Duration+cfg.Drain)/time.Second) + 2
+	return &runner{
+		cfg:       cfg,
+		oracle:    newOracle(preds, workload.RoundRobin(len(preds), len(cfg.Brokers))),
+		ledger:    newLedger(cfg.Publishers),
+		runID:     rand.Uint32(),
+		clock:     time.Now(),
+		sent:      make([]atomic.Uint64, seconds),
+		ideal:     make([]atomic.Uint64, seconds),
+		delivered: make([]atomic.Uint64, seconds),
+		subIdeal:  make([]atomic.Uint64, len(preds)),
+		subStats:  make([]subCounts, len(preds)),
+	}
+}
+
+// now reads the bench's clock.
+func (r *runner) now() time.Duration { return time.Since(r.clock) }
+
+func (r *runner) sinceSendStart(now time.Duration) time.Duration {
+	return now - time.Duration(r.sendStart.Load())
+}
+
+// second returns the series slot of d, a time since sending started.
+func (r *runner) second(d time.Duration) int {
+	return min(max(int(d/time.Second), 0), len(r.sent)-1)
+}
+
+func (r *runner) fail(err error) { r.cancel(err) }
+
+// publish sends publisher i's messages on its schedule until the duration
+// has passed. A publisher that falls behind its schedule sends late rather
+// than skipping: the input rate the report shows is what was sent.
+func (r *runner) publish(ctx context.Context, i int, p *client.Publisher, wc workload.Config) {
+	wc.Seed += 1 + int64(i) // each publisher its own reproducible message stream
+	gen, err := workload.New(wc)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	n := float64(r.cfg.Publishers)
+	arr := &arrivals{
+		mode:    r.cfg.Mode,
+		r0:      r.cfg.Rate / n,
+		horizon: r.cfg.Duration.Seconds(),
+		rng:     rand.New(rand.NewPCG(uint64(r.cfg.Workload.Seed), uint64(i))),
+	}
+	switch r.cfg.Mode {
+	case Constant:
+		// Stagger publishers so that the total is evenly spaced too.
+		arr.phase = float64(i) / r.cfg.Rate
+	case Ramp:
+		arr.r0, arr.r1 = r.cfg.RateStart/n, r.cfg.Rate/n
+	}
+	scratch := r.oracle.scratch(len(r.cfg.Brokers))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for seq := uint64(0); ; seq++ {
+		at := time.Duration(arr.next() * float64(time.Second))
+		if at >= r.cfg.Duration || at < 0 { // < 0: +Inf overflowed
+			return
+		}
+		if wait := at - r.sinceSendStart(r.now()); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		m := gen.Message()
+		expected, brokers := r.oracle.expect(m, scratch)
+		// Recorded before sending: a delivery can overtake the return of
+		// Publish.
+		r.ledger.add(i, seq, expected)
+		sentAt := r.now()
+		msg := client.Message{Attrs: attrsOf(m), Payload: stamp{run: r.runID, pub: uint32(i), seq: seq, sent: sentAt}.encode()}
+		if err := p.Publish(msg); err != nil {
+			if ctx.Err() == nil {
+				r.fail(fmt.Errorf("bench: publisher %d: %w", i, err))
+			}
+			return
+		}
+		sec := r.second(r.sinceSendStart(sentAt))
+		r.sent[sec].Add(1)
+		r.ideal[sec].Add(uint64(len(expected)))
+		r.nSent.Add(1)
+		r.nIdeal.Add(uint64(len(expected)))
+		r.nBrokers.Add(uint64(brokers))
+		if len(expected) == 0 {
+			r.nUnmatched.Add(1)
+		}
+		for _, j := range expected {
+			r.subIdeal[j].Add(1)
+		}
+	}
+}
+
+func attrsOf(m content.Message) client.Attrs {
+	attrs := make(client.Attrs, m.Len())
+	for _, a := range m.Attributes() {
+		switch a.Value.Kind() {
+		case content.KindString:
+			attrs[a.Name] = a.Value.Str()
+		case content.KindInt:
+			attrs[a.Name] = a.Value.Int()
+		case content.KindFloat:
+			attrs[a.Name] = a.Value.Float()
+		case content.KindBool:
+			attrs[a.Name] = a.Value.Bool()
+		}
+	}
+	return attrs
+}
+
+// read classifies subscriber j's deliveries until ctx ends.
+func (r *runner) read(ctx context.Context, j int, s *client.Subscription) {
+	c := &r.subStats[j]
+	for {
+		d, err := s.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.fail(fmt.Errorf("bench: subscriber %d on %s: %w", j, r.cfg.Brokers[r.oracle.brokerOf[j]], err))
+			}
+			return
+		}
+		now := r.now()
+		st, ok := decodeStamp(d.Payload)
+		if !ok || st.run != r.runID {
+			r.nForeign.Add(1)
+			continue
+		}
+		switch r.ledger.deliver(st.pub, st.seq, int32(j)) {
+		case expected:
+			c.delivered++
+			r.nDelivered.Add(1)
+			r.delivered[r.second(r.sinceSendStart(now))].Add(1)
+			r.latency.record(now - st.sent)
+		case duplicate:
+			c.duplicates++
+			r.nDup.Add(1)
+		case falsePositive:
+			c.falsePositives++
+			r.nFalse.Add(1)
+		case unknown:
+			r.nForeign.Add(1)
+		}
+	}
+}
+
+// drain waits until every expected delivery has arrived or been reported
+// lost and then for the settle time, or until the drain timeout passes.
+func (r *runner) drain(ctx context.Context, subs []*client.Subscription) {
+	deadline := time.NewTimer(r.cfg.Drain)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var lost uint64
+		for _, s := range subs {
+			lost += s.Lost()
+		}
+		if r.nDelivered.Load()+lost >= r.nIdeal.Load() {
+			_ = sleep(ctx, r.cfg.Settle)
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// progress prints a line per second until the returned function is called
+// (or ctx ends); that function waits for the printing goroutine to stop and
+// may be called more than once.
+func (r *runner) progress(ctx context.Context) (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+			s := r.second(r.sinceSendStart(r.now())) - 1 // the last complete second
+			if s < 0 {
+				continue
+			}
+			fmt.Fprintf(r.cfg.Progress, "bench: %3ds  sent %6d/s  delivered %7d/s  ideal %7d/s  | total sent %d, delivered %d of %d\n",
+				s+1, r.sent[s].Load(), r.delivered[s].Load(), r.ideal[s].Load(),
+				r.nSent.Load(), r.nDelivered.Load(), r.nIdeal.Load())
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
+}
+
+func (r *runner) report(sum client.Summary, subs []*client.Subscription, sendTime, drainTime time.Duration) *Report {
+	cfg := r.cfg
+	wc := cfg.Workload
+	rep := &Report{
+		Config: ReportConfig{
+			Brokers: cfg.Brokers, WorkloadName: cfg.WorkloadName,
+			Workload: WorkloadConfig{
+				Seed: wc.Seed, Names: wc.Names, AttrsPerMessage: wc.AttrsPerMessage, StringFraction: wc.StringFraction,
+				Terms: wc.Terms, IntMax: wc.IntMax, FiltersPerPredicate: wc.FiltersPerPredicate,
+				MinConstraints: wc.MinConstraints, MaxConstraints: wc.MaxConstraints,
+			},
+			Subscribers: cfg.Subscribers, Publishers: cfg.Publishers, Mode: cfg.Mode,
+			Rate: cfg.Rate, Duration: cfg.Duration.Seconds(), Warmup: cfg.Warmup.Seconds(), Drain: cfg.Drain.Seconds(),
+			Settle: cfg.Settle.Seconds(),
+		},
+		SendSeconds:  sendTime.Seconds(),
+		DrainSeconds: drainTime.Seconds(),
+	}
+	if cfg.Mode == Ramp {
+		rep.Config.RateStart = cfg.RateStart
+	}
+	last := r.second(sendTime + drainTime)
+	for s := 0; s <= last; s++ {
+		rep.Series = append(rep.Series, Second{T: s, Sent: r.sent[s].Load(), Delivered: r.delivered[s].Load(), Ideal: r.ideal[s].Load()})
+	}
+	t := &rep.Totals
+	t.Sent, t.Ideal, t.Unmatched = r.nSent.Load(), r.nIdeal.Load(), r.nUnmatched.Load()
+	t.Accepted, t.BrokerUnmatched = sum.Accepted, sum.Unmatched
+	t.Delivered, t.FalsePositives, t.Duplicates, t.Foreign = r.nDelivered.Load(), r.nFalse.Load(), r.nDup.Load(), r.nForeign.Load()
+	t.Undelivered = t.Ideal - t.Delivered
+	if t.Sent > 0 {
+		rep.Replication = Replication{Client: float64(t.Ideal) / float64(t.Sent), Broker: float64(r.nBrokers.Load()) / float64(t.Sent)}
+	}
+	undelivered := r.ledger.undelivered(len(subs))
+	for j, s := range subs {
+		c := r.subStats[j]
+		st := SubscriberStats{
+			Index: j, Broker: cfg.Brokers[r.oracle.brokerOf[j]], Ideal: r.subIdeal[j].Load(),
+			Delivered: c.delivered, Undelivered: undelivered[j], FalsePositives: c.falsePositives,
+			Duplicates: c.duplicates, Lost: s.Lost(),
+		}
+		t.Lost += st.Lost
+		rep.Subscribers = append(rep.Subscribers, st)
+	}
+	rep.Latency = Latency{
+		Count: r.latency.n.Load(),
+		P50:   ms(r.latency.quantile(0.50)), P90: ms(r.latency.quantile(0.90)), P99: ms(r.latency.quantile(0.99)),
+		Max: ms(time.Duration(r.latency.max.Load())),
+	}
+	return rep
+}
+
+// stopped returns why ctx ended if it has (the caller's cancellation or the
+// first failure of the run), since err is then only a consequence; else err.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

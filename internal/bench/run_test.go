@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/bench/benchtest"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+func startMesh(t *testing.T, brokers int, fault benchtest.Fault) *benchtest.Mesh {
+	t.Helper()
+	m, err := benchtest.Start(brokers, 0, fault)
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// smallConfig is a short run: with the single-constraint workload over 40
+// names, 12 subscribers give a replication near 5 (seed 000 §5.2.1 uses
+// 200 names for 80 subscribers).
+func smallConfig(brokers []string) Config {
+	w := workload.SingleConstraint()
+	w.Names = 40
+	return Config{
+		Brokers: brokers, WorkloadName: "single", Workload: w,
+		Subscribers: 12, Publishers: 3, Mode: Poisson, Rate: 400,
+		Duration: 500 * time.Millisecond, Warmup: 20 * time.Millisecond, Drain: 5 * time.Second,
+	}
+}
+
+func runCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Against an ideal mesh every expected delivery arrives, exactly once, and
+// every count in the report adds up.
+func TestRunAgainstIdealMesh(t *testing.T) {
+	for _, mode := range Modes {
+		t.Run(string(mode), func(t *testing.T) {
+			mesh := startMesh(t, 2, benchtest.Fault{})
+			cfg := smallConfig(mesh.Addrs())
+			cfg.Mode, cfg.RateStart = mode, 100
+			var progress bytes.Buffer
+			cfg.Progress = &progress
+			rep, err := Run(runCtx(t), cfg)
+			require.NoError(t, err)
+
+			tot := rep.Totals
+			assert.True(t, rep.Exact())
+			assert.Positive(t, tot.Sent)
+			assert.Equal(t, uint64(mesh.Published()), tot.Sent)
+			assert.Equal(t, tot.Sent, tot.Accepted)
+			assert.Equal(t, tot.Unmatched, tot.BrokerUnmatched, "the fake matches exactly, like the oracle")
+			assert.Positive(t, tot.Ideal)
+			assert.Equal(t, tot.Ideal, tot.Delivered)
+			assert.Zero(t, tot.Undelivered)
+			assert.Zero(t, tot.Lost)
+			assert.Zero(t, tot.Foreign)
+			assert.Equal(t, tot.Delivered, rep.Latency.Count)
+			assert.Positive(t, rep.Latency.Max)
+			assert.LessOrEqual(t, rep.Latency.P50, rep.Latency.P90)
+			assert.LessOrEqual(t, rep.Latency.P90, rep.Latency.P99)
+			assert.LessOrEqual(t, rep.Latency.P99, rep.Latency.Max)
+			assert.InDelta(t, float64(tot.Ideal)/float64(tot.Sent), rep.Replication.Client, 1e-12)
+			assert.LessOrEqual(t, rep.Replication.Broker, 2.0)
+
+			var sent, delivered, ideal uint64
+			for i, s := range rep.Series {
+				assert.Equal(t, i, s.T)
+				sent, delivered, ideal = sent+s.Sent, delivered+s.Delivered, ideal+s.Ideal
+			}
+			assert.Equal(t, [3]uint64{tot.Sent, tot.Delivered, tot.Ideal}, [3]uint64{sent, delivered, ideal})
+
+			require.Len(t, rep.Subscribers, 12)
+			var subIdeal uint64
+			for j, s := range rep.Subscribers {
+				assert.Equal(t, mesh.Addrs()[j%2], s.Broker, "seed 000 §5.1.4: clients spread uniformly")
+				assert.Equal(t, s.Ideal, s.Delivered)
+				subIdeal += s.Ideal
+			}
+			assert.Equal(t, tot.Ideal, subIdeal)
+			require.Eventually(t, func() bool { return mesh.Subscriptions() == 0 }, 10*time.Second, time.Millisecond, "subscriptions closed")
+			// The report is JSON with the documented field names.
+			b, err := json.Marshal(rep)
+			require.NoError(t, err)
+			for _, field := range []string{`"series":[{"t":0,"sent":`, `"false_positives":0`, `"duplicates":0`, `"undelivered":0`, `"latency_ms":{"count":`, `"p99":`} {
+				assert.Contains(t, string(b), field)
+			}
+		})
+	}
+}
+
+func TestRunDetectsFaults(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault benchtest.Fault
+		check func(t *testing.T, rep *Report, inj benchtest.Injected)
+	}{
+		{"drops", benchtest.Fault{DropEvery: 7}, func(t *testing.T, rep *Report, inj benchtest.Injected) {
+			require.Positive(t, inj.Dropped)
+			assert.Equal(t, uint64(inj.Dropped), rep.Totals.Undelivered)
+			assert.Equal(t, rep.Totals.Ideal-uint64(inj.Dropped), rep.Totals.Delivered)
+			assert.True(t, rep.Exact(), "losing messages is not inexact")
+		}},
+		{"duplicates", benchtest.Fault{DuplicateEvery: 5}, func(t *testing.T, rep *Report, inj benchtest.Injected) {
+			require.Positive(t, inj.Duplicated)
+			assert.Equal(t, uint64(inj.Duplicated), rep.Totals.Duplicates)
+			assert.Zero(t, rep.Totals.Undelivered)
+			assert.False(t, rep.Exact())
+		}},
+		{"false positives", benchtest.Fault{FalsePositiveEvery: 3}, func(t *testing.T, rep *Report, inj benchtest.Injected) {
+			require.Positive(t, inj.FalsePositives)
+			assert.Equal(t, uint64(inj.FalsePositives), rep.Totals.FalsePositives)
+			assert.Zero(t, rep.Totals.Undelivered)
+			assert.False(t, rep.Exact())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mesh := startMesh(t, 1, tt.fault)
+			cfg := smallConfig(mesh.Addrs())
+			// Drops make the drain time out; deliveries that faults add
+			// can trail the last expected one on another stream, and the
+			// settle time catches them.
+			cfg.Drain = 300 * time.Millisecond
+			if tt.fault.DropEvery == 0 {
+				cfg.Drain, cfg.Settle = 5*time.Second, time.Second
+			}
+			rep, err := Run(runCtx(t), cfg)
+			require.NoError(t, err)
+			tt.check(t, rep, mesh.Injected())
+		})
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	mesh := startMesh(t, 1, benchtest.Fault{})
+	good := smallConfig(mesh.Addrs())
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		want   string
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "no broker addresses"},
+		{"empty broker", func(c *Config) { c.Brokers = []string{""} }, "broker address 0 is empty"},
+		{"subscribers", func(c *Config) { c.Subscribers = 0 }, "0 subscribers"},
+		{"publishers", func(c *Config) { c.Publishers = -1 }, "-1 publishers"},
+		{"mode", func(c *Config) { c.Mode = "burst" }, `unknown mode "burst"`},
+		{"rate", func(c *Config) { c.Rate = 0 }, "rate 0 messages/s"},
+		{"negative ramp start", func(c *Config) { c.Mode, c.RateStart = Ramp, -1 }, "ramp start rate -1"},
+		{"empty ramp", func(c *Config) { c.Mode, c.Rate, c.RateStart = Ramp, 0, 0 }, "from 0 to 0"},
+		{"duration", func(c *Config) { c.Duration = 0 }, "duration 0s"},
+		{"warmup", func(c *Config) { c.Warmup = -time.Second }, "warmup -1s"},
+		{"drain", func(c *Config) { c.Drain = -time.Second }, "drain -1s"},
+		{"settle", func(c *Config) { c.Settle = -time.Second }, "settle -1s"},
+		{"workload", func(c *Config) { c.Workload.Names = 0 }, "workload: Names = 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good
+			tt.modify(&cfg)
+			_, err := Run(runCtx(t), cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+
+	t.Run("unreachable broker", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := lis.Addr().String()
+		require.NoError(t, lis.Close())
+		cfg := good
+		cfg.Brokers = []string{mesh.Addrs()[0], addr}
+		_, err = Run(runCtx(t), cfg)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), addr)
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cfg := good
+		cfg.Warmup = time.Hour
+		var out strings.Builder
+		cfg.Progress = &out
+		go func() {
+			for mesh.Subscriptions() < cfg.Subscribers {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+		}()
+		_, err := Run(ctx, cfg)
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+	t.Run("publishers blocked", func(t *testing.T) {
+		m := startMesh(t, 1, benchtest.Fault{StallPublish: true})
+		cfg := smallConfig(m.Addrs())
+		// One stream of 1000 messages overflows the 64 KiB window.
+		cfg.Publishers, cfg.Rate, cfg.Drain = 1, 2000, 200*time.Millisecond
+		_, err := Run(runCtx(t), cfg)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "publishers still blocked 200ms after sending should have ended")
+	})
+	t.Run("broker goes away", func(t *testing.T) {
+		m := startMesh(t, 1, benchtest.Fault{})
+		cfg := smallConfig(m.Addrs())
+		cfg.Warmup = time.Hour
+		go func() {
+			for m.Subscriptions() < cfg.Subscribers {
+				time.Sleep(time.Millisecond)
+			}
+			m.Stop()
+		}()
+		_, err := Run(runCtx(t), cfg)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "bench: subscriber")
+	})
+}
+
+func TestPreset(t *testing.T) {
+	c, err := Preset("single")
+	require.NoError(t, err)
+	assert.Equal(t, workload.SingleConstraint(), c)
+	c, err = Preset("default")
+	require.NoError(t, err)
+	assert.Equal(t, workload.Default(), c)
+	_, err = Preset("x")
+	assert.ErrorContains(t, err, `unknown workload "x": want single or default`)
+}
