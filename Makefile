@@ -20,9 +20,13 @@ help: ## Show this help.
 build: ## Build the drip binary into bin/.
 	$(GO) build -trimpath -o $(BIN) ./cmd/drip
 
+.PHONY: run
+run: ## Run a 4-broker mesh on loopback with a demo publisher and subscribers (Ctrl-C stops it).
+	$(GO) run ./cmd/drip local --demo
+
 .PHONY: demo
-demo: ## Run the embedded demo mesh (in-process, no root, no cluster).
-	$(GO) run ./cmd/drip demo
+demo: ## The same demo for 5 seconds; fails if nothing is delivered (CI smoke test).
+	$(GO) run ./cmd/drip local --demo --duration 5s --log-level warn
 
 .PHONY: test
 test: ## Run all tests with the race detector (what CI runs).
@@ -59,7 +63,7 @@ lint: tools ## go vet and staticcheck.
 	$(GOBIN)/staticcheck $(PKGS)
 
 .PHONY: verify
-verify: lint ## Everything CI checks before tests: gofmt, vet, staticcheck, go.mod tidy.
+verify: lint proto-check ## Everything CI checks before tests: gofmt, vet, staticcheck, go.mod tidy, generated code.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cp go.mod /tmp/drip-go.mod.bak; cp go.sum /tmp/drip-go.sum.bak; $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go.mod/go.sum not tidy:"; git diff -- go.mod go.sum; \

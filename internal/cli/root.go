@@ -17,7 +17,9 @@ ingress broker, and message bundles forwarded with dynamic receiver partitioning
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd())
+	root.AddCommand(newVersionCmd(), newBrokerCmd(), newLocalCmd())
+	root.AddCommand(newPubCmd(), newSubCmd(), newBenchCmd())
+	root.AddCommand(newNetemCmd(), newLabCmd(), newSelftestCmd())
 	return root
 }
 

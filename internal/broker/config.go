@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// Peer is a configured neighbour that this broker dials.
+type Peer struct {
+	ID   uint32
+	Addr string // host:port of the neighbour's peer listener
+	// Weight is the configured link cost, used when the link-state
+	// protocol runs with configured weights (the default).
+	Weight uint32
+}
+
+// Config is a broker's configuration. DefaultConfig fills every field but
+// the identity and peers.
+type Config struct {
+	// ID is the router ID: unique in the mesh, and small, because
+	// destination sets are bitsets over router IDs (seed 000 §2.3).
+	ID uint32
+	// Name labels the broker in logs, metrics and clients' acks.
+	Name string
+	// Mesh names the mesh; links form only between brokers of one mesh.
+	Mesh string
+	// Peers are the neighbours this broker dials. A neighbour that dials
+	// this broker is accepted whether or not it is listed.
+	Peers []Peer
+
+	// LinkState configures the routing protocol; ID, Name and Encoding
+	// are overwritten from the fields above.
+	LinkState linkstate.Config
+	// Encoding are the Bloom parameters every broker of the mesh shares.
+	Encoding encoding.Params
+	// DRP configures forwarding: broadcast threshold and hop limit.
+	DRP drp.Config
+
+	// TickInterval is how often the routing protocol's timers are driven;
+	// it bounds their resolution.
+	TickInterval time.Duration
+	// PredicateRebuildInterval bounds how often the encoded-predicate index
+	// is rebuilt while advertisements keep changing; a rebuild costs tens of
+	// milliseconds at 1000 routers × 100 filters.
+	PredicateRebuildInterval time.Duration
+	// LinkQueueBytes bounds the data queued per link; beyond it bundles are
+	// dropped and counted (reason queue_full).
+	LinkQueueBytes int
+	// MaxFrameBytes bounds the bundles batched in one frame, which bounds
+	// how long control traffic can wait behind data on a slow link.
+	MaxFrameBytes int
+	// DialBackoffMin and DialBackoffMax bound the exponential backoff
+	// between dial attempts to a neighbour.
+	DialBackoffMin, DialBackoffMax time.Duration
+	// DialTimeout bounds one dial including the handshake.
+	DialTimeout time.Duration
+
+	// SubscriberQueue bounds the deliveries queued per subscriber, in
+	// messages and in bytes; beyond either, deliveries to that subscriber
+	// are dropped and reported to it as Lost.
+	SubscriberQueue      int
+	SubscriberQueueBytes int
+	// MaxSubscriptions bounds the subscriptions one broker holds.
+	MaxSubscriptions int
+	// Predicates bound what a subscriber may install.
+	Predicates content.Limits
+	// Messages bound what a publisher may send.
+	Messages wire.MessageLimits
+
+	// DrainTimeout bounds graceful shutdown: how long queued data and the
+	// withdrawal of this broker from the mesh may take to leave.
+	DrainTimeout time.Duration
+}
+
+// DefaultConfig returns a configuration for broker id with sane defaults:
+// LAN link-state timers, Bloom defaults, 4 MiB per link queue.
+func DefaultConfig(id uint32, name string) Config {
+	return Config{
+		ID:                       id,
+		Name:                     name,
+		Mesh:                     "drip",
+		LinkState:                linkstate.DefaultConfig(id, name),
+		Encoding:                 encoding.DefaultParams(),
+		DRP:                      drp.DefaultConfig(),
+		TickInterval:             50 * time.Millisecond,
+		PredicateRebuildInterval: 100 * time.Millisecond,
+		LinkQueueBytes:           4 << 20,
+		MaxFrameBytes:            64 << 10,
+		DialBackoffMin:           100 * time.Millisecond,
+		DialBackoffMax:           5 * time.Second,
+		DialTimeout:              5 * time.Second,
+		SubscriberQueue:          4096,
+		SubscriberQueueBytes:     16 << 20,
+		MaxSubscriptions:         100000,
+		Predicates:               content.DefaultLimits(),
+		Messages:                 wire.DefaultMessageLimits(),
+		DrainTimeout:             5 * time.Second,
+	}
+}
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("broker name is empty"))
+	}
+	if c.Mesh == "" {
+		errs = append(errs, errors.New("mesh name is empty"))
+	}
+	seen := map[uint32]bool{}
+	for i, p := range c.Peers {
+		switch {
+		case p.ID == c.ID:
+			errs = append(errs, fmt.Errorf("peer %d (%s) has this broker's own ID %d", i, p.Addr, c.ID))
+		case seen[p.ID]:
+			errs = append(errs, fmt.Errorf("peer %d (%s): router ID %d listed twice", i, p.Addr, p.ID))
+		case p.Addr == "":
+			errs = append(errs, fmt.Errorf("peer %d (router %d) has no address", i, p.ID))
+		}
+		seen[p.ID] = true
+	}
+	if err := c.Encoding.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("encoding: %w", err))
+	}
+	if err := c.DRP.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("drp: %w", err))
+	}
+	ls := c.linkStateConfig()
+	if err := ls.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("link state: %w", err))
+	}
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"tick interval", int64(c.TickInterval)}, {"predicate rebuild interval", int64(c.PredicateRebuildInterval)},
+		{"link queue bytes", int64(c.LinkQueueBytes)},
+		{"max frame bytes", int64(c.MaxFrameBytes)}, {"dial backoff min", int64(c.DialBackoffMin)},
+		{"dial timeout", int64(c.DialTimeout)}, {"subscriber queue", int64(c.SubscriberQueue)},
+		{"subscriber queue bytes", int64(c.SubscriberQueueBytes)}, {"max subscriptions", int64(c.MaxSubscriptions)},
+		{"drain timeout", int64(c.DrainTimeout)},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", p.name, p.v))
+		}
+	}
+	if c.DialBackoffMax < c.DialBackoffMin {
+		errs = append(errs, fmt.Errorf("dial backoff max %v is below min %v", c.DialBackoffMax, c.DialBackoffMin))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) linkStateConfig() linkstate.Config {
+	ls := c.LinkState
+	ls.ID, ls.Name, ls.Encoding = c.ID, c.Name, c.Encoding
+	return ls
+}

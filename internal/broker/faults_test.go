@@ -1,0 +1,111 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/transport"
+)
+
+// cuttableDialer dials over gRPC but can cut the links to an address and
+// refuse to redial it until healed: a network failure between two brokers.
+type cuttableDialer struct {
+	inner transport.GRPCDialer
+	mu    sync.Mutex
+	cut   map[string]bool
+	conns map[string][]transport.Conn
+}
+
+func newCuttableDialer() *cuttableDialer {
+	return &cuttableDialer{cut: map[string]bool{}, conns: map[string][]transport.Conn{}}
+}
+
+func (d *cuttableDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (transport.Conn, error) {
+	d.mu.Lock()
+	refused := d.cut[addr]
+	d.mu.Unlock()
+	if refused {
+		return nil, errors.New("network unreachable (test cut)")
+	}
+	c, err := d.inner.Dial(ctx, addr, local)
+	if err == nil {
+		d.mu.Lock()
+		d.conns[addr] = append(d.conns[addr], c)
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+func (d *cuttableDialer) Cut(addr string) {
+	d.mu.Lock()
+	d.cut[addr] = true
+	conns := d.conns[addr]
+	delete(d.conns, addr)
+	d.mu.Unlock()
+	for _, c := range conns {
+		c.Close(errors.New("test cut"))
+	}
+}
+
+func (d *cuttableDialer) Heal(addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.cut, addr)
+}
+
+// TestLinkCutAndHeal: in a ring, cutting a link reroutes around the ring,
+// and healing it restores the direct route (DESIGN §3).
+func TestLinkCutAndHeal(t *testing.T) {
+	d := newCuttableDialer()
+	m := startMesh(t, 4, [][2]int{{0, 1}, {1, 2}, {2, 3}, {0, 3}}, nil, broker.WithDialer(d))
+	s1 := m.subscribe(1, content.MustParse(`k exists`))
+	m.waitConverged(m.allReachable())
+	hop := func() uint32 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		in, err := m.nodes[0].srv.Broker().Inspect(ctx)
+		require.NoError(t, err)
+		return in.NextHops[1]
+	}
+	require.Equal(t, uint32(1), hop())
+	msg := content.MessageFrom(map[string]content.Value{"k": content.Int(1)})
+
+	d.Cut(m.nodes[1].peer) // the 0–1 link; broker 0 dials it
+	require.Eventually(t, func() bool { return hop() == 3 }, 10*time.Second, 10*time.Millisecond, "0 must reach 1 around the ring")
+	m.waitConverged(m.allReachable())
+	m.publish(0, 0, []content.Message{msg})
+	require.Eventually(t, func() bool { return s1.received() == 1 }, 5*time.Second, 10*time.Millisecond)
+	s1.mu.Lock()
+	assert.Equal(t, map[uint64]int{0: 1}, s1.got)
+	s1.mu.Unlock()
+
+	d.Heal(m.nodes[1].peer)
+	require.Eventually(t, func() bool { return hop() == 1 }, 10*time.Second, 10*time.Millisecond, "direct link must come back")
+	m.publish(0, 1, []content.Message{msg})
+	require.Eventually(t, func() bool { return s1.received() == 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestMetricsLint(t *testing.T) {
+	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	m.subscribe(1, content.MustParse(`k exists`))
+	m.waitConverged(m.allReachable())
+	m.publish(0, 0, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})})
+	reg := m.nodes[0].srv.Registry()
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	n, err := testutil.GatherAndCount(reg, "drip_link_sent_bytes_total", "drip_published_messages_total", "drip_routers_known")
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "one link, one broker")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.nodes[0].srv.Broker().PublishedCounter()))
+}

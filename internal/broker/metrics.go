@@ -1,0 +1,153 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dripmesh/drip/internal/buildinfo"
+)
+
+// Metric names and labels are documented in docs/metrics.md; the Grafana
+// dashboards depend on them, so treat them as a contract.
+const namespace = "drip"
+
+// metrics holds every collector of one broker, registered on the
+// registry the broker was given (never the global one).
+type metrics struct {
+	// Per link, labelled by the neighbour's name.
+	linkUp             *prometheus.GaugeVec
+	linkSentBytes      *prometheus.CounterVec
+	linkRecvBytes      *prometheus.CounterVec
+	linkSentBundles    *prometheus.CounterVec
+	linkRecvBundles    *prometheus.CounterVec
+	linkSentControl    *prometheus.CounterVec
+	linkQueueBytes     *prometheus.GaugeVec
+	linkDropped        *prometheus.CounterVec // peer, reason
+	linkRTT            *prometheus.GaugeVec
+	linkCost           *prometheus.GaugeVec
+	linkHandshakeFails *prometheus.CounterVec // reason
+
+	// Per broker.
+	published         prometheus.Counter
+	publishRejected   prometheus.Counter
+	unmatched         prometheus.Counter
+	delivered         prometheus.Counter
+	subscriberDropped prometheus.Counter
+	falsePositives    prometheus.Counter
+	destinations      prometheus.Histogram
+	matchSeconds      *prometheus.HistogramVec // stage
+	routeDropped      *prometheus.CounterVec   // reason
+	spfRuns           prometheus.Counter
+	routersKnown      prometheus.Gauge
+	lsdbEntries       prometheus.Gauge
+	subscriptions     prometheus.Gauge
+	filters           prometheus.Gauge
+	advertised        prometheus.Gauge
+	protocolEvents    *prometheus.CounterVec // event
+}
+
+func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
+	f := factory{reg: reg}
+	link := []string{"peer"}
+	m := &metrics{
+		linkUp:             f.gaugeVec("link_up", "1 while the link to the peer is established, 0 after it went down.", link),
+		linkSentBytes:      f.counterVec("link_sent_bytes_total", "Bytes of frames sent to the peer (protobuf encoded size).", link),
+		linkRecvBytes:      f.counterVec("link_received_bytes_total", "Bytes of frames received from the peer (protobuf encoded size).", link),
+		linkSentBundles:    f.counterVec("link_sent_bundles_total", "Message bundles sent to the peer.", link),
+		linkRecvBundles:    f.counterVec("link_received_bundles_total", "Message bundles received from the peer.", link),
+		linkSentControl:    f.counterVec("link_sent_control_total", "Link-state control messages sent to the peer.", link),
+		linkQueueBytes:     f.gaugeVec("link_queue_bytes", "Bytes of bundles waiting in the peer's send queue.", link),
+		linkDropped:        f.counterVec("link_dropped_bundles_total", "Bundles for the peer dropped, by reason (queue_full, link_down).", []string{"peer", "reason"}),
+		linkRTT:            f.gaugeVec("link_rtt_seconds", "Smoothed round-trip time to the peer measured by hellos.", link),
+		linkCost:           f.gaugeVec("link_cost", "Cost this broker advertises for the link to the peer.", link),
+		linkHandshakeFails: f.counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate).", []string{"reason"}),
+
+		published:         f.counter("published_messages_total", "Messages accepted from local publishers."),
+		publishRejected:   f.counter("publish_rejected_total", "Messages refused from local publishers as invalid."),
+		unmatched:         f.counter("unmatched_messages_total", "Published messages routed nowhere: no local subscriber and no other broker's encoded predicate matched."),
+		delivered:         f.counter("delivered_messages_total", "Messages queued to local subscribers (one per subscriber)."),
+		subscriberDropped: f.counter("subscriber_dropped_total", "Deliveries dropped because a local subscriber's queue was full."),
+		falsePositives:    f.counter("false_positives_total", "Bundles delivered to this broker that matched no local subscriber exactly (Bloom false positives)."),
+		destinations: f.histogram("destinations_per_message", "Remote brokers a published message is routed to (|D| at the ingress).",
+			[]float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
+		matchSeconds: f.histogramVec("match_duration_seconds", "Time to match one message, by stage (exact: local subscribers; encoded: PREDICATES table).",
+			[]string{"stage"}, prometheus.ExponentialBuckets(1e-7, 4, 10)),
+		routeDropped:   f.counterVec("route_dropped_destinations_total", "Destinations dropped by forwarding, by reason (no_route, hop_limit).", []string{"reason"}),
+		spfRuns:        f.counter("spf_runs_total", "Shortest-path computations."),
+		routersKnown:   f.gauge("routers_known", "Routers reachable from this broker, itself included."),
+		lsdbEntries:    f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		subscriptions:  f.gauge("subscriptions", "Local subscriptions."),
+		filters:        f.gauge("filters", "Filters installed by local subscriptions."),
+		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),
+		protocolEvents: f.counterVec("linkstate_events_total", "Link-state protocol events, by type.", []string{"event"}),
+	}
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
+	f.must(info)
+	info.WithLabelValues(buildinfo.Version, brokerName).Set(1)
+	return m
+}
+
+// factory registers what it creates, so each metric is declared once.
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) must(c prometheus.Collector) {
+	if f.reg != nil {
+		f.reg.MustRegister(c)
+	}
+}
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	f.must(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels []string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.must(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
+	f.must(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels []string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.must(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+	f.must(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
+	f.must(h)
+	return h
+}
+
+// linkMetrics are one link's children of the vectors, resolved once so the
+// data path does not look labels up per bundle.
+type linkMetrics struct {
+	sentBytes, recvBytes, sentBundles, recvBundles, sentControl prometheus.Counter
+	queueBytes                                                  prometheus.Gauge
+	droppedFull, droppedDown                                    prometheus.Counter
+}
+
+func (m *metrics) forLink(peer string) linkMetrics {
+	return linkMetrics{
+		sentBytes:   m.linkSentBytes.WithLabelValues(peer),
+		recvBytes:   m.linkRecvBytes.WithLabelValues(peer),
+		sentBundles: m.linkSentBundles.WithLabelValues(peer),
+		recvBundles: m.linkRecvBundles.WithLabelValues(peer),
+		sentControl: m.linkSentControl.WithLabelValues(peer),
+		queueBytes:  m.linkQueueBytes.WithLabelValues(peer),
+		droppedFull: m.linkDropped.WithLabelValues(peer, "queue_full"),
+		droppedDown: m.linkDropped.WithLabelValues(peer, "link_down"),
+	}
+}

@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/transport"
+)
+
+// TLSFiles locate PEM files for TLS. Empty CertFile means plaintext.
+type TLSFiles struct {
+	CertFile, KeyFile string
+	// CAFile verifies the other side: clients' certificates when
+	// RequireClientCert is set (mTLS), peers' certificates when dialling.
+	CAFile            string
+	RequireClientCert bool
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLSFiles) Enabled() bool { return t.CertFile != "" }
+
+// ServerTLS builds the server side configuration.
+func (t TLSFiles) ServerTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS key pair %s, %s: %w", t.CertFile, t.KeyFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.RequireClientCert {
+		pool, err := loadPool(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// ClientTLS builds the dialling side configuration: it verifies the server
+// against CAFile (or the system roots) and presents our certificate.
+func (t TLSFiles) ClientTLS() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pool, err := loadPool(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS key pair %s, %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, errors.New("TLS: a CA file is required to verify the other side")
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA file %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// ServerConfig says where a broker listens.
+type ServerConfig struct {
+	ClientAddr  string // drip.v1.Broker, health, reflection
+	PeerAddr    string // drip.v1.Peer
+	MetricsAddr string // HTTP /metrics; empty disables it
+	ClientTLS   TLSFiles
+	PeerTLS     TLSFiles // also used when dialling peers (mTLS)
+	// StopTimeout bounds how long open client streams may take to finish
+	// after the broker has drained, before they are cut.
+	StopTimeout time.Duration
+	// ClientListener and PeerListener, when set, are used instead of
+	// binding ClientAddr and PeerAddr (tests bind every broker's listeners
+	// before configuring peers).
+	ClientListener, PeerListener net.Listener
+}
+
+// Server runs a Broker behind real listeners.
+type Server struct {
+	b                  *Broker
+	cfg                ServerConfig
+	log                *zap.Logger
+	clientLis, peerLis net.Listener
+	metricsLis         net.Listener
+	clientSrv, peerSrv *grpc.Server
+	httpSrv            *http.Server
+	health             *health.Server
+	reg                *prometheus.Registry
+}
+
+// NewServer validates sc, binds the listeners (so ":0" addresses are known
+// before serving) and builds the broker with a fresh metrics registry that
+// /metrics serves.
+func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
+	reg := prometheus.NewRegistry()
+	s := &Server{cfg: sc, health: health.NewServer(), reg: reg}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var peerDial transport.GRPCDialer
+	peerCreds, clientCreds, err := sc.credentials()
+	if err != nil {
+		return nil, err
+	}
+	if peerCreds != nil {
+		cliTLS, err := sc.PeerTLS.ClientTLS()
+		if err != nil {
+			return nil, fmt.Errorf("peer TLS: %w", err)
+		}
+		peerDial.Creds = credentials.NewTLS(cliTLS)
+	}
+	opts = append([]Option{WithRegisterer(reg), WithDialer(peerDial)}, opts...)
+	b, err := New(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.b, s.log = b, b.log
+
+	// Keepalives detect a dead neighbour or client whose TCP connection
+	// lingers (a pod that vanished); the link-state dead interval catches
+	// silent peers anyway.
+	ka := []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	s.clientSrv = grpc.NewServer(append(ka, creds(clientCreds)...)...)
+	dripv1.RegisterBrokerServer(s.clientSrv, b.ClientService())
+	healthpb.RegisterHealthServer(s.clientSrv, s.health)
+	reflection.Register(s.clientSrv)
+	s.peerSrv = grpc.NewServer(append(ka, creds(peerCreds)...)...)
+	dripv1.RegisterPeerServer(s.peerSrv, b.PeerService())
+	healthpb.RegisterHealthServer(s.peerSrv, s.health)
+	reflection.Register(s.peerSrv)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+
+	if s.clientLis = sc.ClientListener; s.clientLis == nil {
+		if s.clientLis, err = net.Listen("tcp", sc.ClientAddr); err != nil {
+			return nil, fmt.Errorf("client listener: %w", err)
+		}
+	}
+	if s.peerLis = sc.PeerListener; s.peerLis == nil {
+		if s.peerLis, err = net.Listen("tcp", sc.PeerAddr); err != nil {
+			s.clientLis.Close()
+			return nil, fmt.Errorf("peer listener: %w", err)
+		}
+	}
+	if sc.MetricsAddr != "" {
+		if s.metricsLis, err = net.Listen("tcp", sc.MetricsAddr); err != nil {
+			s.clientLis.Close()
+			s.peerLis.Close()
+			return nil, fmt.Errorf("metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	return s, nil
+}
+
+func creds(c credentials.TransportCredentials) []grpc.ServerOption {
+	if c == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(c)}
+}
+
+func (sc ServerConfig) credentials() (peer, client credentials.TransportCredentials, err error) {
+	if sc.PeerTLS.Enabled() {
+		cfg, err := sc.PeerTLS.ServerTLS()
+		if err != nil {
+			return nil, nil, fmt.Errorf("peer TLS: %w", err)
+		}
+		peer = credentials.NewTLS(cfg)
+	}
+	if sc.ClientTLS.Enabled() {
+		cfg, err := sc.ClientTLS.ServerTLS()
+		if err != nil {
+			return nil, nil, fmt.Errorf("client TLS: %w", err)
+		}
+		client = credentials.NewTLS(cfg)
+	}
+	return peer, client, nil
+}
+
+// Registry is the registry /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Broker returns the served broker.
+func (s *Server) Broker() *Broker { return s.b }
+
+// ClientAddr, PeerAddr and MetricsAddr are the bound addresses.
+func (s *Server) ClientAddr() string { return s.clientLis.Addr().String() }
+
+// PeerAddr is the bound peer address.
+func (s *Server) PeerAddr() string { return s.peerLis.Addr().String() }
+
+// MetricsAddr is the bound metrics address, or "" when disabled.
+func (s *Server) MetricsAddr() string {
+	if s.metricsLis == nil {
+		return ""
+	}
+	return s.metricsLis.Addr().String()
+}
+
+// Serve runs until ctx ends, then shuts down in order: health turns
+// NOT_SERVING (Kubernetes stops routing clients here), the broker withdraws
+// from the mesh and drains, open streams get StopTimeout to finish, and
+// the listeners close.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 3)
+	go func() { errc <- s.clientSrv.Serve(s.clientLis) }()
+	go func() { errc <- s.peerSrv.Serve(s.peerLis) }()
+	if s.httpSrv != nil {
+		go func() {
+			if err := s.httpSrv.Serve(s.metricsLis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.b.Run(runCtx) }()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("serving", zap.String("client", s.ClientAddr()), zap.String("peer", s.PeerAddr()), zap.String("metrics", s.MetricsAddr()))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		s.log.Error("listener failed", zap.Error(serveErr))
+	}
+	s.health.Shutdown()
+	stop()
+	<-runDone
+
+	stopTimeout := s.cfg.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = 5 * time.Second
+	}
+	graceful := func(g *grpc.Server) {
+		done := make(chan struct{})
+		go func() { g.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(stopTimeout):
+			g.Stop()
+		}
+	}
+	graceful(s.clientSrv)
+	graceful(s.peerSrv)
+	if s.httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		_ = s.httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	return serveErr
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dripmesh/drip/internal/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		conn         connFlags
+		brokers      []string
+		workloadName string
+		names        int
+		seed         int64
+		cfg          bench.Config
+		mode         string
+		perSec       = rateValue(100)
+		rateStart    rateValue
+		reportPath   string
+		quiet        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --broker ADDR[,ADDR...]",
+		Short: "Drive the seed 000 §5.1.4 workload against a running mesh and check exactness",
+		Long: `Run the experimental program of seed 000 §5.1.4 against a running mesh:
+subscribers set generated predicates (spread round-robin over the brokers),
+wait --warmup for routing state to propagate, then publishers (round-robin too)
+send generated messages for --duration at a constant rate, as Poisson
+processes, or as Poisson processes on a linear ramp from --rate-start to --rate.
+
+Every message is checked against every subscriber's predicate, so the bench
+knows the ideal deliveries exactly; it reports undelivered messages, false
+positives (deliveries a predicate does not match) and duplicates, and
+end-to-end latency from send times embedded in the payloads (the bench's own
+clock). A progress line goes to standard error every second; the JSON report
+to --report or standard output. The exit status is 1 if any delivery was a
+false positive or a duplicate.
+
+Workloads: "single" is the comparative workload of seed 000 §5.2.1 (filters of
+one constraint over 200 names; with 80 subscribers of 20 filters a message
+matches about 5% of them); "default" is the generative model of §5.1.4 (one to
+five constraints over 10 names: far higher replication). --names changes the
+vocabulary, the knob for replication.`,
+		Example: `  drip bench --broker localhost:7000 --duration 10s --rate 500
+  drip bench --broker b0:7000,b1:7000,b2:7000,b3:7000 --mode ramp --rate-start 80 --rate 8000 \
+      --duration 60s --report ramp.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w, err := bench.Preset(workloadName)
+			if err != nil {
+				return fmt.Errorf("--workload: %w", err)
+			}
+			if cmd.Flags().Changed("names") {
+				w.Names = names
+			}
+			w.Seed = seed
+			cfg.Brokers, cfg.WorkloadName, cfg.Workload = brokers, workloadName, w
+			cfg.Mode, cfg.Rate, cfg.RateStart = bench.Mode(mode), float64(perSec), float64(rateStart)
+			if cfg.Mode != bench.Ramp && cmd.Flags().Changed("rate-start") {
+				return fmt.Errorf("--rate-start applies to --mode ramp only")
+			}
+			if len(cfg.Brokers) == 0 {
+				return errors.New("--broker is required: the addresses of the mesh's brokers, comma-separated")
+			}
+			if cfg.ClientOptions, err = conn.options(); err != nil {
+				return err
+			}
+			if !quiet {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			// Open the report first: a bad path should fail before the run.
+			var out io.Writer = cmd.OutOrStdout()
+			if reportPath != "" && reportPath != "-" {
+				f, err := os.Create(reportPath)
+				if err != nil {
+					return fmt.Errorf("--report: %w", err)
+				}
+				defer f.Close()
+				out = f
+			}
+
+			cfg.ConnectTimeout = conn.timeout
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			rep, err := bench.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				return fmt.Errorf("writing the report: %w", err)
+			}
+			if f, ok := out.(*os.File); ok && f != os.Stdout {
+				if err := f.Close(); err != nil {
+					return fmt.Errorf("writing the report: %w", err)
+				}
+			}
+			t := rep.Totals
+			pct := 100.0
+			if t.Ideal > 0 {
+				pct = 100 * float64(t.Delivered) / float64(t.Ideal)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "drip bench: sent %d, ideal %d (replication %.2f), delivered %d (%.1f%%), undelivered %d, lost %d, false positives %d, duplicates %d; latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
+				t.Sent, t.Ideal, rep.Replication.Client, t.Delivered, pct, t.Undelivered, t.Lost, t.FalsePositives, t.Duplicates,
+				rep.Latency.P50, rep.Latency.P90, rep.Latency.P99, rep.Latency.Max)
+			if !rep.Exact() {
+				return fmt.Errorf("exactness violated: %d false positives, %d duplicates", t.FalsePositives, t.Duplicates)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&brokers, "broker", nil, "broker addresses, host:port, comma-separated or repeated")
+	fl.StringVar(&workloadName, "workload", "single", "workload preset: single or default")
+	fl.IntVar(&names, "names", 0, "attribute-name vocabulary size (default: the preset's)")
+	fl.Int64Var(&seed, "seed", 1, "seed of the predicates and messages")
+	fl.IntVar(&cfg.Subscribers, "subscribers", 80, "subscribers, one generated predicate each")
+	fl.IntVar(&cfg.Publishers, "publishers", 80, "publishers, sharing the rate equally")
+	fl.StringVar(&mode, "mode", string(bench.Poisson), "send mode: constant, poisson or ramp")
+	fl.Var(&perSec, "rate", "total messages per second (the final rate for ramp)")
+	fl.Var(&rateStart, "rate-start", "total messages per second at the start of a ramp")
+	fl.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to send")
+	fl.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "pause after subscribing, for routing state to propagate")
+	fl.DurationVar(&cfg.Drain, "drain", 10*time.Second, "longest wait for outstanding deliveries after sending")
+	fl.DurationVar(&cfg.Settle, "settle", 500*time.Millisecond, "how long to keep listening for stray deliveries once all expected ones arrived")
+	fl.StringVar(&reportPath, "report", "", "write the JSON report to this `file` (default: standard output)")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	conn.register(cmd, "drip-bench")
+	_ = cmd.MarkFlagRequired("broker")
+	_ = cmd.RegisterFlagCompletionFunc("workload", fixedCompletions("single", "default"))
+	_ = cmd.RegisterFlagCompletionFunc("mode", fixedCompletions(string(bench.Constant), string(bench.Poisson), string(bench.Ramp)))
+	_ = cmd.MarkFlagFilename("report", "json")
+	fl.SortFlags = false
+	return cmd
+}

@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/topology"
+)
+
+type brokerFlags struct {
+	log logFlags
+
+	topology string
+	id       uint32
+	name     string
+	mesh     string
+	client   string
+	peer     string
+	metrics  string
+	peers    []string
+
+	wan        bool
+	costRTT    bool
+	bloomBits  int
+	bloomK     int
+	linkQueue  int
+	subQueue   int
+	maxSubs    int
+	maxFilters int
+	maxConstr  int
+	maxString  int
+	maxAttrs   int
+	maxPayload int
+
+	tlsCert, tlsKey, tlsCA string
+	tlsClientAuth          bool
+}
+
+func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(&brokerFlags{}) }
+
+// newBrokerCmdWith binds the command's flags to f (tests read f back).
+func newBrokerCmdWith(f *brokerFlags) *cobra.Command {
+	def := broker.DefaultConfig(0, "")
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run a broker",
+		Long: `Run one drip broker until SIGINT or SIGTERM, then shut down gracefully:
+withdraw from the mesh, drain queued messages, end subscriptions.
+
+The broker's identity and neighbours come either from a topology file
+(--topology FILE --name NAME) or from flags (--id, --name, --peer ...).`,
+		Example: `  drip broker --topology mesh.yaml --name b0
+  drip broker --id 1 --name b1 --client-addr :7001 --peer-addr :7101 --peer 0=10.0.0.5:7100`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, sc, err := f.config(cmd.Flags().Changed)
+			if err != nil {
+				return err
+			}
+			log, err := f.log.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			srv, err := broker.NewServer(cfg, sc, broker.WithLogger(log))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return srv.Serve(ctx)
+		},
+	}
+	fl := cmd.Flags()
+	f.log.register(cmd)
+	fl.StringVar(&f.topology, "topology", "", "topology file (YAML); the broker is the one named by --name")
+	fl.Uint32Var(&f.id, "id", 0, "router ID (unique in the mesh, small: destination sets are bitsets over IDs)")
+	fl.StringVar(&f.name, "name", "", "broker name (required)")
+	fl.StringVar(&f.mesh, "mesh", "", "mesh name; links form only within one mesh (default: the topology's, else \"drip\")")
+	fl.StringVar(&f.client, "client-addr", ":7000", "listen address for publishers and subscribers")
+	fl.StringVar(&f.peer, "peer-addr", ":7100", "listen address for neighbouring brokers")
+	fl.StringVar(&f.metrics, "metrics-addr", ":9100", "listen address for Prometheus /metrics (empty: off)")
+	fl.StringSliceVar(&f.peers, "peer", nil, "neighbour to dial as ID=HOST:PORT[@WEIGHT] (repeatable)")
+	fl.BoolVar(&f.wan, "wan", false, "use wide-area link-state timers (slower hellos, longer dead interval)")
+	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (seed 002)")
+	fl.IntVar(&f.bloomBits, "bloom-bits", def.Encoding.M, "Bloom filter width M in bits; every broker of a mesh must agree")
+	fl.IntVar(&f.bloomK, "bloom-hashes", def.Encoding.K, "Bloom hash positions K per category; every broker of a mesh must agree")
+	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles are dropped")
+	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
+	fl.IntVar(&f.maxSubs, "max-subscriptions", def.MaxSubscriptions, "bound on subscriptions held by this broker")
+	fl.IntVar(&f.maxFilters, "max-filters", def.Predicates.MaxFilters, "bound on filters (|| terms) per predicate")
+	fl.IntVar(&f.maxConstr, "max-constraints", def.Predicates.MaxConstraints, "bound on constraints (&& terms) per filter")
+	fl.IntVar(&f.maxString, "max-string", def.Messages.MaxString, "bound on the bytes of a string value in messages and predicates")
+	fl.IntVar(&f.maxAttrs, "max-attributes", def.Messages.MaxAttributes, "bound on attributes per message")
+	fl.IntVar(&f.maxPayload, "max-payload", def.Messages.MaxPayload, "bound on the payload bytes per message")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for both listeners (enables TLS)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
+	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-ca")
+	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
+	return cmd
+}
+
+// config builds the broker's configuration; changed says which flags were
+// given explicitly, which then win over the topology file.
+func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, broker.ServerConfig, error) {
+	if f.name == "" {
+		return broker.Config{}, broker.ServerConfig{}, fmt.Errorf("--name is required")
+	}
+	cfg := broker.DefaultConfig(f.id, f.name)
+	sc := broker.ServerConfig{ClientAddr: f.client, PeerAddr: f.peer, MetricsAddr: f.metrics}
+	if f.topology != "" {
+		t, err := topology.Load(f.topology)
+		if err != nil {
+			return cfg, sc, err
+		}
+		if err := fromTopology(&cfg, &sc, t, f.name); err != nil {
+			return cfg, sc, err
+		}
+		// In Kubernetes the topology names pods by DNS, which is how
+		// neighbours reach them; the pod itself listens on the flags'
+		// wildcard addresses.
+		if changed("client-addr") {
+			sc.ClientAddr = f.client
+		}
+		if changed("peer-addr") {
+			sc.PeerAddr = f.peer
+		}
+		if changed("metrics-addr") {
+			sc.MetricsAddr = f.metrics
+		}
+	}
+	for _, p := range f.peers {
+		peer, err := parsePeer(p)
+		if err != nil {
+			return cfg, sc, err
+		}
+		cfg.Peers = append(cfg.Peers, peer)
+	}
+	if f.mesh != "" {
+		cfg.Mesh = f.mesh
+	}
+	if f.wan {
+		cfg.LinkState = linkstate.DefaultWANConfig(cfg.ID, cfg.Name)
+	}
+	if f.costRTT {
+		cfg.LinkState.CostMode = linkstate.CostRTT
+	}
+	cfg.Encoding.M, cfg.Encoding.K = f.bloomBits, f.bloomK
+	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
+	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
+	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString
+	cfg.Messages.MaxAttributes, cfg.Messages.MaxPayload = f.maxAttrs, f.maxPayload
+	tlsFiles := broker.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return cfg, sc, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if f.tlsClientAuth && f.tlsCA == "" {
+		return cfg, sc, fmt.Errorf("--tls-client-auth needs --tls-ca")
+	}
+	sc.PeerTLS = tlsFiles
+	sc.PeerTLS.RequireClientCert = f.tlsCA != ""
+	sc.ClientTLS = tlsFiles
+	sc.ClientTLS.RequireClientCert = f.tlsClientAuth
+	return cfg, sc, cfg.Validate()
+}
+
+// fromTopology takes the broker's identity, addresses and neighbours from
+// a topology file.
+func fromTopology(cfg *broker.Config, sc *broker.ServerConfig, t *topology.Topology, name string) error {
+	me, ok := t.Find(name)
+	if !ok {
+		return fmt.Errorf("topology has no broker named %q", name)
+	}
+	cfg.ID, cfg.Mesh = *me.ID, t.Mesh
+	cfg.LinkState = linkstate.DefaultConfig(cfg.ID, name)
+	if me.Client != "" {
+		sc.ClientAddr = me.Client
+	}
+	if me.Peer != "" {
+		sc.PeerAddr = me.Peer
+	}
+	if me.Metrics != "" {
+		sc.MetricsAddr = me.Metrics
+	}
+	for _, n := range t.Neighbors(name) {
+		if n.Broker.Peer == "" {
+			return fmt.Errorf("topology: neighbour %q of %q has no peer address", n.Broker.Name, name)
+		}
+		cfg.Peers = append(cfg.Peers, broker.Peer{ID: *n.Broker.ID, Addr: n.Broker.Peer, Weight: n.Link.Weight})
+	}
+	return nil
+}
+
+// parsePeer parses ID=HOST:PORT[@WEIGHT].
+func parsePeer(s string) (broker.Peer, error) {
+	id, rest, ok := strings.Cut(s, "=")
+	if !ok {
+		return broker.Peer{}, fmt.Errorf("--peer %q: want ID=HOST:PORT[@WEIGHT]", s)
+	}
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return broker.Peer{}, fmt.Errorf("--peer %q: router ID %q is not a number", s, id)
+	}
+	p := broker.Peer{ID: uint32(n), Addr: rest, Weight: 1}
+	if addr, w, ok := strings.Cut(rest, "@"); ok {
+		wn, err := strconv.ParseUint(w, 10, 32)
+		if err != nil || wn == 0 {
+			return broker.Peer{}, fmt.Errorf("--peer %q: weight %q is not a positive number", s, w)
+		}
+		p.Addr, p.Weight = addr, uint32(wn)
+	}
+	if p.Addr == "" {
+		return broker.Peer{}, fmt.Errorf("--peer %q: missing address", s)
+	}
+	return p, nil
+}
+
+// runUntil runs fn with a context that ends on SIGINT/SIGTERM or after d
+// (0: no limit).
+func runUntil(parent context.Context, d time.Duration, fn func(context.Context) error) error {
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	return fn(ctx)
+}

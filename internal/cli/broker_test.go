@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/broker"
+)
+
+func TestParsePeer(t *testing.T) {
+	tests := []struct {
+		in   string
+		want broker.Peer
+		err  string
+	}{
+		{"3=10.0.0.5:7100", broker.Peer{ID: 3, Addr: "10.0.0.5:7100", Weight: 1}, ""},
+		{"7=b7.mesh:7100@20", broker.Peer{ID: 7, Addr: "b7.mesh:7100", Weight: 20}, ""},
+		{"b1:7100", broker.Peer{}, "want ID=HOST:PORT"},
+		{"x=b1:7100", broker.Peer{}, `router ID "x" is not a number`},
+		{"1=", broker.Peer{}, "missing address"},
+		{"1=h:1@0", broker.Peer{}, "not a positive number"},
+		{"1=h:1@-3", broker.Peer{}, "not a positive number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parsePeer(tt.in)
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}
+
+// brokerConfig parses broker flags as the command would.
+func brokerConfig(t *testing.T, args ...string) (broker.Config, broker.ServerConfig, error) {
+	t.Helper()
+	var f brokerFlags
+	cmd := newBrokerCmdWith(&f)
+	require.NoError(t, cmd.ParseFlags(args))
+	return f.config(cmd.Flags().Changed)
+}
+
+func TestBrokerConfigFromTopology(t *testing.T) {
+	topo := writeFile(t, "mesh.yaml", `
+mesh: prod
+brokers:
+  - {name: b0, client: b0.svc:7000, peer: b0.svc:7100, metrics: b0.svc:9100}
+  - {name: b1, client: b1.svc:7000, peer: b1.svc:7100}
+  - {name: b2, peer: b2.svc:7100}
+links:
+  - {a: b0, b: b1, weight: 5}
+  - {a: b0, b: b2}
+`)
+	cfg, sc, err := brokerConfig(t, "--topology", topo, "--name", "b0")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(0), cfg.ID)
+	assert.Equal(t, "prod", cfg.Mesh)
+	assert.Equal(t, []broker.Peer{{ID: 1, Addr: "b1.svc:7100", Weight: 5}, {ID: 2, Addr: "b2.svc:7100", Weight: 1}}, cfg.Peers)
+	assert.Equal(t, "b0.svc:7000", sc.ClientAddr, "the topology's address when no flag is given")
+
+	// In Kubernetes the pod listens on wildcard addresses given as flags.
+	_, sc, err = brokerConfig(t, "--topology", topo, "--name", "b0", "--client-addr", ":7000", "--peer-addr", ":7100")
+	require.NoError(t, err)
+	assert.Equal(t, ":7000", sc.ClientAddr)
+	assert.Equal(t, ":7100", sc.PeerAddr)
+	assert.Equal(t, "b0.svc:9100", sc.MetricsAddr)
+
+	_, _, err = brokerConfig(t, "--topology", topo, "--name", "b9")
+	assert.ErrorContains(t, err, `no broker named "b9"`)
+}
+
+func TestBrokerConfigErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "--name is required"},
+		{[]string{"--name", "b0", "--peer", "0=h:1"}, "own ID"},
+		{[]string{"--name", "b0", "--bloom-bits", "7"}, "encoding"},
+		{[]string{"--name", "b0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"--name", "b0", "--tls-client-auth"}, "--tls-client-auth needs --tls-ca"},
+		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
+		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, _, err := brokerConfig(t, tt.args...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// freeTopology writes a 3-broker line on free loopback ports.
+func freeTopology(t *testing.T) string {
+	t.Helper()
+	addr := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		return l.Addr().String()
+	}
+	var b strings.Builder
+	b.WriteString("mesh: clitest\nbrokers:\n")
+	for i := range 3 {
+		fmt.Fprintf(&b, "  - {name: b%d, client: %s, peer: %s}\n", i, addr(), addr())
+	}
+	b.WriteString("links:\n  - {a: b0, b: b1}\n  - {a: b1, b: b2}\n")
+	return writeFile(t, "line.yaml", b.String())
+}
+
+// TestLocalDemo runs `drip local --demo` on a free-port topology: the
+// README's first command, end to end in-process.
+func TestLocalDemo(t *testing.T) {
+	noLeaks(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, errOut, err := execute(ctx, "", "local", "--demo", "--duration", "3s", "--topology", freeTopology(t), "--log-level", "warn")
+	require.NoError(t, err, "stderr: %s", errOut)
+	assert.Contains(t, out, "subscribed at b0")
+	assert.Contains(t, out, "published at b1")
+	assert.Contains(t, out, " ← ")
+	assert.Regexp(t, `demo: published \d+ messages, [1-9]\d* deliveries`, out)
+}
+
+func TestLocalPrintTopology(t *testing.T) {
+	out, _, err := execute(context.Background(), "", "local", "--print-topology")
+	require.NoError(t, err)
+	assert.Contains(t, out, "mesh: local")
+}

@@ -1,0 +1,361 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/bench"
+	"github.com/dripmesh/drip/internal/bench/benchtest"
+)
+
+// execute runs the drip command tree in-process.
+func execute(ctx context.Context, stdin string, args ...string) (stdout, stderr string, err error) {
+	root := NewRoot()
+	var out, errOut bytes.Buffer
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func testMesh(t *testing.T, brokers int, fault benchtest.Fault) *benchtest.Mesh {
+	t.Helper()
+	m, err := benchtest.Start(brokers, 0, fault)
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// noLeaks checks at the end of a test that its commands left no goroutine.
+func noLeaks(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+// subscribeVia runs drip sub in the background and returns its result once
+// it has exited; it returns after the subscription is in place.
+func subscribeVia(t *testing.T, ctx context.Context, m *benchtest.Mesh, args ...string) func() (string, string, error) {
+	t.Helper()
+	before := m.Opened()
+	type result struct {
+		out, errOut string
+		err         error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, err := execute(ctx, "", append([]string{"sub"}, args...)...)
+		done <- result{out, errOut, err}
+	}()
+	for m.Opened() == before {
+		select {
+		case r := <-done:
+			t.Fatalf("drip sub exited early: %v\n%s", r.err, r.errOut)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return func() (string, string, error) {
+		r := <-done
+		return r.out, r.errOut, r.err
+	}
+}
+
+func decodeLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.UseNumber()
+		var m map[string]any
+		require.NoError(t, dec.Decode(&m), "line %q", l)
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+func TestPubAttrsToSub(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 2, benchtest.Fault{})
+	ctx := testCtx(t)
+	wait := subscribeVia(t, ctx, m, "--broker", m.Addrs()[1], "--count", "3", `agency = "AP" && priority >= 2`)
+
+	_, errOut, err := execute(ctx, "", "pub", "--broker", m.Addrs()[0],
+		"--attr", "agency=AP", "-a", "priority=2", "-a", "score=0.5", "-a", `title="storm warning"`,
+		"--payload", "body", "--count", "3", "--rate", "1000/s")
+	require.NoError(t, err)
+	assert.Contains(t, errOut, "drip pub: published 3 messages to "+m.Addrs()[0])
+	assert.Contains(t, errOut, "the broker accepted 3, 0 matched no subscriber")
+
+	out, subErr, err := wait()
+	require.NoError(t, err)
+	assert.Contains(t, subErr, `agency = "AP" && priority >= 2`)
+	assert.Contains(t, subErr, "received 3 messages, 0 lost")
+	lines := decodeLines(t, out)
+	require.Len(t, lines, 3)
+	for _, l := range lines {
+		assert.Equal(t, map[string]any{"agency": "AP", "priority": json.Number("2"), "score": json.Number("0.5"), "title": "storm warning"}, l["attrs"])
+		assert.Equal(t, "body", l["payload"])
+		assert.Equal(t, json.Number("0"), l["ingress"])
+		assert.Equal(t, json.Number("1"), l["hops"])
+		assert.Contains(t, l, "latency_ms")
+	}
+}
+
+func TestPubJSONLines(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 1, benchtest.Fault{})
+	ctx := testCtx(t)
+	c, err := client.Dial(ctx, m.Addrs()[0])
+	require.NoError(t, err)
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, `n exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	stdin := `{"attrs":{"n":1,"f":2.0,"s":"x","b":true},"payload":"one"}
+
+{"attrs":{"n":2},"payload_b64":"AP8="}
+{"attrs":{"other":3}}
+`
+	_, errOut, err := execute(ctx, stdin, "pub", "--broker", m.Addrs()[0])
+	require.NoError(t, err)
+	assert.Contains(t, errOut, "published 3 messages")
+	assert.Contains(t, errOut, "the broker accepted 3, 1 matched no subscriber")
+
+	d, err := sub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, client.Attrs{"n": int64(1), "f": 2.0, "s": "x", "b": true}, d.Attrs)
+	assert.Equal(t, "one", string(d.Payload))
+	d, err = sub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0, 0xff}, d.Payload)
+}
+
+func TestPubErrors(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 1, benchtest.Fault{})
+	addr := m.Addrs()[0]
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := lis.Addr().String()
+	require.NoError(t, lis.Close())
+	tests := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"no broker", "", []string{"-a", "a=1"}, `required flag(s) "broker" not set`},
+		{"payload without attr", "", []string{"--broker", addr, "--payload", "x"}, "--payload needs --attr"},
+		{"count without attr", "", []string{"--broker", addr, "--count", "2"}, "--count needs --attr"},
+		{"negative count", "", []string{"--broker", addr, "-a", "a=1", "--count", "-1"}, "--count -1"},
+		{"bad attr", "", []string{"--broker", addr, "-a", "n=3x"}, `--attr n=3x: attribute "n": at byte 1`},
+		{"duplicate attr", "", []string{"--broker", addr, "-a", "n=1", "-a", "n=2"}, `attribute "n" given twice`},
+		{"bad rate", "", []string{"--broker", addr, "-a", "n=1", "--rate", "fast"}, "want messages per second"},
+		{"argument", "", []string{"--broker", addr, "a=1"}, `unknown command "a=1"`},
+		{"bad JSON line", "{\"attrs\":{\"n\":1}}\n\n{\"attrs\":{\"n\":null}}\n", []string{"--broker", addr}, `standard input line 3: attrs: attribute "n": null is not a value`},
+		{"unreachable", "", []string{"--broker", closed, "-a", "a=1"}, "connecting to broker " + closed},
+		{"broker rejects", "", []string{"--broker", addr, "-a", "a=1", "--payload", strings.Repeat("x", 2<<20)}, "InvalidArgument desc = message 0: message payload is 2097152 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := execute(testCtx(t), tt.stdin, append([]string{"pub"}, tt.args...)...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	// A bad line stops publishing, after reporting what went before it.
+	before := m.Published()
+	_, errOut, err := execute(testCtx(t), "{\"attrs\":{\"n\":1}}\n{bad\n", "pub", "--broker", addr)
+	require.Error(t, err)
+	assert.Contains(t, errOut, "published 1 messages")
+	assert.Equal(t, before+1, m.Published())
+}
+
+func TestPubInterrupted(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 1, benchtest.Fault{})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	go func() {
+		for m.Published() < 5 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel() // what SIGINT does
+	}()
+	_, errOut, err := execute(ctx, "", "pub", "--broker", m.Addrs()[0], "-a", "a=1", "--count", "0", "--rate", "200")
+	require.NoError(t, err)
+	assert.Contains(t, errOut, "drip pub: interrupted after publishing")
+}
+
+func TestSub(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 1, benchtest.Fault{})
+	addr := m.Addrs()[0]
+
+	t.Run("interrupted", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(testCtx(t))
+		wait := subscribeVia(t, ctx, m, "--broker", addr, `a = 1`)
+		cancel() // what SIGINT does
+		out, errOut, err := wait()
+		require.NoError(t, err, "SIGINT ends drip sub cleanly")
+		// The interruption may come before the acknowledgement reaches drip sub.
+		assert.Regexp(t, `received 0 messages, 0 lost|interrupted before the subscription was in place`, errOut)
+		assert.Empty(t, out)
+	})
+	t.Run("binary payload", func(t *testing.T) {
+		wait := subscribeVia(t, testCtx(t), m, "--broker", addr, "--count", "1", `a = 1`)
+		c, err := client.Dial(testCtx(t), addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Publish(testCtx(t), client.Message{Attrs: client.Attrs{"a": 1}, Payload: []byte{0xff}})
+		require.NoError(t, err)
+		out, _, err := wait()
+		require.NoError(t, err)
+		lines := decodeLines(t, out)
+		require.Len(t, lines, 1)
+		assert.Equal(t, "/w==", lines[0]["payload_b64"], "a payload that is not UTF-8 is printed in base64")
+		assert.NotContains(t, lines[0], "payload")
+	})
+	t.Run("errors", func(t *testing.T) {
+		tests := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--broker", addr}, "want one argument, the predicate"},
+			{[]string{"--broker", addr, "a = 1", "b = 2"}, "got 2"},
+			{[]string{"a = 1"}, `required flag(s) "broker" not set`},
+			{[]string{"--broker", addr, "a = "}, "InvalidArgument desc = predicate: at byte 4"},
+			{[]string{"--broker", addr, "--count", "-2", "a = 1"}, "--count -2"},
+		}
+		for _, tt := range tests {
+			_, _, err := execute(testCtx(t), "", append([]string{"sub"}, tt.args...)...)
+			require.Error(t, err, "%v", tt.args)
+			assert.Contains(t, err.Error(), tt.want)
+		}
+	})
+	t.Run("broker goes away", func(t *testing.T) {
+		m2 := testMesh(t, 1, benchtest.Fault{})
+		wait := subscribeVia(t, testCtx(t), m2, "--broker", m2.Addrs()[0], `a = 1`)
+		m2.Stop()
+		_, _, err := wait()
+		require.Error(t, err)
+	})
+}
+
+func TestBenchCommand(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 2, benchtest.Fault{})
+	report := filepath.Join(t.TempDir(), "report.json")
+	_, errOut, err := execute(testCtx(t), "", "bench", "--broker", strings.Join(m.Addrs(), ","),
+		"--workload", "single", "--names", "40", "--subscribers", "10", "--publishers", "2",
+		"--mode", "ramp", "--rate-start", "100", "--rate", "400", "--duration", "1200ms",
+		"--warmup", "10ms", "--settle", "10ms", "--report", report)
+	require.NoError(t, err, errOut)
+	assert.Contains(t, errOut, "bench:   1s  sent", "a progress line per second")
+	assert.Contains(t, errOut, "false positives 0, duplicates 0")
+
+	b, err := os.ReadFile(report)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	assert.Equal(t, m.Addrs(), rep.Config.Brokers)
+	assert.Equal(t, bench.Ramp, rep.Config.Mode)
+	assert.Equal(t, 40, rep.Config.Workload.Names)
+	assert.Equal(t, 100.0, rep.Config.RateStart)
+	assert.Positive(t, rep.Totals.Sent)
+	assert.Equal(t, rep.Totals.Ideal, rep.Totals.Delivered)
+	assert.True(t, rep.Exact())
+	assert.GreaterOrEqual(t, len(rep.Series), 2)
+}
+
+func TestBenchCommandReportsInexactMesh(t *testing.T) {
+	noLeaks(t)
+	m := testMesh(t, 1, benchtest.Fault{DuplicateEvery: 2})
+	out, _, err := execute(testCtx(t), "", "bench", "--broker", m.Addrs()[0], "-q",
+		"--names", "40", "--subscribers", "10", "--publishers", "2", "--rate", "300", "--duration", "300ms",
+		"--warmup", "10ms", "--settle", "300ms")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exactness violated: 0 false positives")
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), "the report is still written")
+	assert.Positive(t, rep.Totals.Duplicates)
+}
+
+func TestBenchCommandErrors(t *testing.T) {
+	noLeaks(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, `required flag(s) "broker" not set`},
+		{[]string{"--broker", "127.0.0.1:1", "--workload", "heavy"}, `--workload: unknown workload "heavy"`},
+		{[]string{"--broker", "127.0.0.1:1", "--mode", "burst"}, `unknown mode "burst"`},
+		{[]string{"--broker", "127.0.0.1:1", "--rate-start", "5"}, "--rate-start applies to --mode ramp only"},
+		{[]string{"--broker", "127.0.0.1:1", "--names", "5"}, "AttrsPerMessage = 10 exceeds Names = 5"},
+		{[]string{"--broker", "127.0.0.1:1", "--subscribers", "0"}, "0 subscribers"},
+		{[]string{"--broker", "127.0.0.1:1", "--report", "/nonexistent/dir/r.json"}, "--report: open /nonexistent/dir/r.json"},
+		{[]string{"--broker", "127.0.0.1:1", "--tls-ca", "/nonexistent.pem"}, "--tls-ca: open /nonexistent.pem"},
+		{[]string{"--broker", "127.0.0.1:1", "--duration", "1s", "--warmup", "0s"}, "connecting to broker 127.0.0.1:1"},
+	}
+	for _, tt := range tests {
+		_, _, err := execute(testCtx(t), "", append([]string{"bench", "-q"}, tt.args...)...)
+		require.Error(t, err, "%v", tt.args)
+		assert.Contains(t, err.Error(), tt.want, "%v", tt.args)
+	}
+}
+
+func TestTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	f := connFlags{tlsCA: notPEM}
+	_, err := f.options()
+	assert.ErrorContains(t, err, "no PEM certificate found")
+	f = connFlags{}
+	opts, err := f.options()
+	require.NoError(t, err)
+	assert.Len(t, opts, 1, "plaintext: the name only")
+	f = connFlags{tls: true}
+	opts, err = f.options()
+	require.NoError(t, err)
+	assert.Len(t, opts, 2, "TLS added")
+}
+
+// Shell completion is cobra's default command, and flags with a fixed set of
+// values complete them.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		out, _, err := execute(testCtx(t), "", "completion", shell)
+		require.NoError(t, err, shell)
+		assert.Contains(t, out, "drip", shell)
+	}
+	out, _, err := execute(testCtx(t), "", "__complete", "bench", "--mode", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"constant", "poisson", "ramp", ":4"}, strings.Fields(out)[:4])
+	out, _, err = execute(testCtx(t), "", "__complete", "")
+	require.NoError(t, err)
+	for _, c := range []string{"pub", "sub", "bench"} {
+		assert.Contains(t, out, c+"\t")
+	}
+}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dripmesh/drip/client"
+)
+
+// connFlags are the flags every client command has for reaching a broker.
+type connFlags struct {
+	timeout       time.Duration
+	name          string
+	tls           bool
+	tlsCA         string
+	tlsServerName string
+}
+
+func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
+	fl := cmd.Flags()
+	fl.DurationVar(&f.timeout, "connect-timeout", 10*time.Second, "how long to wait for the broker connection")
+	fl.StringVar(&f.name, "name", defaultName, "client name shown in the brokers' logs and metrics")
+	fl.BoolVar(&f.tls, "tls", false, "connect over TLS, verifying the broker against the system roots")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, verifying the broker against the PEM certificates in this `file`")
+	fl.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify the broker's certificate against (default: the host of the address)")
+	_ = cmd.MarkFlagFilename("tls-ca", "pem", "crt")
+}
+
+// options turns the flags into client options.
+func (f *connFlags) options() ([]client.Option, error) {
+	opts := []client.Option{client.WithName(f.name)}
+	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" {
+		return opts, nil
+	}
+	cfg := &tls.Config{ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.tlsCA)
+		}
+	}
+	return append(opts, client.WithTLS(cfg)), nil
+}
+
+// dial connects to addr within the connect timeout.
+func (f *connFlags) dial(ctx context.Context, addr string, extra ...client.Option) (*client.Client, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("--broker is required: the address (host:port) of a broker of the mesh")
+	}
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return client.Dial(ctx, addr, append(opts, extra...)...)
+}
+
+// signalContext is cancelled on SIGINT or SIGTERM, which ends a command
+// cleanly. The first signal also restores the default handling, so a
+// second one kills a command that does not stop.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}
+
+// rateValue is a messages-per-second flag: "100", "100/s" or "2.5/s".
+type rateValue float64
+
+func (r *rateValue) String() string {
+	return strconv.FormatFloat(float64(*r), 'g', -1, 64) + "/s"
+}
+
+func (r *rateValue) Set(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "/s"), 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("want messages per second, like 100 or 2.5/s")
+	}
+	*r = rateValue(f)
+	return nil
+}
+
+func (r *rateValue) Type() string { return "rate" }
+
+// fixedCompletions completes a flag from a fixed list.
+func fixedCompletions(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dripmesh/drip/client"
+)
+
+func newSubCmd() *cobra.Command {
+	var (
+		conn   connFlags
+		broker string
+		count  int
+		buffer int
+	)
+	cmd := &cobra.Command{
+		Use:   "sub --broker ADDR 'PREDICATE'",
+		Short: "Subscribe and print matching messages as JSON lines",
+		Long: `Subscribe through a broker of the mesh and print every delivered message on
+standard output as one JSON line:
+
+  {"attrs":{"agency":"AP","priority":2},"payload":"text","ingress":3,"hops":2,"latency_ms":1.250}
+
+Attribute types are kept (floats always have a '.' or exponent); a payload that
+is not UTF-8 is printed in base64 under "payload_b64"; latency_ms is measured
+from the ingress broker's publication time, so it includes the clock offset
+between that broker and this machine. When the broker reports messages it
+dropped because this subscriber read too slowly, a line {"lost":N,"total":T}
+comes before the next message.
+
+The predicate is in drip's predicate language, for example
+  agency = "AP" && priority >= 2 || keywords contains "Italy"
+
+Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
+		Example: `  drip sub --broker localhost:7000 'agency = "AP" && priority >= 2'
+  drip sub --broker localhost:7000 --count 10 'price > 20.5 || stock prefix "XY"' | jq .payload`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one argument, the predicate (quote it for the shell), got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 0 {
+				return fmt.Errorf("--count %d: want 0 (no limit) or more", count)
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			logw := cmd.ErrOrStderr()
+			c, err := conn.dial(ctx, broker, client.WithBufferSize(buffer))
+			if err != nil {
+				return interrupted(ctx, logw, err)
+			}
+			defer c.Close()
+			sub, err := c.Subscribe(ctx, args[0])
+			if err != nil {
+				return interrupted(ctx, logw, err)
+			}
+			defer sub.Close()
+			fmt.Fprintf(logw, "drip sub: subscription %d at broker %s (%s): %s\n", sub.ID(), sub.Broker(), broker, sub.Predicate())
+
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			var buf []byte
+			var received, reported uint64
+			var endErr error
+			for count == 0 || received < uint64(count) {
+				d, err := sub.Next(ctx)
+				if err != nil {
+					endErr = err
+					break
+				}
+				received++
+				buf = buf[:0]
+				if d.Lost > 0 {
+					buf = appendLostJSON(buf, d.Lost, d.LostTotal)
+					reported = d.LostTotal
+				}
+				var latency *float64
+				if !d.PublishedAt.IsZero() {
+					ms := math.Round(float64(time.Since(d.PublishedAt))/float64(time.Microsecond)) / 1000
+					latency = &ms
+				}
+				buf = appendDeliveryJSON(buf, d, latency)
+				if _, err := out.Write(buf); err != nil {
+					return err
+				}
+				// Flush per message: a subscriber is read by people and
+				// pipes that expect each message when it arrives.
+				if err := out.Flush(); err != nil {
+					return err
+				}
+			}
+			if total := sub.Lost(); total > reported {
+				_, _ = out.Write(appendLostJSON(nil, total-reported, total))
+			}
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(logw, "drip sub: received %d messages, %d lost\n", received, sub.Lost())
+			switch {
+			case endErr == nil, ctx.Err() != nil:
+				return nil
+			case errors.Is(endErr, io.EOF):
+				return errors.New("the broker ended the subscription")
+			default:
+				return endErr
+			}
+		},
+	}
+	cmd.Flags().StringVar(&broker, "broker", "", "broker address, host:port")
+	cmd.Flags().IntVarP(&count, "count", "n", 0, "exit after this many messages (0: no limit)")
+	cmd.Flags().IntVar(&buffer, "buffer", client.DefaultBufferSize, "deliveries to buffer before the broker must hold or drop them")
+	conn.register(cmd, "drip-sub")
+	_ = cmd.MarkFlagRequired("broker")
+	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+// interrupted turns an error caused by SIGINT or SIGTERM into a clean exit.
+func interrupted(ctx context.Context, logw io.Writer, err error) error {
+	if ctx.Err() != nil {
+		fmt.Fprintln(logw, "drip sub: interrupted before the subscription was in place")
+		return nil
+	}
+	return err
+}
+
+func appendLostJSON(b []byte, lost, total uint64) []byte {
+	b = append(b, `{"lost":`...)
+	b = strconv.AppendUint(b, lost, 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendUint(b, total, 10)
+	return append(b, "}\n"...)
+}
