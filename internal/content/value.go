@@ -144,8 +144,17 @@ func floatLiteral(f float64) string {
 	return s + ".0"
 }
 
-// compareNumbers compares two numeric values exactly. ok is false when either
-// is NaN (NaN is unordered).
+// CompareNumbers orders two numbers exactly, across int64 and float64 (an
+// int is never rounded through float64). ok is false when either is NaN,
+// which is unordered, or is not a number.
+func CompareNumbers(a, b Value) (c int, ok bool) {
+	if !a.kind.IsNumber() || !b.kind.IsNumber() {
+		return 0, false
+	}
+	return compareNumbers(a, b)
+}
+
+// compareNumbers is CompareNumbers for values known to be numbers.
 func compareNumbers(a, b Value) (c int, ok bool) {
 	switch {
 	case a.kind == KindInt && b.kind == KindInt:

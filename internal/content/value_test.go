@@ -153,3 +153,13 @@ func TestCanonicalNumber(t *testing.T) {
 		require.Equal(t, cmp == 0, CanonicalNumber(a) == CanonicalNumber(b), "%#v vs %#v: %q %q", a, b, CanonicalNumber(a), CanonicalNumber(b))
 	}
 }
+
+func TestCompareNumbersRejectsNonNumbers(t *testing.T) {
+	_, ok := CompareNumbers(String("1"), Int(1))
+	assert.False(t, ok)
+	_, ok = CompareNumbers(Int(1), Float(math.NaN()))
+	assert.False(t, ok)
+	c, ok := CompareNumbers(Int(9007199254740993), Float(9007199254740992))
+	assert.True(t, ok)
+	assert.Equal(t, 1, c)
+}

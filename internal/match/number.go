@@ -41,52 +41,17 @@ func toNum(v content.Value) num {
 	return num{kind: numFloat, f: f}
 }
 
-// cmpNum orders two non-NaN nums exactly, as content does: the int is never
-// rounded through float64. Normalisation guarantees that an int and a float
-// are never equal, so mixed comparisons only decide the side.
+// cmpNum orders two non-NaN nums exactly, with content's own comparison so
+// the index and content.Predicate.Matches cannot disagree.
 func cmpNum(a, b num) int {
-	switch {
-	case a.kind == numInt && b.kind == numInt:
-		return cmpOrdered(a.i, b.i)
-	case a.kind == numFloat && b.kind == numFloat:
-		return cmpOrdered(a.f, b.f)
-	case a.kind == numInt:
-		return cmpIntFloat(a.i, b.f)
-	default:
-		return -cmpIntFloat(b.i, a.f)
-	}
+	c, _ := content.CompareNumbers(a.value(), b.value())
+	return c
 }
 
-// cmpIntFloat compares an int with a float that is not integral or lies
-// outside int64 range.
-func cmpIntFloat(i int64, f float64) int {
-	switch {
-	case f >= 0x1p63:
-		return -1
-	case f < -0x1p63:
-		return 1
+// value turns a non-NaN num back into a Value.
+func (n num) value() content.Value {
+	if n.kind == numInt {
+		return content.Int(n.i)
 	}
-	// f is within range and not integral, so its truncation is an exact
-	// int64 and i sits on one side of f: i <= t < f or f < t <= i.
-	t := int64(math.Trunc(f))
-	if f > 0 {
-		if i <= t {
-			return -1
-		}
-		return 1
-	}
-	if i >= t {
-		return 1
-	}
-	return -1
-}
-
-func cmpOrdered[T int64 | float64 | string](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return content.Float(n.f)
 }
