@@ -355,7 +355,7 @@ func TestCompletion(t *testing.T) {
 	assert.Equal(t, []string{"constant", "poisson", "ramp", ":4"}, strings.Fields(out)[:4])
 	out, _, err = execute(testCtx(t), "", "__complete", "")
 	require.NoError(t, err)
-	for _, c := range []string{"pub", "sub", "bench"} {
+	for _, c := range []string{"broker", "local", "pub", "sub", "bench", "version"} {
 		assert.Contains(t, out, c+"\t")
 	}
 }

@@ -119,6 +119,7 @@ func runDemo(ctx context.Context, servers []*broker.Server, out io.Writer) error
 		return errors.New("demo needs at least two brokers")
 	}
 	// In the default square-with-diagonal, b1 reaches b3 in two hops.
+	out = &lockedWriter{w: out} // subscribers print concurrently
 	pubAt := servers[1]
 	subsAt := []*broker.Server{servers[0], servers[len(servers)-1]}
 	preds := []string{`symbol = "DRIP" && price > 10`, `symbol prefix "NAT" || volume >= 5000`}
@@ -237,4 +238,16 @@ func formatAttrs(a client.Attrs) string {
 		}
 	}
 	return s + "}"
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
