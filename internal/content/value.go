@@ -1,6 +1,7 @@
 package content
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -158,39 +159,19 @@ func CompareNumbers(a, b Value) (c int, ok bool) {
 func compareNumbers(a, b Value) (c int, ok bool) {
 	switch {
 	case a.kind == KindInt && b.kind == KindInt:
-		return cmpInt(int64(a.bits), int64(b.bits)), true
+		return cmp.Compare(int64(a.bits), int64(b.bits)), true
 	case a.kind == KindFloat && b.kind == KindFloat:
 		x, y := math.Float64frombits(a.bits), math.Float64frombits(b.bits)
 		if math.IsNaN(x) || math.IsNaN(y) {
 			return 0, false
 		}
-		return cmpFloat(x, y), true
+		return cmp.Compare(x, y), true
 	case a.kind == KindInt:
 		return cmpIntFloat(int64(a.bits), math.Float64frombits(b.bits))
 	default:
 		c, ok := cmpIntFloat(int64(b.bits), math.Float64frombits(a.bits))
 		return -c, ok
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // cmpIntFloat compares an int64 with a float64 without converting the int to
@@ -205,11 +186,11 @@ func cmpIntFloat(i int64, f float64) (int, bool) {
 		return 1, true
 	}
 	t := math.Trunc(f) // exactly representable as int64 here
-	if c := cmpInt(i, int64(t)); c != 0 {
+	if c := cmp.Compare(i, int64(t)); c != 0 {
 		return c, true
 	}
 	// Integer parts are equal: the fraction decides.
-	return cmpFloat(0, f-t), true
+	return cmp.Compare(0, f-t), true
 }
 
 // CanonicalNumber returns the decimal text of a number such that two numbers

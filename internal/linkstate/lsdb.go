@@ -1,6 +1,7 @@
 package linkstate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -145,7 +146,7 @@ func cmpKey(a, b Key) int {
 	if a.Kind != b.Kind {
 		return int(a.Kind) - int(b.Kind)
 	}
-	return cmpUint32(a.Origin, b.Origin)
+	return cmp.Compare(a.Origin, b.Origin)
 }
 
 func (n *Node) sortedEntries() []*entry {

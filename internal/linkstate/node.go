@@ -386,16 +386,6 @@ func (n *Node) liveLSAs() []*LSA {
 	return out
 }
 
-func cmpUint32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // publish brings the published PREDICATES rows up to date for the routers
 // whose advertisement changed, or for all after a topology change: routers
 // that became unreachable leave the table at once (their entries stay in

@@ -1,6 +1,7 @@
 package linkstate
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -57,7 +58,7 @@ func randomLSAs(rng *rand.Rand, n, deg int, maxCost uint32, idSpan uint32, oneWa
 		for nb, c := range links[id] {
 			a.Links = append(a.Links, Link{Neighbor: nb, Cost: c})
 		}
-		slices.SortFunc(a.Links, func(x, y Link) int { return cmpUint32(x.Neighbor, y.Neighbor) })
+		slices.SortFunc(a.Links, func(x, y Link) int { return cmp.Compare(x.Neighbor, y.Neighbor) })
 		out = append(out, a)
 	}
 	return out
