@@ -1,0 +1,178 @@
+package broker_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/broker"
+)
+
+// testPKI is a throwaway CA and the PEM files of certificates it signed.
+type testPKI struct {
+	dir    string
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	caFile string
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "drip test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	ca, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	p := &testPKI{dir: t.TempDir(), ca: ca, caKey: key}
+	p.caFile = p.write(t, "ca.pem", "CERTIFICATE", der)
+	return p
+}
+
+func (p *testPKI) write(t *testing.T, name, typ string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
+	return path
+}
+
+// issue signs a certificate valid for 127.0.0.1 as server and client.
+func (p *testPKI) issue(t *testing.T, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	return p.write(t, name+".pem", "CERTIFICATE", der), p.write(t, name+"-key.pem", "EC PRIVATE KEY", keyDER)
+}
+
+// TestMutualTLS runs two brokers whose peer link requires certificates
+// signed by the mesh CA on both sides, and whose client listener requires
+// TLS; a client with the CA delivers across the link, and a broker with a
+// certificate from another CA cannot join.
+func TestMutualTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	files := func(name string) broker.TLSFiles {
+		cert, key := pki.issue(t, name)
+		return broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: true}
+	}
+	f0, f1 := files("b0"), files("b1")
+	m := startMeshTLS(t, []broker.TLSFiles{f0, f1})
+
+	pool := x509.NewCertPool()
+	pool.AddCert(pki.ca)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tlsCfg := func() *tls.Config { return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12} }
+	c1, err := client.Dial(ctx, m[1].ClientAddr(), client.WithTLS(tlsCfg()))
+	require.NoError(t, err)
+	defer c1.Close()
+	sub, err := c1.Subscribe(ctx, `k exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	c0, err := client.Dial(ctx, m[0].ClientAddr(), client.WithTLS(tlsCfg()))
+	require.NoError(t, err)
+	defer c0.Close()
+	require.Eventually(t, func() bool {
+		_, err := c0.Publish(ctx, client.Message{Attrs: client.Attrs{"k": 1}})
+		require.NoError(t, err)
+		dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer dcancel()
+		_, err = sub.Next(dctx)
+		return err == nil
+	}, 15*time.Second, 50*time.Millisecond, "no delivery across the mTLS link")
+
+	// Plaintext clients are refused by a TLS listener.
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer pcancel()
+	if c, err := client.Dial(pctx, m[0].ClientAddr()); err == nil {
+		_, err = c.Publish(pctx, client.Message{Attrs: client.Attrs{"k": 1}})
+		assert.Error(t, err, "plaintext client must not get through")
+		c.Close()
+	}
+}
+
+func TestTLSPeerFromOtherCAIsRefused(t *testing.T) {
+	good, bad := newTestPKI(t), newTestPKI(t)
+	cert0, key0 := good.issue(t, "b0")
+	cert1, key1 := bad.issue(t, "b1")
+	m := startMeshTLS(t, []broker.TLSFiles{
+		{CertFile: cert0, KeyFile: key0, CAFile: good.caFile, RequireClientCert: true},
+		{CertFile: cert1, KeyFile: key1, CAFile: bad.caFile, RequireClientCert: true},
+	})
+	time.Sleep(500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	in, err := m[0].Broker().Inspect(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, in.Links, "a peer with a certificate from another CA must not link")
+}
+
+// startMeshTLS runs two linked brokers with the given TLS files on both
+// their listeners (and for dialling).
+func startMeshTLS(t *testing.T, files []broker.TLSFiles) []*broker.Server {
+	t.Helper()
+	var lis [][2]net.Listener
+	for range files {
+		var pair [2]net.Listener
+		for j := range pair {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			pair[j] = l
+		}
+		lis = append(lis, pair)
+	}
+	servers := make([]*broker.Server, len(files))
+	for i, f := range files {
+		cfg := fastConfig(i)
+		if i == 0 {
+			cfg.Peers = []broker.Peer{{ID: 1, Addr: lis[1][1].Addr().String(), Weight: 1}}
+		}
+		clientTLS := f
+		clientTLS.RequireClientCert = false
+		srv, err := broker.NewServer(cfg, broker.ServerConfig{
+			ClientListener: lis[i][0], PeerListener: lis[i][1], StopTimeout: time.Second,
+			PeerTLS: f, ClientTLS: clientTLS,
+		})
+		require.NoError(t, err)
+		servers[i] = srv
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	return servers
+}
