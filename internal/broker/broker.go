@@ -317,34 +317,40 @@ func (b *Broker) shutdown() {
 	b.node.Shutdown()
 	b.processReady()
 
-	deadline := time.Now().Add(b.cfg.DrainTimeout)
-	for time.Now().Before(deadline) && !b.linksDrained() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Drain: no new data, every writer sends what is queued (the
+	// withdrawal included) and stops, then each link is half-closed so the
+	// neighbour reads everything up to EOF and closes its side. Closing at
+	// once would cancel the streams and lose what they still buffer.
 	b.linksMu.Lock()
 	links := make([]*peerLink, 0, len(b.links))
 	for _, l := range b.links {
 		links = append(links, l)
 	}
 	b.linksMu.Unlock()
+	drain, stop := context.WithTimeout(context.Background(), b.cfg.DrainTimeout)
+	defer stop()
 	for _, l := range links {
-		l.close(errors.New("broker shutting down"))
+		l.queue.Close()
+	}
+	for _, l := range links {
+		select {
+		case <-l.writerDone:
+			_ = l.conn.CloseSend()
+		case <-drain.Done():
+		}
+	}
+	for _, l := range links {
+		select {
+		case <-l.conn.Done():
+		case <-drain.Done():
+		}
+		l.close(errors.New("broker shut down"))
 	}
 	b.linkGroup.Wait()
 	close(b.stopped)
 	b.log.Info("broker stopped")
 }
 
-func (b *Broker) linksDrained() bool {
-	b.linksMu.RLock()
-	defer b.linksMu.RUnlock()
-	for _, l := range b.links {
-		if !l.queue.Empty() {
-			return false
-		}
-	}
-	return true
-}
 
 // Forwarding state for tests and debugging.
 

@@ -31,6 +31,9 @@ type peerLink struct {
 	conn   transport.Conn
 	queue  *transport.Queue
 	m      linkMetrics
+	// writerDone is closed when the writer goroutine has sent its last
+	// frame (queue closed and drained, or the link failed).
+	writerDone chan struct{}
 }
 
 func (l *peerLink) close(reason error) { l.conn.Close(reason) }
@@ -76,6 +79,8 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*peerLink, error) {
 		conn:   c,
 		queue:  transport.NewQueue(b.cfg.LinkQueueBytes),
 		m:      b.m.forLink(remote.RouterName),
+
+		writerDone: make(chan struct{}),
 	}
 	b.linksMu.Lock()
 	if old := b.links[l.peer]; old != nil {
@@ -143,6 +148,7 @@ func (b *Broker) link(peer uint32) *peerLink {
 
 func (b *Broker) writeLoop(l *peerLink) {
 	defer b.linkGroup.Done()
+	defer close(l.writerDone)
 	for {
 		f, ok := l.queue.Next(l.conn.Done(), b.cfg.MaxFrameBytes)
 		if !ok {

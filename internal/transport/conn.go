@@ -22,8 +22,14 @@ type Conn interface {
 	Send(*dripv1.Frame) error
 	// Recv reads the next frame; it fails once the link is closed.
 	Recv() (*dripv1.Frame, error)
-	// Close ends the link; the reason is reported by Err. Safe to call
-	// more than once and concurrently with Send and Recv.
+	// CloseSend says no more frames will be sent: the neighbour's Recv
+	// returns io.EOF once it has read every frame sent before. It is how a
+	// link ends without losing data in flight; call it from the goroutine
+	// that calls Send, after the last Send.
+	CloseSend() error
+	// Close ends the link at once, discarding frames in flight; the reason
+	// is reported by Err. Safe to call more than once and concurrently
+	// with Send and Recv.
 	Close(reason error)
 	// Done is closed when the link has ended, from either side.
 	Done() <-chan struct{}

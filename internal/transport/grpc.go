@@ -24,18 +24,19 @@ type frameStream interface {
 
 // streamConn adapts a Link stream to Conn.
 type streamConn struct {
-	stream frameStream
-	remote *dripv1.Open
-	cancel context.CancelFunc // ends the stream
-	onDone func()             // releases the client connection, if any
+	stream    frameStream
+	remote    *dripv1.Open
+	cancel    context.CancelFunc // ends the stream
+	onDone    func()             // releases the client connection, if any
+	closeSend func() error       // half-closes: CloseSend, or ending the server handler
 
 	once sync.Once
 	done chan struct{}
 	err  error
 }
 
-func newStreamConn(s frameStream, remote *dripv1.Open, cancel context.CancelFunc, onDone func()) *streamConn {
-	c := &streamConn{stream: s, remote: remote, cancel: cancel, onDone: onDone, done: make(chan struct{})}
+func newStreamConn(s frameStream, remote *dripv1.Open, cancel context.CancelFunc, onDone func(), closeSend func() error) *streamConn {
+	c := &streamConn{stream: s, remote: remote, cancel: cancel, onDone: onDone, closeSend: closeSend, done: make(chan struct{})}
 	go func() {
 		// The stream's context ends when either side goes away.
 		select {
@@ -65,6 +66,8 @@ func (c *streamConn) Recv() (*dripv1.Frame, error) {
 	}
 	return f, nil
 }
+
+func (c *streamConn) CloseSend() error { return c.closeSend() }
 
 func (c *streamConn) Close(reason error) {
 	c.once.Do(func() {
@@ -119,9 +122,25 @@ func (s *PeerServer) Link(stream dripv1.Peer_LinkServer) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
-	conn := newStreamConn(serverStream{stream, ctx}, first.GetOpen(), cancel, nil)
-	s.handle(conn)
-	conn.Close(ErrClosed)
+	// The server half-closes by returning from this handler: gRPC sends
+	// every queued frame, then the trailers, and the client reads io.EOF.
+	halfClosed := make(chan struct{})
+	var once sync.Once
+	closeSend := func() error { once.Do(func() { close(halfClosed) }); return nil }
+	conn := newStreamConn(serverStream{stream, ctx}, first.GetOpen(), cancel, nil, closeSend)
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		s.handle(conn)
+	}()
+	select {
+	case <-handled:
+		conn.Close(ErrClosed)
+	case <-halfClosed:
+		// Return now so gRPC ends the stream in order; the handler sees
+		// the link end when the stream's context is cancelled.
+		go func() { <-handled }()
+	}
 	return nil
 }
 
@@ -192,7 +211,7 @@ func (d GRPCDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (
 	if err := Compatible(local, r.f.GetOpen()); err != nil {
 		return fail(fmt.Errorf("peer %s: %w", addr, err))
 	}
-	return newStreamConn(stream, r.f.GetOpen(), cancel, func() { _ = cc.Close() }), nil
+	return newStreamConn(stream, r.f.GetOpen(), cancel, func() { _ = cc.Close() }, stream.CloseSend), nil
 }
 
 // IsIncompatible reports whether err is a refused handshake, from either

@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -90,12 +92,16 @@ func (d memDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (C
 	return dialSide, nil
 }
 
-// memConn is one end of an in-memory link. Closing either end closes both.
+// memConn is one end of an in-memory link. Closing either end closes both;
+// CloseSend closes only this end's direction, after what was sent.
 type memConn struct {
 	remote *dripv1.Open
 	in     <-chan *dripv1.Frame
 	out    chan<- *dripv1.Frame
 	shared *memShared
+
+	sendMu     sync.Mutex // Send and CloseSend come from one goroutine; this guards misuse
+	sendClosed bool
 }
 
 type memShared struct {
@@ -119,6 +125,11 @@ func (c *memConn) Remote() *dripv1.Open { return c.remote }
 
 func (c *memConn) Send(f *dripv1.Frame) error {
 	f = proto.Clone(f).(*dripv1.Frame)
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.sendClosed {
+		return errors.New("send after CloseSend")
+	}
 	select {
 	case c.out <- f:
 		return nil
@@ -127,9 +138,22 @@ func (c *memConn) Send(f *dripv1.Frame) error {
 	}
 }
 
+func (c *memConn) CloseSend() error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if !c.sendClosed {
+		c.sendClosed = true
+		close(c.out)
+	}
+	return nil
+}
+
 func (c *memConn) Recv() (*dripv1.Frame, error) {
 	select {
-	case f := <-c.in:
+	case f, ok := <-c.in:
+		if !ok {
+			return nil, io.EOF
+		}
 		return f, nil
 	case <-c.shared.done:
 		return nil, c.shared.err

@@ -143,10 +143,3 @@ func (q *Queue) Close() int {
 	q.signal()
 	return n
 }
-
-// Empty reports whether nothing is waiting to be sent.
-func (q *Queue) Empty() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.control) == 0 && q.head == len(q.bundles)
-}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -216,4 +217,72 @@ func TestGRPCHandshakeRefused(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("server did not report the rejection")
 	}
+}
+
+// checkHalfClose: every frame sent before CloseSend arrives, then io.EOF.
+func checkHalfClose(t *testing.T, c Conn, accepted <-chan Conn) {
+	t.Helper()
+	var s Conn
+	select {
+	case s = <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no accepted link")
+	}
+	const n = 500
+	go func() {
+		for i := range n {
+			if c.Send(&dripv1.Frame{Bundles: []*dripv1.Bundle{{Source: uint32(i), Message: make([]byte, 1024)}}}) != nil {
+				return
+			}
+		}
+		_ = c.CloseSend()
+	}()
+	for i := range n {
+		f, err := s.Recv()
+		require.NoError(t, err, "frame %d", i)
+		require.Equal(t, uint32(i), f.Bundles[0].Source)
+	}
+	_, err := s.Recv()
+	require.ErrorIs(t, err, io.EOF)
+	s.Close(nil)
+	c.Close(nil)
+}
+
+func TestMemHalfClose(t *testing.T) {
+	n := NewMemNetwork()
+	accepted := make(chan Conn, 1)
+	n.Listen("b2", open(2), func(c Conn) { accepted <- c; <-c.Done() })
+	c, err := n.Dialer().Dial(context.Background(), "b2", open(1))
+	require.NoError(t, err)
+	checkHalfClose(t, c, accepted)
+}
+
+func TestGRPCHalfClose(t *testing.T) {
+	accepted := make(chan Conn, 1)
+	d, _ := startGRPC(t, open(2), func(c Conn) { accepted <- c; <-c.Done() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := d.Dial(ctx, "passthrough:///bufnet", open(1))
+	require.NoError(t, err)
+	checkHalfClose(t, c, accepted)
+}
+
+// The server side half-closes too: the dialler reads everything, then EOF.
+func TestGRPCServerHalfClose(t *testing.T) {
+	accepted := make(chan Conn, 1)
+	d, _ := startGRPC(t, open(2), func(c Conn) { accepted <- c; <-c.Done() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := d.Dial(ctx, "passthrough:///bufnet", open(1))
+	require.NoError(t, err)
+	var s Conn
+	select {
+	case s = <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no accepted link")
+	}
+	// Swap roles: the accepted side sends and half-closes.
+	back := make(chan Conn, 1)
+	back <- c
+	checkHalfClose(t, s, back)
 }
