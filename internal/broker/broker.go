@@ -351,7 +351,6 @@ func (b *Broker) shutdown() {
 	b.log.Info("broker stopped")
 }
 
-
 // Forwarding state for tests and debugging.
 
 // Inspection is a consistent view of the broker's routing state.
