@@ -48,8 +48,9 @@ type Broker struct {
 	// The encoded-predicate index is rebuilt whole (tens of ms at 1000
 	// routers × 100 filters), so updates are batched: at most one rebuild
 	// per PredicateRebuildInterval.
-	predsDirty bool
-	lastBuild  time.Time
+	predsDirty    bool
+	lastBuild     time.Time
+	lastRTTExport time.Time
 
 	events    chan coreEvent
 	advertise chan struct{} // coalesced "local predicate changed"
@@ -165,6 +166,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			running = false
 		case <-ticker.C:
 			b.node.Tick(b.now())
+			b.observeNeighbors()
 		case ev := <-b.events:
 			b.handle(ev)
 		case <-b.advertise:
@@ -279,8 +281,20 @@ func (b *Broker) observe(ev linkstate.Event) {
 	default:
 		b.log.Debug("link-state event", zap.Stringer("event", ev.Type), zap.String("peer", name))
 	}
-	if ev.RTT > 0 && name != "" {
-		b.m.linkRTT.WithLabelValues(name).Set(ev.RTT.Seconds())
+}
+
+// observeNeighbors exports each neighbour's smoothed RTT, which hellos
+// refresh every HelloInterval whatever the cost mode, at most once a
+// second.
+func (b *Broker) observeNeighbors() {
+	if time.Since(b.lastRTTExport) < time.Second {
+		return
+	}
+	b.lastRTTExport = time.Now()
+	for _, nb := range b.node.Neighbors() {
+		if l := b.current[nb.ID]; l != nil && nb.Samples > 0 {
+			b.m.linkRTT.WithLabelValues(l.name).Set(nb.RTT.Seconds())
+		}
 	}
 }
 
