@@ -4,6 +4,10 @@ GO ?= go
 BIN := bin/drip
 PKGS := ./...
 STATICCHECK_VERSION := v0.8.2
+HELM_VERSION := v3.22.0
+# Container image of `make image`; the Helm chart defaults to drip:<appVersion> (docs/kubernetes.md).
+IMAGE ?= drip
+TAG ?= dev
 GOBIN := $(shell $(GO) env GOPATH)/bin
 # Benchmarks: override BENCH/COUNT/BENCHTIME, e.g. `make bench BENCH=Match COUNT=10`.
 BENCH ?= .
@@ -49,9 +53,11 @@ fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).
 	done
 
 .PHONY: tools
-tools: ## Install the pinned developer tools (staticcheck).
+tools: ## Install the pinned developer tools (staticcheck, helm).
 	@test -x $(GOBIN)/staticcheck && $(GOBIN)/staticcheck -version | grep -q '($(STATICCHECK_VERSION:v%=%))' \
 	  || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@$(GO) version -m $(GOBIN)/helm 2>/dev/null | grep -q 'mod[[:space:]]*helm.sh/helm/v3[[:space:]]*$(HELM_VERSION)[[:space:]]' \
+	  || (cd / && GOFLAGS=-mod=mod $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION))
 
 .PHONY: fmt
 fmt: ## Format the code.
@@ -63,11 +69,22 @@ lint: tools ## go vet and staticcheck.
 	$(GOBIN)/staticcheck $(PKGS)
 
 .PHONY: verify
+# `go mod tidy -e`: tidy also walks the tests of dependencies, and one test of
+# prometheus/prometheus (imported for its PromQL parser) needs a module the
+# proxy does not serve; we never build that test.
 verify: lint proto-check ## Everything CI checks before tests: gofmt, vet, staticcheck, go.mod tidy, generated code.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@cp go.mod /tmp/drip-go.mod.bak; cp go.sum /tmp/drip-go.sum.bak; $(GO) mod tidy; \
+	@cp go.mod /tmp/drip-go.mod.bak; cp go.sum /tmp/drip-go.sum.bak; $(GO) mod tidy -e >/dev/null 2>&1; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go.mod/go.sum not tidy:"; git diff -- go.mod go.sum; \
 	    cp /tmp/drip-go.mod.bak go.mod; cp /tmp/drip-go.sum.bak go.sum; exit 1; fi
+
+.PHONY: image
+image: ## Build the container image IMAGE:TAG (default drip:dev) with Docker (deploy/Dockerfile).
+	docker build -f deploy/Dockerfile --build-arg VERSION=$(TAG) -t $(IMAGE):$(TAG) .
+
+.PHONY: chart-test
+chart-test: tools ## Lint the Helm chart and render its values scenarios against the Kubernetes API types.
+	$(GO) test -count=1 ./deploy/helm/...
 
 .PHONY: clean
 clean: ## Remove build outputs.
@@ -96,3 +113,34 @@ proto: proto-tools ## Regenerate the committed protobuf/gRPC Go code.
 proto-check: proto ## Fail if the committed generated code differs from `make proto`.
 	@git diff --exit-code -- api/ || { echo "generated code is stale: run make proto and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api/)" || { git status --porcelain -- api/; echo "untracked generated files: run make proto and commit"; exit 1; }
+
+# A real single-node Kubernetes on this machine, for the e2e suite where kind
+# cannot run (no Docker): see docs/k8s-local.md. All but k8s-local-build need root.
+K8S_LOCAL := hack/k8s-local
+
+.PHONY: k8s-local-build
+k8s-local-build: ## Build or reuse the pinned Kubernetes, CoreDNS and helm binaries (cold: ~15 min).
+	$(K8S_LOCAL)/build.sh
+
+.PHONY: k8s-local-up
+k8s-local-up: ## Start a single-node cluster here (root, no Docker/systemd); kubeconfig: /var/run/drip-k8s/kubeconfig.
+	$(K8S_LOCAL)/up.sh
+
+.PHONY: k8s-local-smoke
+k8s-local-smoke: ## Check the k8s-local cluster: pods, CoreDNS names, Services, API server from a pod.
+	$(K8S_LOCAL)/smoke.sh
+
+.PHONY: k8s-local-down
+k8s-local-down: ## Tear the k8s-local cluster down and fail if anything is left behind.
+	$(K8S_LOCAL)/down.sh
+	$(K8S_LOCAL)/check-clean.sh
+
+# The e2e suite on Kubernetes (test/e2e/README.md): a kind cluster it creates
+# (needs Docker), or the cluster of E2E_KUBECONFIG; E2E_ARGS adds suite flags.
+E2E_KUBECONFIG ?=
+E2E_ARGS ?=
+
+.PHONY: e2e
+e2e: tools ## Install the chart in kind (or E2E_KUBECONFIG=file) and check it under load; E2E_ARGS=-keep etc. (~5 min).
+	$(GO) test -count=1 -v -timeout 30m ./test/e2e/ -args -e2e -image=$(IMAGE):$(TAG) \
+	  $(if $(E2E_KUBECONFIG),-kubeconfig=$(E2E_KUBECONFIG)) $(E2E_ARGS)

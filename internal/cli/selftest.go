@@ -226,7 +226,7 @@ func (st *selftest) run(ctx context.Context) error {
 		endSession()
 	})()
 	for i, addr := range st.f.brokers {
-		c, err := st.f.conn.dial(ctx, addr, st.extra...)
+		c, err := st.dialRetry(ctx, addr)
 		if err != nil {
 			st.report(false, "connect to %s: %v", addr, err)
 			return errors.New("cannot go on without every broker")
@@ -521,6 +521,23 @@ func (st *selftest) close() {
 	for _, c := range st.clients {
 		if c != nil {
 			_ = c.Close()
+		}
+	}
+}
+
+// dialRetry connects to addr, retrying until ctx ends: right after a Helm
+// install the brokers' DNS names may not resolve yet, and CoreDNS caches
+// the "no such host" for up to 30 s.
+func (st *selftest) dialRetry(ctx context.Context, addr string) (*client.Client, error) {
+	for {
+		c, err := st.f.conn.dial(ctx, addr, st.extra...)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
 		}
 	}
 }

@@ -168,12 +168,14 @@ func TestSelftestDisconnectedMesh(t *testing.T) {
 func TestSelftestUnreachableBroker(t *testing.T) {
 	noLeaks(t)
 	m := testMesh(t, 1, benchtest.Fault{})
+	// It keeps retrying until --timeout (names may not resolve yet after an
+	// install), then fails.
 	// A port just released is very likely closed: connection refused.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	dead := l.Addr().String()
 	require.NoError(t, l.Close())
-	out, _, err := execute(testCtx(t), "", selftestArgs([]string{m.Addrs()[0], dead}, "--connect-timeout", "2s")...)
+	out, _, err := execute(testCtx(t), "", selftestArgs([]string{m.Addrs()[0], dead}, "--connect-timeout", "2s", "--timeout", "3s")...)
 	require.Error(t, err)
 	assert.Contains(t, out, "FAIL connect to "+dead)
 	assert.Contains(t, out, "FAIL cannot go on without every broker")
