@@ -163,7 +163,7 @@ func TestDefaults(t *testing.T) {
 	assertUnprivileged(t, "selftest", tc.SecurityContext)
 	assert.Equal(t, []string{
 		"selftest", "--broker=" + dns(0, 7000), "--broker=" + dns(2, 7000), "--broker=" + dns(3, 7000),
-		"--messages=10", "--timeout=60s",
+		"--messages=10", "--timeout=90s",
 	}, tc.Args, "the first, middle and last broker, by DNS name")
 }
 

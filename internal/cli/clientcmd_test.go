@@ -272,7 +272,8 @@ func TestBenchCommand(t *testing.T) {
 		"--mode", "ramp", "--rate-start", "100", "--rate", "400", "--duration", "1200ms",
 		"--warmup", "10ms", "--settle", "10ms", "--report", report)
 	require.NoError(t, err, errOut)
-	assert.Contains(t, errOut, "bench:   1s  sent", "a progress line per second")
+	// Which second the first line reports depends on the machine's load.
+	assert.Regexp(t, `(?m)^bench: +\d+s  sent +\d+/s`, errOut, "a progress line per second")
 	assert.Contains(t, errOut, "false positives 0, duplicates 0")
 
 	b, err := os.ReadFile(report)
