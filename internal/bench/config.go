@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -56,10 +57,27 @@ type Config struct {
 	// arrived, to catch duplicates and false positives that trail them on
 	// other streams.
 	Settle time.Duration
+	// CutStuckPublishers makes publishers still blocked Drain after
+	// sending should have ended (a system that stopped accepting messages)
+	// a measured outcome rather than an error: they are cut, counted in
+	// Totals.PublishersCut, and the run drains and reports as usual.
+	CutStuckPublishers bool
 
 	ConnectTimeout time.Duration   // bound on connecting to each broker; 0 for none
 	ClientOptions  []client.Option // for every connection (TLS, dialer)
 	Progress       io.Writer       // a line per second; nil for none
+
+	// Connect opens the connection to a broker; nil connects to drip
+	// brokers with the client package (and ClientOptions). Brokers are
+	// then whatever names Connect understands.
+	Connect Connector
+	// Ready, when set, is called once every subscription is installed and
+	// before Warmup, to wait until the system's routing state has settled
+	// (seed 000 §5.1.4 step 5); an error ends the run.
+	Ready func(ctx context.Context) error
+	// OnSendStart, when set, is called as sending starts: the time origin
+	// of Report.Series, for measurements taken beside the bench.
+	OnSendStart func()
 }
 
 // Validate reports the first field of c that makes no sense.

@@ -29,4 +29,12 @@
 // reading relative to the run's start) and takes the receive time from the
 // same clock, so end-to-end latency needs no synchronised clocks and no
 // broker timestamps.
+//
+// # Other systems
+//
+// The bench reaches the system under test through Connector, Endpoint,
+// Subscriber and Publisher; by default they are drip's client package.
+// internal/systems implements them for ActiveMQ (STOMP with JMS selectors)
+// and NATS (one subject, filtering at the subscriber), so one oracle judges
+// all three the same way.
 package bench

@@ -30,22 +30,24 @@ type shard struct {
 type record struct {
 	expected []int32 // subscriber indexes, increasing
 	got      []uint8 // copies received per expected subscriber, saturating at 255
+	second   int32   // of the run's series in which it was sent
 }
 
 func newLedger(publishers int) *ledger {
 	return &ledger{shards: make([]shard, publishers)}
 }
 
-// add records message seq of publisher pub; seq must be the publisher's
-// next sequence number, which is how a publisher numbers its messages.
-func (l *ledger) add(pub int, seq uint64, expected []int32) {
+// add records message seq of publisher pub, sent in the given second of
+// the series; seq must be the publisher's next sequence number, which is
+// how a publisher numbers its messages.
+func (l *ledger) add(pub int, seq uint64, second int, expected []int32) {
 	s := &l.shards[pub]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if uint64(len(s.msgs)) != seq {
 		panic("bench: ledger: messages recorded out of sequence")
 	}
-	s.msgs = append(s.msgs, record{expected: expected, got: make([]uint8, len(expected))})
+	s.msgs = append(s.msgs, record{expected: expected, got: make([]uint8, len(expected)), second: int32(second)})
 }
 
 // deliver classifies the delivery of message (pub, seq) to subscriber sub.
@@ -75,21 +77,23 @@ func (l *ledger) deliver(pub uint32, seq uint64, sub int32) verdict {
 	}
 }
 
-// undelivered counts, per subscriber, the expected deliveries that never
-// arrived.
-func (l *ledger) undelivered(subscribers int) []uint64 {
-	out := make([]uint64, subscribers)
+// undelivered counts the expected deliveries that never arrived, per
+// subscriber and per second of sending (seconds must exceed every second
+// recorded).
+func (l *ledger) undelivered(subscribers, seconds int) (bySub, bySecond []uint64) {
+	bySub, bySecond = make([]uint64, subscribers), make([]uint64, seconds)
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for _, r := range s.msgs {
 			for k, j := range r.expected {
 				if r.got[k] == 0 {
-					out[j]++
+					bySub[j]++
+					bySecond[r.second]++
 				}
 			}
 		}
 		s.mu.Unlock()
 	}
-	return out
+	return bySub, bySecond
 }

@@ -9,9 +9,9 @@ import (
 
 func TestLedgerVerdicts(t *testing.T) {
 	l := newLedger(2)
-	l.add(0, 0, []int32{1, 3})
-	l.add(0, 1, nil)
-	l.add(1, 0, []int32{0})
+	l.add(0, 0, 0, []int32{1, 3})
+	l.add(0, 1, 0, nil)
+	l.add(1, 0, 0, []int32{0})
 	tests := []struct {
 		name string
 		pub  uint32
@@ -32,16 +32,20 @@ func TestLedgerVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, l.deliver(tt.pub, tt.seq, tt.sub), tt.name)
 	}
-	assert.Equal(t, []uint64{0, 0, 0, 0}, l.undelivered(4))
+	bySub, bySec := l.undelivered(4, 3)
+	assert.Equal(t, []uint64{0, 0, 0, 0}, bySub)
+	assert.Equal(t, []uint64{0, 0, 0}, bySec)
 
-	l.add(1, 1, []int32{0, 2})
-	assert.Equal(t, []uint64{1, 0, 1, 0}, l.undelivered(4))
-	assert.Panics(t, func() { l.add(1, 5, nil) }, "sequence numbers must be dense")
+	l.add(1, 1, 2, []int32{0, 2})
+	bySub, bySec = l.undelivered(4, 3)
+	assert.Equal(t, []uint64{1, 0, 1, 0}, bySub)
+	assert.Equal(t, []uint64{0, 0, 2}, bySec, "counted in the second the message was sent")
+	assert.Panics(t, func() { l.add(1, 5, 0, nil) }, "sequence numbers must be dense")
 }
 
 func TestLedgerDuplicateCountSaturates(t *testing.T) {
 	l := newLedger(1)
-	l.add(0, 0, []int32{0})
+	l.add(0, 0, 0, []int32{0})
 	require.Equal(t, expected, l.deliver(0, 0, 0))
 	for range 1000 {
 		require.Equal(t, duplicate, l.deliver(0, 0, 0))
@@ -51,7 +55,7 @@ func TestLedgerDuplicateCountSaturates(t *testing.T) {
 func BenchmarkLedgerDeliver(b *testing.B) {
 	l := newLedger(1)
 	for seq := range uint64(1 << 16) {
-		l.add(0, seq, []int32{1, 5, 9, 40})
+		l.add(0, seq, 0, []int32{1, 5, 9, 40})
 	}
 	b.ReportAllocs()
 	i := uint64(0)

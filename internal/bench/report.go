@@ -58,12 +58,18 @@ type Replication struct {
 
 // Second is one second of the run, counted from the start of sending.
 // Sent and Ideal count messages sent in that second and the deliveries they
-// call for; Delivered counts expected deliveries received in that second.
+// call for; Delivered counts expected deliveries received in that second;
+// Undelivered counts the deliveries called for by the messages sent in that
+// second that never arrived (the "undelivered" curve of seed 000 Figs. 4–5).
+// Duplicates counts further copies of expected deliveries received in that
+// second.
 type Second struct {
-	T         int    `json:"t"`
-	Sent      uint64 `json:"sent"`
-	Delivered uint64 `json:"delivered"`
-	Ideal     uint64 `json:"ideal"`
+	T           int    `json:"t"`
+	Sent        uint64 `json:"sent"`
+	Delivered   uint64 `json:"delivered"`
+	Ideal       uint64 `json:"ideal"`
+	Undelivered uint64 `json:"undelivered"`
+	Duplicates  uint64 `json:"duplicates"` // further copies received in that second
 }
 
 // Totals are the run's counts.
@@ -79,6 +85,9 @@ type Totals struct {
 	Duplicates      uint64 `json:"duplicates"`       // further copies of expected deliveries
 	Lost            uint64 `json:"lost"`             // drops the brokers reported to slow subscribers
 	Foreign         uint64 `json:"foreign"`          // deliveries of messages this run did not send
+	// PublishersCut counts publishers still blocked Drain after sending
+	// should have ended, with Config.CutStuckPublishers.
+	PublishersCut uint64 `json:"publishers_cut,omitempty"`
 }
 
 // Latency summarises end-to-end latency of expected deliveries, in

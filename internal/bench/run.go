@@ -29,7 +29,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	clients := make([]*client.Client, len(cfg.Brokers))
+	connect := cfg.Connect
+	if connect == nil {
+		connect = dripConnector(cfg)
+	}
+	clients := make([]Endpoint, len(cfg.Brokers))
 	defer func() {
 		for _, c := range clients {
 			if c != nil {
@@ -38,7 +42,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	for i, addr := range cfg.Brokers {
-		if clients[i], err = dial(ctx, addr, cfg); err != nil {
+		if clients[i], err = connect(ctx, addr); err != nil {
 			return nil, stopped(ctx, fmt.Errorf("bench: %w", err))
 		}
 	}
@@ -48,7 +52,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Subscribe, and start reading at once so that nothing backs up while
 	// the mesh settles.
-	subs := make([]*client.Subscription, cfg.Subscribers)
+	subs := make([]Subscriber, cfg.Subscribers)
 	var readers sync.WaitGroup
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer func() {
@@ -62,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	for j := range subs {
 		b := r.oracle.brokerOf[j]
-		s, err := clients[b].Subscribe(ctx, r.oracle.preds[j].String())
+		s, err := clients[b].Subscribe(ctx, r.oracle.preds[j])
 		if err != nil {
 			return nil, stopped(ctx, fmt.Errorf("bench: subscriber %d on %s: %w", j, cfg.Brokers[b], err))
 		}
@@ -73,6 +77,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			r.read(readCtx, j, s)
 		}()
 	}
+	if cfg.Ready != nil {
+		if err := cfg.Ready(ctx); err != nil {
+			return nil, stopped(ctx, fmt.Errorf("bench: waiting for routing to settle: %w", err))
+		}
+	}
 	if err := sleep(ctx, cfg.Warmup); err != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -82,7 +91,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Drain after sending starts.
 	pubCtx, cutPublishers := context.WithCancelCause(ctx)
 	defer cutPublishers(nil)
-	pubs := make([]*client.Publisher, cfg.Publishers)
+	pubs := make([]Publisher, cfg.Publishers)
 	for i := range pubs {
 		b := i % len(clients)
 		if pubs[i], err = clients[b].NewPublisher(pubCtx); err != nil {
@@ -91,6 +100,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	r.sendStart.Store(int64(r.now()))
+	if cfg.OnSendStart != nil {
+		cfg.OnSendStart()
+	}
 	errStuck := fmt.Errorf("bench: publishers still blocked %v after sending should have ended: the mesh stopped accepting messages", cfg.Drain)
 	watchdog := time.AfterFunc(cfg.Duration+cfg.Drain, func() { cutPublishers(errStuck) })
 	defer watchdog.Stop()
@@ -116,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sum.Unmatched += s.Unmatched
 	}
 	watchdog.Stop()
-	if errors.Is(context.Cause(pubCtx), errStuck) {
+	if errors.Is(context.Cause(pubCtx), errStuck) && !cfg.CutStuckPublishers {
 		r.fail(errStuck)
 	}
 	if ctx.Err() != nil {
@@ -164,6 +176,8 @@ type runner struct {
 	// totals
 	nSent, nIdeal, nBrokers, nUnmatched atomic.Uint64
 	nDelivered, nFalse, nDup, nForeign  atomic.Uint64
+	nCut                                atomic.Uint64 // publishers cut while blocked
+	dups                                []atomic.Uint64
 
 	subIdeal []atomic.Uint64 // per subscriber, at send time
 	subStats []subCounts     // per subscriber, owned by its reader goroutine until it exits
@@ -183,6 +197,7 @@ func newRunner(cfg Config, preds []content.Predicate) *runner {
 		sent:      make([]atomic.Uint64, seconds),
 		ideal:     make([]atomic.Uint64, seconds),
 		delivered: make([]atomic.Uint64, seconds),
+		dups:      make([]atomic.Uint64, seconds),
 		subIdeal:  make([]atomic.Uint64, len(preds)),
 		subStats:  make([]subCounts, len(preds)),
 	}
@@ -205,7 +220,7 @@ func (r *runner) fail(err error) { r.cancel(err) }
 // publish sends publisher i's messages on its schedule until the duration
 // has passed. A publisher that falls behind its schedule sends late rather
 // than skipping: the input rate the report shows is what was sent.
-func (r *runner) publish(ctx context.Context, i int, p *client.Publisher, wc workload.Config) {
+func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Config) {
 	wc.Seed += 1 + int64(i) // each publisher its own reproducible message stream
 	gen, err := workload.New(wc)
 	if err != nil {
@@ -244,18 +259,20 @@ func (r *runner) publish(ctx context.Context, i int, p *client.Publisher, wc wor
 		}
 		m := gen.Message()
 		expected, brokers := r.oracle.expect(m, scratch)
+		sentAt := r.now()
+		sec := r.second(r.sinceSendStart(sentAt))
 		// Recorded before sending: a delivery can overtake the return of
 		// Publish.
-		r.ledger.add(i, seq, expected)
-		sentAt := r.now()
-		msg := client.Message{Attrs: attrsOf(m), Payload: stamp{run: r.runID, pub: uint32(i), seq: seq, sent: sentAt}.encode()}
-		if err := p.Publish(msg); err != nil {
+		r.ledger.add(i, seq, sec, expected)
+		payload := stamp{run: r.runID, pub: uint32(i), seq: seq, sent: sentAt}.encode()
+		if err := p.Publish(m, payload); err != nil {
 			if ctx.Err() == nil {
 				r.fail(fmt.Errorf("bench: publisher %d: %w", i, err))
+			} else {
+				r.nCut.Add(1) // blocked until cut
 			}
 			return
 		}
-		sec := r.second(r.sinceSendStart(sentAt))
 		r.sent[sec].Add(1)
 		r.ideal[sec].Add(uint64(len(expected)))
 		r.nSent.Add(1)
@@ -288,10 +305,10 @@ func attrsOf(m content.Message) client.Attrs {
 }
 
 // read classifies subscriber j's deliveries until ctx ends.
-func (r *runner) read(ctx context.Context, j int, s *client.Subscription) {
+func (r *runner) read(ctx context.Context, j int, s Subscriber) {
 	c := &r.subStats[j]
 	for {
-		d, err := s.Next(ctx)
+		payload, err := s.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.fail(fmt.Errorf("bench: subscriber %d on %s: %w", j, r.cfg.Brokers[r.oracle.brokerOf[j]], err))
@@ -299,7 +316,7 @@ func (r *runner) read(ctx context.Context, j int, s *client.Subscription) {
 			return
 		}
 		now := r.now()
-		st, ok := decodeStamp(d.Payload)
+		st, ok := decodeStamp(payload)
 		if !ok || st.run != r.runID {
 			r.nForeign.Add(1)
 			continue
@@ -313,6 +330,7 @@ func (r *runner) read(ctx context.Context, j int, s *client.Subscription) {
 		case duplicate:
 			c.duplicates++
 			r.nDup.Add(1)
+			r.dups[r.second(r.sinceSendStart(now))].Add(1)
 		case falsePositive:
 			c.falsePositives++
 			r.nFalse.Add(1)
@@ -324,7 +342,7 @@ func (r *runner) read(ctx context.Context, j int, s *client.Subscription) {
 
 // drain waits until every expected delivery has arrived or been reported
 // lost and then for the settle time, or until the drain timeout passes.
-func (r *runner) drain(ctx context.Context, subs []*client.Subscription) {
+func (r *runner) drain(ctx context.Context, subs []Subscriber) {
 	deadline := time.NewTimer(r.cfg.Drain)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -384,7 +402,7 @@ func (r *runner) progress(ctx context.Context) (stop func()) {
 	}
 }
 
-func (r *runner) report(sum client.Summary, subs []*client.Subscription, sendTime, drainTime time.Duration) *Report {
+func (r *runner) report(sum client.Summary, subs []Subscriber, sendTime, drainTime time.Duration) *Report {
 	cfg := r.cfg
 	wc := cfg.Workload
 	rep := &Report{
@@ -405,19 +423,23 @@ func (r *runner) report(sum client.Summary, subs []*client.Subscription, sendTim
 	if cfg.Mode == Ramp {
 		rep.Config.RateStart = cfg.RateStart
 	}
+	undelivered, undeliveredBySec := r.ledger.undelivered(len(subs), len(r.sent))
 	last := r.second(sendTime + drainTime)
 	for s := 0; s <= last; s++ {
-		rep.Series = append(rep.Series, Second{T: s, Sent: r.sent[s].Load(), Delivered: r.delivered[s].Load(), Ideal: r.ideal[s].Load()})
+		rep.Series = append(rep.Series, Second{
+			T: s, Sent: r.sent[s].Load(), Delivered: r.delivered[s].Load(), Ideal: r.ideal[s].Load(),
+			Undelivered: undeliveredBySec[s], Duplicates: r.dups[s].Load(),
+		})
 	}
 	t := &rep.Totals
 	t.Sent, t.Ideal, t.Unmatched = r.nSent.Load(), r.nIdeal.Load(), r.nUnmatched.Load()
 	t.Accepted, t.BrokerUnmatched = sum.Accepted, sum.Unmatched
 	t.Delivered, t.FalsePositives, t.Duplicates, t.Foreign = r.nDelivered.Load(), r.nFalse.Load(), r.nDup.Load(), r.nForeign.Load()
 	t.Undelivered = t.Ideal - t.Delivered
+	t.PublishersCut = r.nCut.Load()
 	if t.Sent > 0 {
 		rep.Replication = Replication{Client: float64(t.Ideal) / float64(t.Sent), Broker: float64(r.nBrokers.Load()) / float64(t.Sent)}
 	}
-	undelivered := r.ledger.undelivered(len(subs))
 	for j, s := range subs {
 		c := r.subStats[j]
 		st := SubscriberStats{

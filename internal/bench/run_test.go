@@ -116,6 +116,11 @@ func TestRunDetectsFaults(t *testing.T) {
 		{"duplicates", benchtest.Fault{DuplicateEvery: 5}, func(t *testing.T, rep *Report, inj benchtest.Injected) {
 			require.Positive(t, inj.Duplicated)
 			assert.Equal(t, uint64(inj.Duplicated), rep.Totals.Duplicates)
+			var perSecond uint64
+			for _, s := range rep.Series {
+				perSecond += s.Duplicates
+			}
+			assert.Equal(t, rep.Totals.Duplicates, perSecond, "every duplicate falls in a second of the series")
 			assert.Zero(t, rep.Totals.Undelivered)
 			assert.False(t, rep.Exact())
 		}},
@@ -236,4 +241,19 @@ func TestPreset(t *testing.T) {
 	assert.Equal(t, workload.Default(), c)
 	_, err = Preset("x")
 	assert.ErrorContains(t, err, `unknown workload "x": want single or default`)
+}
+
+// A system that stops accepting messages is a measured outcome when the
+// run asks for it: the blocked publishers are cut and counted, and what
+// was sent before is reported.
+func TestRunCutsStuckPublishers(t *testing.T) {
+	m := startMesh(t, 1, benchtest.Fault{StallPublish: true})
+	cfg := smallConfig(m.Addrs())
+	cfg.Publishers, cfg.Rate, cfg.Drain = 1, 2000, 200*time.Millisecond
+	cfg.CutStuckPublishers = true
+	rep, err := Run(runCtx(t), cfg)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), rep.Totals.PublishersCut)
+	assert.Positive(t, rep.Totals.Sent)
+	assert.Less(t, rep.Totals.Delivered, rep.Totals.Ideal, "the stalled broker delivered nothing it did not read")
 }

@@ -20,6 +20,7 @@ ingress broker, and message bundles forwarded with dynamic receiver partitioning
 	root.AddCommand(newVersionCmd(), newBrokerCmd(), newLocalCmd())
 	root.AddCommand(newPubCmd(), newSubCmd(), newBenchCmd())
 	root.AddCommand(newNetemCmd(), newLabCmd(), newSelftestCmd())
+	root.AddCommand(newExperimentCmd())
 	return root
 }
 

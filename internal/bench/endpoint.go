@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/content"
+)
+
+// The system under test is reached through these interfaces, so that the
+// same oracle, ledger and clock drive drip and the systems it is compared
+// with (internal/systems adapts ActiveMQ and NATS to them). By default the
+// bench connects to drip brokers with the client package.
+
+// Connector opens an Endpoint at one of Config.Brokers.
+type Connector func(ctx context.Context, broker string) (Endpoint, error)
+
+// Endpoint is the bench's connection to one broker; the subscribers and
+// publishers placed at that broker share it.
+type Endpoint interface {
+	// Subscribe installs p. The subscription must deliver every published
+	// message whose attributes satisfy p, with its payload unchanged.
+	Subscribe(ctx context.Context, p content.Predicate) (Subscriber, error)
+	// NewPublisher opens a publisher; cancelling ctx aborts it.
+	NewPublisher(ctx context.Context) (Publisher, error)
+	Close() error
+}
+
+// Subscriber receives one predicate's deliveries.
+type Subscriber interface {
+	// Next returns the payload of the next delivery, waiting until ctx
+	// ends; a subscription that ended is an error.
+	Next(ctx context.Context) ([]byte, error)
+	// Lost is how many matching messages the system reported dropping
+	// for this subscriber (0 when it does not report drops).
+	Lost() uint64
+	Close() error
+}
+
+// Publisher sends messages.
+type Publisher interface {
+	// Publish sends m's attributes with payload. It may block while the
+	// system pushes back.
+	Publish(m content.Message, payload []byte) error
+	// Close ends the publisher once what it sent has been handed over, and
+	// returns the system's account of it (zero when it gives none).
+	Close() (client.Summary, error)
+}
+
+// dripConnector connects to drip brokers with the client package.
+func dripConnector(cfg Config) Connector {
+	return func(ctx context.Context, addr string) (Endpoint, error) {
+		c, err := dial(ctx, addr, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return DripEndpoint(c), nil
+	}
+}
+
+// DripEndpoint adapts a drip client connection.
+func DripEndpoint(c *client.Client) Endpoint { return dripEndpoint{c} }
+
+type dripEndpoint struct{ c *client.Client }
+
+func (e dripEndpoint) Subscribe(ctx context.Context, p content.Predicate) (Subscriber, error) {
+	s, err := e.c.Subscribe(ctx, p.String())
+	if err != nil {
+		return nil, err
+	}
+	return dripSubscriber{s}, nil
+}
+
+func (e dripEndpoint) NewPublisher(ctx context.Context) (Publisher, error) {
+	p, err := e.c.NewPublisher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dripPublisher{p}, nil
+}
+
+func (e dripEndpoint) Close() error { return e.c.Close() }
+
+type dripSubscriber struct{ s *client.Subscription }
+
+func (s dripSubscriber) Next(ctx context.Context) ([]byte, error) {
+	d, err := s.s.Next(ctx)
+	return d.Payload, err
+}
+
+func (s dripSubscriber) Lost() uint64 { return s.s.Lost() }
+func (s dripSubscriber) Close() error { return s.s.Close() }
+
+type dripPublisher struct{ p *client.Publisher }
+
+func (p dripPublisher) Publish(m content.Message, payload []byte) error {
+	return p.p.Publish(client.Message{Attrs: attrsOf(m), Payload: payload})
+}
+
+func (p dripPublisher) Close() (client.Summary, error) { return p.p.Close() }

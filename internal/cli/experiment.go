@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dripmesh/drip/internal/experiment"
+	"github.com/dripmesh/drip/internal/systems"
+)
+
+func newExperimentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "experiment",
+		Short: "Run the comparative experiments of seed 000 §5 on drip, ActiveMQ and NATS",
+		Long: `Run the experiments of seed 000 §5 (Figs. 3–5) on drip and on the systems it is
+compared with: Apache ActiveMQ as a network of brokers with JMS selectors, and a
+NATS cluster with filtering in the clients. Each scenario deploys one broker per
+site, spreads the clients over the sites, installs their predicates, waits for
+routing to settle, and drives a Poisson ramp of publications while an oracle
+checks every delivery. Results are JSON (configuration embedded) and PNG plots.
+
+On loopback the links have no capacity: the numbers measure CPU, not links.`,
+	}
+	cmd.AddCommand(newExperimentListCmd(), newExperimentRunCmd(), newExperimentPlotCmd())
+	return cmd
+}
+
+func newExperimentListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the scenarios, scenario groups and systems",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SCENARIO\tSITES\tCLIENTS\tRATE/CLIENT\tDURATION\tDESCRIPTION")
+			for _, s := range experiment.Scenarios() {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%g→%g/s\t%v\t%s\n", s.Name, len(s.Topology.Brokers), s.Clients, s.RateStart, s.RateEnd, s.Duration, s.Description)
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "GROUP\tSCENARIOS\tDESCRIPTION")
+			for _, g := range experiment.Groups() {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", g.Name, strings.Join(g.Scenarios, ","), g.Description)
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "SYSTEM\tAVAILABLE")
+			for _, s := range systems.All() {
+				avail := "yes"
+				if err := s.Available(); err != nil {
+					avail = "no: " + err.Error()
+				}
+				fmt.Fprintf(w, "%s\t%s\n", s.Name(), avail)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newExperimentRunCmd() *cobra.Command {
+	var (
+		scenario   string
+		systemList []string
+		duration   time.Duration
+		scale      float64
+		out        string
+		keep       string
+		dripBinary string
+		noConduit  bool
+		quiet      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run --scenario NAME [--systems drip,activemq,nats]",
+		Short: "Run a scenario (or a group of scenarios) on some systems and write JSON and PNG results",
+		Long: `Run a scenario, or a group of scenarios, on each system in turn, on loopback.
+
+Rates are the paper's per-client rates times --scale: the paper ramps 80 clients
+from 1 to 100 messages/s each on 42 machines; --scale 0.1 ramps them from 0.1 to
+10 on this machine. Results go to --out: SCENARIO-SYSTEM.json and .png per run,
+SCENARIO-compare.png per scenario, and GROUP-grid.png and GROUP-links.png for a
+group. A system that is not installed or fails is reported and skipped.`,
+		Example: `  drip experiment run --scenario smoke
+  drip experiment run --scenario scaling --systems drip,activemq,nats --scale 0.1 --duration 60s --out results/
+  drip experiment run --scenario single-broker --systems drip,activemq`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scenarios, err := experiment.Lookup(scenario)
+			if err != nil {
+				return fmt.Errorf("--scenario: %w", err)
+			}
+			var syss []systems.System
+			for _, name := range systemList {
+				switch name {
+				case "drip":
+					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary}))
+				case "activemq":
+					syss = append(syss, systems.NewActiveMQ(systems.ActiveMQOptions{NoConduit: noConduit}))
+				default:
+					s, err := systems.ByName(name)
+					if err != nil {
+						return fmt.Errorf("--systems: %w", err)
+					}
+					syss = append(syss, s)
+				}
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			cfg := experiment.Config{Systems: syss, Scale: scale, Duration: duration, Dir: keep, PlacementName: "loopback"}
+			if !quiet {
+				cfg.Progress = &lockedWriter{w: cmd.ErrOrStderr()}
+			}
+			var all [][]*experiment.Result
+			failed := 0
+			for _, sc := range scenarios {
+				cfg.Scenario = sc
+				rs, err := experiment.Run(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				for _, r := range rs {
+					if r.Error != "" {
+						failed++
+					}
+				}
+				all = append(all, rs)
+			}
+			files, err := experiment.Save(out, scenario, all)
+			for _, f := range files {
+				fmt.Fprintln(cmd.OutOrStdout(), f)
+			}
+			if err != nil {
+				return err
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d run(s) failed; see the error field of their JSON", failed)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&scenario, "scenario", "", "scenario or group to run (see drip experiment list)")
+	fl.StringSliceVar(&systemList, "systems", []string{"drip"}, "systems to run, comma-separated: "+strings.Join(systems.Names(), ", "))
+	fl.DurationVar(&duration, "duration", 0, "sending time (default: the scenario's)")
+	fl.Float64Var(&scale, "scale", 0.1, "factor applied to the paper's per-client rates, to fit this machine")
+	fl.StringVar(&out, "out", "experiment-results", "directory for the JSON and PNG results")
+	fl.StringVar(&keep, "keep", "", "keep the systems' configuration, logs and data in this directory (default: a temporary one, removed)")
+	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this binary instead of in this process")
+	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	_ = cmd.MarkFlagRequired("scenario")
+	_ = cmd.RegisterFlagCompletionFunc("systems", fixedCompletions(systems.Names()...))
+	return cmd
+}
+
+func newExperimentPlotCmd() *cobra.Command {
+	var (
+		scenario   string
+		systemList []string
+		dir        string
+	)
+	cmd := &cobra.Command{
+		Use:   "plot --scenario NAME --dir DIR",
+		Short: "Redraw the PNG plots from the JSON results in a directory",
+		Long: `Read SCENARIO-SYSTEM.json for the scenario (or every scenario of the group) and
+each system from --dir, and write the plots run would have written next to them.
+Use it after re-running one system or one scenario into a directory of results.`,
+		Example: `  drip experiment plot --scenario scaling --systems drip,activemq,nats --dir docs/results/experiments`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			results, err := experiment.Load(dir, scenario, systemList)
+			if err != nil {
+				return err
+			}
+			files, err := experiment.Plot(dir, scenario, results)
+			for _, f := range files {
+				fmt.Fprintln(cmd.OutOrStdout(), f)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&scenario, "scenario", "", "scenario or group whose results to plot")
+	fl.StringSliceVar(&systemList, "systems", systems.Names(), "systems to include, in this order")
+	fl.StringVar(&dir, "dir", "experiment-results", "directory holding the JSON results; plots are written there")
+	_ = cmd.MarkFlagRequired("scenario")
+	return cmd
+}

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestExperimentList(t *testing.T) {
+	out, _, err := execute(testCtx(t), "", "experiment", "list")
+	require.NoError(t, err)
+	for _, want := range []string{"single-broker", "brokers-8", "smoke", "scaling", "brokers-1,brokers-2,brokers-4,brokers-8", "drip      yes"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// A short drip-only run writes its JSON and plots, and plot redraws them.
+func TestExperimentRunAndPlot(t *testing.T) {
+	noLeaks(t)
+	dir := t.TempDir()
+	out, _, err := execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--systems", "drip",
+		"--duration", "1s", "--scale", "0.5", "--out", dir, "--quiet")
+	require.NoError(t, err)
+	for _, f := range []string{"smoke-drip.json", "smoke-drip.png", "smoke-compare.png"} {
+		assert.Contains(t, out, filepath.Join(dir, f))
+		assert.FileExists(t, filepath.Join(dir, f))
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, "smoke-drip.png")))
+	out, _, err = execute(testCtx(t), "", "experiment", "plot", "--scenario", "smoke", "--systems", "drip,nats", "--dir", dir)
+	require.NoError(t, err)
+	assert.Contains(t, out, "smoke-drip.png")
+	assert.FileExists(t, filepath.Join(dir, "smoke-drip.png"))
+}
+
+func TestExperimentRunErrors(t *testing.T) {
+	_, _, err := execute(testCtx(t), "", "experiment", "run", "--scenario", "nope")
+	assert.ErrorContains(t, err, `--scenario: unknown scenario "nope"`)
+	_, _, err = execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--systems", "kafka")
+	assert.ErrorContains(t, err, `--systems: unknown system "kafka"`)
+	_, _, err = execute(testCtx(t), "", "experiment", "plot", "--scenario", "smoke", "--dir", t.TempDir())
+	assert.ErrorContains(t, err, "no results for scenario smoke")
+}

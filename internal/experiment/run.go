@@ -1,0 +1,266 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dripmesh/drip/internal/bench"
+	"github.com/dripmesh/drip/internal/systems"
+)
+
+// Config is one invocation of the runner: a scenario on some systems.
+type Config struct {
+	Scenario Scenario
+	Systems  []systems.System
+	// Placement runs the systems; nil is systems.Loopback. PlacementName
+	// goes into the results ("loopback", "lab NAME").
+	Placement     systems.Placement
+	PlacementName string
+	// Links, when set, replaces the systems' own link counters (the lab
+	// counts its emulated links for every system alike).
+	Links systems.LinkCounter
+	// Scale multiplies the scenario's per-client rates, to fit the
+	// machine; 0 means 1.
+	Scale float64
+	// Duration, when set, replaces the scenario's sending time.
+	Duration time.Duration
+	// Dir receives the systems' configuration, logs and data; a temporary
+	// directory (removed afterwards) when empty.
+	Dir string
+	// Progress receives a line per second and per phase; nil for none.
+	Progress io.Writer
+}
+
+// Run runs cfg.Scenario on each system in turn and returns one result per
+// system. A system that fails yields a result with Error set, and the
+// others still run; Run itself fails only on a bad configuration or when
+// ctx ends.
+func Run(ctx context.Context, cfg Config) ([]*Result, error) {
+	if len(cfg.Systems) == 0 {
+		return nil, fmt.Errorf("experiment: no systems to run")
+	}
+	if cfg.Scale == 0 {
+		cfg.Scale = 1
+	}
+	if cfg.Scale < 0 {
+		return nil, fmt.Errorf("experiment: scale %v, want a positive factor", cfg.Scale)
+	}
+	if cfg.Duration > 0 {
+		cfg.Scenario.Duration = cfg.Duration
+	}
+	if cfg.Placement == nil {
+		cfg.Placement, cfg.PlacementName = systems.Loopback{}, "loopback"
+	}
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "drip-experiment-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		cfg.Dir = dir
+	}
+	var out []*Result
+	for _, sys := range cfg.Systems {
+		r := runOne(ctx, cfg, sys)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (c Config) logf(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
+
+func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
+	sc := cfg.Scenario
+	r := newResult(cfg, sys.Name())
+	fail := func(err error) *Result {
+		r.Error = err.Error()
+		cfg.logf("%s/%s: %v", sc.Name, sys.Name(), err)
+		return r
+	}
+	if err := sys.Available(); err != nil {
+		return fail(err)
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, sc.Name+"-"+sys.Name()+"-")
+	if err != nil {
+		return fail(err)
+	}
+	cfg.logf("%s/%s: starting %d site(s)", sc.Name, sys.Name(), len(sc.Topology.Brokers))
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	dep, err := sys.Start(startCtx, systems.Spec{Topology: sc.Topology, Dir: dir, Placement: cfg.Placement})
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := dep.Close(); err != nil {
+			cfg.logf("%s/%s: stopping: %v", sc.Name, sys.Name(), err)
+		}
+	}()
+	r.System = dep.Info()
+
+	links := cfg.Links
+	if links == nil {
+		links = dep.Links()
+	}
+	sampler := &linkSampler{counter: links}
+	var sites []string
+	for _, b := range sc.Topology.Brokers {
+		sites = append(sites, b.Name)
+	}
+	bc := benchConfig(cfg, sites)
+	bc.Connect = dep.Connect
+	bc.Ready = func(ctx context.Context) error {
+		cfg.logf("%s/%s: subscriptions installed; waiting for routing to settle", sc.Name, sys.Name())
+		readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return dep.Ready(readyCtx)
+	}
+	bc.OnSendStart = func() { sampler.start(ctx) }
+	if cfg.Progress != nil {
+		bc.Progress = prefixWriter{prefix: sc.Name + "/" + sys.Name() + " ", w: cfg.Progress}
+	}
+	rep, err := bench.Run(ctx, bc)
+	samples, sampleErr := sampler.stop()
+	if err != nil {
+		return fail(err)
+	}
+	r.fill(rep, samples, sc.Topology)
+	if sampleErr != nil {
+		r.LinkError = sampleErr.Error()
+	}
+	cfg.logf("%s/%s: sent %d, delivered %d of %d (%.1f%%), false positives %d, duplicates %d",
+		sc.Name, sys.Name(), rep.Totals.Sent, rep.Totals.Delivered, rep.Totals.Ideal,
+		100*ratio(rep.Totals.Delivered, rep.Totals.Ideal), rep.Totals.FalsePositives, rep.Totals.Duplicates)
+	return r
+}
+
+// benchConfig is the scenario as the bench runs it: every client
+// subscribes and publishes, at the scaled total rate.
+func benchConfig(cfg Config, sites []string) bench.Config {
+	sc := cfg.Scenario
+	n := float64(sc.Clients)
+	bc := bench.Config{
+		Brokers: sites, WorkloadName: sc.WorkloadName, Workload: sc.Workload,
+		Subscribers: sc.Clients, Publishers: sc.Clients, Mode: sc.Mode,
+		Rate:     sc.RateEnd * n * cfg.Scale,
+		Duration: sc.Duration, Warmup: sc.Warmup, Drain: sc.Drain, Settle: 500 * time.Millisecond,
+		ConnectTimeout: 30 * time.Second,
+		// A system that stops taking messages under the ramp is a result
+		// (seed 000 §5.2.1: ActiveMQ's "instability and congestion").
+		CutStuckPublishers: true,
+	}
+	if sc.Mode == bench.Ramp {
+		bc.RateStart = sc.RateStart * n * cfg.Scale
+	}
+	return bc
+}
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// linkSampler reads the link counters once a second from the start of
+// sending.
+type linkSampler struct {
+	counter systems.LinkCounter
+
+	mu      sync.Mutex
+	samples []linkSample
+	err     error
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type linkSample struct {
+	at    time.Duration // since sending started
+	bytes map[systems.Direction]uint64
+}
+
+func (s *linkSampler) start(ctx context.Context) {
+	if s.counter == nil {
+		return
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	t0 := time.Now()
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			b, err := s.counter.LinkBytes(ctx)
+			s.mu.Lock()
+			if err != nil {
+				if s.err == nil && ctx.Err() == nil {
+					s.err = err
+				}
+			} else {
+				s.samples = append(s.samples, linkSample{at: time.Since(t0), bytes: b})
+			}
+			s.mu.Unlock()
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+func (s *linkSampler) stop() ([]linkSample, error) {
+	if s.cancel == nil {
+		return nil, nil
+	}
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples, s.err
+}
+
+// prefixWriter prefixes each write (the bench writes whole lines).
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	_, err := io.WriteString(p.w, p.prefix+strings.TrimPrefix(string(b), "bench: "))
+	return len(b), err
+}
+
+// environment describes the machine, for the record.
+func environment(placement string) Environment {
+	e := Environment{Placement: placement, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339)}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		e.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				e.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return e
+}

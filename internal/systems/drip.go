@@ -1,0 +1,372 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/bench"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/buildinfo"
+	"github.com/dripmesh/drip/internal/topology"
+	"github.com/dripmesh/drip/internal/transport"
+)
+
+// DripOptions configure the drip system.
+type DripOptions struct {
+	// Binary, when set, runs each broker as the process
+	// `Binary broker --topology FILE --name SITE` at its site (how the lab
+	// runs it); otherwise every broker runs in this process, on listeners
+	// the Placement opens.
+	Binary string
+	// Configure adjusts each in-process broker's configuration.
+	Configure func(*broker.Config)
+}
+
+// NewDrip returns the drip system.
+func NewDrip(o DripOptions) System { return &dripSystem{opts: o} }
+
+type dripSystem struct{ opts DripOptions }
+
+func (*dripSystem) Name() string { return "drip" }
+
+func (s *dripSystem) Available() error {
+	if s.opts.Binary == "" {
+		return nil
+	}
+	_, err := exec.LookPath(s.opts.Binary)
+	return err
+}
+
+// dripSite is one broker's addresses.
+type dripSite struct {
+	name                  string
+	id                    uint32
+	client, peer, metrics string
+	srv                   *broker.Server // in-process only
+	proc                  *process       // exec only
+	serveErr              chan error     // in-process: Serve's result
+}
+
+type dripDeployment struct {
+	spec   Spec
+	place  Placement
+	opts   DripOptions
+	sites  map[string]*dripSite
+	order  []string
+	topo   []byte // the topology file, with addresses
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	http   *http.Client
+}
+
+func (s *dripSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
+	d := &dripDeployment{spec: spec, place: spec.placement(), opts: s.opts, sites: map[string]*dripSite{}, order: sites(spec.Topology)}
+	d.http = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// Metrics are scraped from the first site, as a monitoring
+			// host placed there would.
+			return d.place.DialContext(ctx, d.order[0], network, addr)
+		},
+	}}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = d.Close()
+		}
+	}()
+	if err := d.start(ctx); err != nil {
+		return nil, fmt.Errorf("drip: %w", err)
+	}
+	ok = true
+	return d, nil
+}
+
+func (d *dripDeployment) start(ctx context.Context) error {
+	t := d.spec.Topology
+	// Addresses first: every broker dials its neighbours' peer addresses.
+	listeners := map[string][2]net.Listener{}
+	defer func() {
+		for _, ls := range listeners {
+			for _, l := range ls {
+				if l != nil {
+					l.Close()
+				}
+			}
+		}
+	}()
+	file := topology.Topology{Mesh: t.Mesh, Links: t.Links}
+	for _, b := range t.Brokers {
+		host := d.place.Host(b.Name)
+		site := &dripSite{name: b.Name, id: *b.ID, serveErr: make(chan error, 1)}
+		if d.opts.Binary == "" {
+			var ls [2]net.Listener
+			for i := range ls {
+				l, err := d.place.Listen(ctx, b.Name, "tcp", net.JoinHostPort(host, "0"))
+				if err != nil {
+					return fmt.Errorf("site %s: %w", b.Name, err)
+				}
+				ls[i] = l
+			}
+			listeners[b.Name] = ls
+			site.client, site.peer = ls[0].Addr().String(), ls[1].Addr().String()
+			site.metrics = net.JoinHostPort(host, "0")
+		} else {
+			ports, err := freePorts(ctx, d.place, b.Name, 3)
+			if err != nil {
+				return err
+			}
+			site.client, site.peer, site.metrics = hostPort(host, ports[0]), hostPort(host, ports[1]), hostPort(host, ports[2])
+		}
+		d.sites[b.Name] = site
+		id := *b.ID
+		file.Brokers = append(file.Brokers, topology.Broker{Name: b.Name, ID: &id, Client: site.client, Peer: site.peer, Metrics: site.metrics})
+	}
+	var err error
+	if d.topo, err = file.Marshal(); err != nil {
+		return err
+	}
+	topoPath := filepath.Join(d.spec.Dir, "drip-topology.yaml")
+	if err := os.WriteFile(topoPath, d.topo, 0o644); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	for _, name := range d.order {
+		site := d.sites[name]
+		if d.opts.Binary != "" {
+			argv := []string{d.opts.Binary, "broker", "--topology", topoPath, "--name", name, "--log-format", "json"}
+			if site.proc, err = startProcess(d.place, name, "drip broker", filepath.Join(d.spec.Dir, "drip-"+name+".log"), argv, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		cfg := broker.DefaultConfig(site.id, name)
+		cfg.Mesh = t.Mesh
+		for _, n := range t.Neighbors(name) {
+			cfg.Peers = append(cfg.Peers, broker.Peer{ID: *n.Broker.ID, Addr: d.sites[n.Broker.Name].peer, Weight: n.Link.Weight})
+		}
+		if d.opts.Configure != nil {
+			d.opts.Configure(&cfg)
+		}
+		ls := listeners[name]
+		dialer := transport.GRPCDialer{Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.place.DialContext(ctx, name, "tcp", addr)
+		})}}
+		srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientListener: ls[0], PeerListener: ls[1], MetricsAddr: site.metrics}, broker.WithDialer(dialer))
+		if err != nil {
+			return fmt.Errorf("site %s: %w", name, err)
+		}
+		delete(listeners, name) // the server owns them now
+		site.srv, site.metrics = srv, srv.MetricsAddr()
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			site.serveErr <- srv.Serve(runCtx)
+		}()
+	}
+	for _, name := range d.order {
+		site := d.sites[name]
+		if err := waitTCP(ctx, d.place, name, site.client, site.alive); err != nil {
+			return fmt.Errorf("site %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (s *dripSite) alive() error {
+	if s.proc != nil {
+		return s.proc.alive()
+	}
+	select {
+	case err := <-s.serveErr:
+		s.serveErr <- err
+		return fmt.Errorf("broker %s stopped: %v", s.name, err)
+	default:
+		return nil
+	}
+}
+
+func (d *dripDeployment) Info() Info {
+	mode := "in-process brokers (one Go process)"
+	if d.opts.Binary != "" {
+		mode = "one process per broker: " + d.opts.Binary + " broker"
+	}
+	cfg := broker.DefaultConfig(0, "x")
+	if d.opts.Configure != nil {
+		d.opts.Configure(&cfg)
+	}
+	return Info{
+		System:  "drip",
+		Version: buildinfo.String(),
+		Config: map[string]string{
+			"mode":             mode,
+			"routing":          "B-DRP: link-state routes, Bloom-encoded predicates matched once at the ingress, DRP forwarding (seed 000 §2-3)",
+			"link_state":       fmt.Sprintf("hello %v, dead %v, cost %s", cfg.LinkState.HelloInterval, cfg.LinkState.DeadInterval, costMode(cfg)),
+			"bloom":            fmt.Sprintf("M=%d bits, K=%d", cfg.Encoding.M, cfg.Encoding.K),
+			"link_queue_bytes": strconv.Itoa(cfg.LinkQueueBytes),
+			"subscriber_queue": fmt.Sprintf("%d messages / %d bytes, drops reported as lost", cfg.SubscriberQueue, cfg.SubscriberQueueBytes),
+			"clients":          "drip client package over gRPC: one connection per site shared by that site's subscribers and publishers",
+		},
+		Files: map[string]string{"drip-topology.yaml": string(d.topo)},
+	}
+}
+
+func costMode(cfg broker.Config) string {
+	if cfg.LinkState.CostMode == 0 {
+		return "configured weights"
+	}
+	return fmt.Sprint(cfg.LinkState.CostMode)
+}
+
+func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoint, error) {
+	s, ok := d.sites[site]
+	if !ok {
+		return nil, fmt.Errorf("drip: no site %q", site)
+	}
+	c, err := client.Dial(ctx, s.client, client.WithName("drip-experiment"), client.WithDialOptions(
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.place.DialContext(ctx, site, "tcp", addr)
+		})))
+	if err != nil {
+		return nil, err
+	}
+	return bench.DripEndpoint(c), nil
+}
+
+// Ready waits until every broker knows every router and holds the
+// predicate advertisement of every broker that advertises one, and the
+// link-state databases have stopped changing for three polls.
+func (d *dripDeployment) Ready(ctx context.Context) error {
+	n := float64(len(d.order))
+	last, stable := "", 0
+	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
+		var routers, lsdb, advertised []float64
+		advertisers := 0.0
+		for _, name := range d.order {
+			if err := d.sites[name].alive(); err != nil {
+				return false, "", err
+			}
+			fams, err := d.scrape(ctx, name)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			routers = append(routers, gauge(fams, "drip_routers_known"))
+			lsdb = append(lsdb, gauge(fams, "drip_lsdb_entries"))
+			a := gauge(fams, "drip_advertised_filters")
+			advertised = append(advertised, a)
+			if a > 0 {
+				advertisers++
+			}
+		}
+		status := fmt.Sprintf("routers known %v of %v, LSDB entries %v, advertised filters %v", routers, n, lsdb, advertised)
+		for i := range routers {
+			// One LSA per router and one predicate advertisement per
+			// broker that has subscribers. A lone broker never runs a
+			// shortest-path computation, so it reports no routers.
+			if (routers[i] != n && n > 1) || lsdb[i] != n+advertisers {
+				stable = 0
+				return false, status, nil
+			}
+		}
+		if status == last {
+			stable++
+		} else {
+			last, stable = status, 0
+		}
+		return stable >= 3, status, nil
+	})
+}
+
+func (d *dripDeployment) scrape(ctx context.Context, site string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.sites[site].metrics+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", site, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("scraping %s: %s: %s", site, resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", site, err)
+	}
+	return fams, nil
+}
+
+// gauge returns the value of an unlabelled gauge, or -1 when absent.
+func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
+	f, ok := fams[name]
+	if !ok || len(f.GetMetric()) == 0 {
+		return -1
+	}
+	return f.GetMetric()[0].GetGauge().GetValue()
+}
+
+func (d *dripDeployment) Links() LinkCounter { return dripLinks{d} }
+
+// dripLinks reads drip_link_sent_bytes_total{peer} from every broker.
+type dripLinks struct{ d *dripDeployment }
+
+func (l dripLinks) LinkBytes(ctx context.Context) (map[Direction]uint64, error) {
+	out := map[Direction]uint64{}
+	for _, name := range l.d.order {
+		fams, err := l.d.scrape(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range fams["drip_link_sent_bytes_total"].GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "peer" {
+					out[Direction{From: name, To: lp.GetValue()}] += uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (d *dripDeployment) Close() error {
+	var errs []error
+	d.http.CloseIdleConnections()
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	var procs []*process
+	for _, name := range d.order {
+		s := d.sites[name]
+		if s == nil {
+			continue
+		}
+		if s.srv != nil {
+			if err := <-s.serveErr; err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("drip broker %s: %w", name, err))
+			}
+		}
+		procs = append(procs, s.proc)
+	}
+	stopAll(procs, 10*time.Second)
+	return errJoin(errs...)
+}
