@@ -49,7 +49,7 @@ func (e memEndpoint) Subscribe(_ context.Context, p content.Predicate) (Subscrib
 	return sub, nil
 }
 
-func (e memEndpoint) NewPublisher(context.Context) (Publisher, error) { return memPublisher{e.s}, nil }
+func (e memEndpoint) NewPublisher(context.Context) (Publisher, error) { return memPublisher(e), nil }
 func (e memEndpoint) Close() error                                    { return nil }
 
 func (s *memSub) Next(ctx context.Context) ([]byte, error) {
