@@ -94,6 +94,19 @@ vocabulary, the knob for replication.`,
 			if err != nil {
 				return err
 			}
+			// The summary goes first, and not at all with -q: in a container
+			// log, stdout and stderr are merged chunk by chunk, and a stderr
+			// line written while the report is read would land inside it.
+			t := rep.Totals
+			if !quiet {
+				pct := 100.0
+				if t.Ideal > 0 {
+					pct = 100 * float64(t.Delivered) / float64(t.Ideal)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "drip bench: sent %d, ideal %d (replication %.2f), delivered %d (%.1f%%), undelivered %d, lost %d, false positives %d, duplicates %d; latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
+					t.Sent, t.Ideal, rep.Replication.Client, t.Delivered, pct, t.Undelivered, t.Lost, t.FalsePositives, t.Duplicates,
+					rep.Latency.P50, rep.Latency.P90, rep.Latency.P99, rep.Latency.Max)
+			}
 			enc := json.NewEncoder(out)
 			enc.SetIndent("", "  ")
 			if err := enc.Encode(rep); err != nil {
@@ -104,14 +117,6 @@ vocabulary, the knob for replication.`,
 					return fmt.Errorf("writing the report: %w", err)
 				}
 			}
-			t := rep.Totals
-			pct := 100.0
-			if t.Ideal > 0 {
-				pct = 100 * float64(t.Delivered) / float64(t.Ideal)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "drip bench: sent %d, ideal %d (replication %.2f), delivered %d (%.1f%%), undelivered %d, lost %d, false positives %d, duplicates %d; latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
-				t.Sent, t.Ideal, rep.Replication.Client, t.Delivered, pct, t.Undelivered, t.Lost, t.FalsePositives, t.Duplicates,
-				rep.Latency.P50, rep.Latency.P90, rep.Latency.P99, rep.Latency.Max)
 			if !rep.Exact() {
 				return fmt.Errorf("exactness violated: %d false positives, %d duplicates", t.FalsePositives, t.Duplicates)
 			}
@@ -133,7 +138,7 @@ vocabulary, the knob for replication.`,
 	fl.DurationVar(&cfg.Drain, "drain", 10*time.Second, "longest wait for outstanding deliveries after sending")
 	fl.DurationVar(&cfg.Settle, "settle", 500*time.Millisecond, "how long to keep listening for stray deliveries once all expected ones arrived")
 	fl.StringVar(&reportPath, "report", "", "write the JSON report to this `file` (default: standard output)")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "nothing on standard error (no progress lines, no summary): for a report read from a merged log")
 	conn.register(cmd, "drip-bench")
 	_ = cmd.MarkFlagRequired("broker")
 	_ = cmd.RegisterFlagCompletionFunc("workload", fixedCompletions("single", "default"))
