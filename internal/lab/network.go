@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"github.com/dripmesh/drip/internal/pq"
 	"time"
 
 	"github.com/dripmesh/drip/internal/topology"
@@ -86,7 +87,7 @@ type Network[P any] struct {
 	links  []*Link // directed; see graph
 	qtime  time.Duration
 	now    time.Duration
-	events eventQueue[P]
+	events pq.Heap[event[P]]
 	seq    uint64
 	out    []Delivery[P]
 	// noRoute counts packets each site sent to an unreachable site.
@@ -102,7 +103,7 @@ func NewNetwork[P any](t *topology.Topology, o NetworkOptions) (*Network[P], err
 	if o.QueueTime <= 0 {
 		o.QueueTime = DefaultQueueTime
 	}
-	n := &Network[P]{g: g, paths: g.shortestPaths(), qtime: o.QueueTime, noRoute: make([]uint64, len(g.names))}
+	n := &Network[P]{g: g, paths: g.shortestPaths(), qtime: o.QueueTime, noRoute: make([]uint64, len(g.names)), events: pq.New(earlier[P], 64)}
 	for i, l := range t.Links {
 		p := Params{Bandwidth: float64(l.Bandwidth), Delay: time.Duration(l.Delay), Jitter: time.Duration(l.Jitter), Loss: float64(l.Loss)}
 		if err := (Change{Bandwidth: &p.Bandwidth, Delay: &p.Delay, Jitter: &p.Jitter, Loss: &p.Loss}).Validate(); err != nil {
@@ -173,18 +174,18 @@ func (n *Network[P]) Advance(now time.Duration) []Delivery[P] {
 // NextEvent returns when the next packet arrives at the end of a link, if
 // any is in flight.
 func (n *Network[P]) NextEvent() (time.Duration, bool) {
-	if len(n.events) == 0 {
+	if n.events.Len() == 0 {
 		return 0, false
 	}
-	return n.events[0].at, true
+	return n.events.Peek().at, true
 }
 
 // InFlight is the number of packets queued or on a link.
-func (n *Network[P]) InFlight() int { return len(n.events) }
+func (n *Network[P]) InFlight() int { return n.events.Len() }
 
 func (n *Network[P]) advance(now time.Duration) {
-	for len(n.events) > 0 && n.events[0].at <= now {
-		e := n.events.pop()
+	for n.events.Len() > 0 && n.events.Peek().at <= now {
+		e := n.events.Pop()
 		f := e.f
 		l := n.links[f.path[f.hop]]
 		if l.epoch != f.epoch {
@@ -209,7 +210,7 @@ func (n *Network[P]) offer(f *flight[P], at time.Duration) Drop {
 	}
 	f.epoch = l.epoch
 	n.seq++
-	n.events.push(event[P]{at: arrive, seq: n.seq, f: f})
+	n.events.Push(event[P]{at: arrive, seq: n.seq, f: f})
 	return DropNone
 }
 
@@ -302,51 +303,10 @@ type event[P any] struct {
 	f   *flight[P]
 }
 
-// eventQueue is a binary min-heap of events by (at, seq); hand-written
-// rather than container/heap so events are not boxed on every push.
-type eventQueue[P any] []event[P]
-
-func (q eventQueue[P]) less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+// earlier orders events by time, FIFO among equal times.
+func earlier[P any](a, b event[P]) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
-	return q[i].seq < q[j].seq
-}
-
-func (q *eventQueue[P]) push(e event[P]) {
-	*q = append(*q, e)
-	h := *q
-	for i := len(h) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !h.less(i, parent) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-}
-
-func (q *eventQueue[P]) pop() event[P] {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h[last] = event[P]{}
-	h = h[:last]
-	for i := 0; ; {
-		small, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h.less(l, small) {
-			small = l
-		}
-		if r < len(h) && h.less(r, small) {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		h[i], h[small] = h[small], h[i]
-		i = small
-	}
-	*q = h
-	return top
+	return a.seq < b.seq
 }

@@ -1,6 +1,7 @@
 package linkstate
 
 import (
+	"github.com/dripmesh/drip/internal/pq"
 	"math"
 	"slices"
 	"sync"
@@ -144,50 +145,9 @@ func (a heapItem) less(b heapItem) bool {
 	return a.node < b.node
 }
 
-// minHeap is a binary heap with lazy deletion: a node may be pushed once
-// per improvement and stale items are skipped when popped, which is
-// cheaper than decrease-key bookkeeping at mesh degrees.
-type minHeap []heapItem
-
-func (h *minHeap) push(it heapItem) {
-	*h = append(*h, it)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s[i].less(s[p]) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *minHeap) pop() heapItem {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(s) && s[r].less(s[l]) {
-			m = r
-		}
-		if !s[m].less(s[i]) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
+// The heap works with lazy deletion: a node may be pushed once per
+// improvement and stale items are skipped when popped, which is cheaper than
+// decrease-key bookkeeping at mesh degrees.
 
 // dijkstra computes the shortest-path tree rooted at src. On an exact tie
 // of both weights (a 2^-48 coincidence of hash sums) the lower parent index,
@@ -204,11 +164,11 @@ func (g *graph) dijkstra(src int32) *spt {
 		t.parent[i] = -1
 	}
 	done := make([]bool, n)
-	h := make(minHeap, 0, n)
+	h := pq.New(heapItem.less, n)
 	t.dist[src] = weight{}
-	h.push(heapItem{node: src})
-	for len(h) > 0 {
-		it := h.pop()
+	h.Push(heapItem{node: src})
+	for h.Len() > 0 {
+		it := h.Pop()
 		u := it.node
 		if done[u] || it.w != t.dist[u] {
 			continue
@@ -225,7 +185,7 @@ func (g *graph) dijkstra(src int32) *spt {
 			if w.less(t.dist[v]) || w == t.dist[v] && u < t.parent[v] {
 				t.dist[v] = w
 				t.parent[v] = u
-				h.push(heapItem{w: w, node: v})
+				h.Push(heapItem{w: w, node: v})
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/dripmesh/drip/internal/pq"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -89,7 +90,7 @@ type Network struct {
 	routers map[uint32]*router
 	ids     []uint32 // ascending
 	links   map[[2]uint32]*link
-	queue   deliveryHeap
+	queue   pq.Heap[delivery]
 	control int // deliveries in flight other than hellos
 	events  map[linkstate.EventType]int
 	errs    []error
@@ -111,6 +112,7 @@ func New(topo Topology, opts Options) (*Network, error) {
 		return nil, err
 	}
 	nw := &Network{
+		queue:   pq.New(func(a, b delivery) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }, 64),
 		opts:    opts,
 		rng:     rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
 		routers: make(map[uint32]*router),
@@ -418,18 +420,18 @@ func (nw *Network) RunFor(d time.Duration) {
 // end: every delivery due then, or else a tick round.
 func (nw *Network) step(end time.Duration) bool {
 	next := nw.nextTick
-	if len(nw.queue) > 0 && nw.queue[0].at <= next {
-		next = nw.queue[0].at
+	if nw.queue.Len() > 0 && nw.queue.Peek().at <= next {
+		next = nw.queue.Peek().at
 	}
 	if next > end {
 		return false
 	}
 	nw.now = next
-	if len(nw.queue) > 0 && nw.queue[0].at == next {
+	if nw.queue.Len() > 0 && nw.queue.Peek().at == next {
 		// Everything due now is delivered before any router acts, so that
 		// a burst of LSAs costs each router one SPF.
-		for len(nw.queue) > 0 && nw.queue[0].at == next {
-			nw.deliver(nw.queue.pop())
+		for nw.queue.Len() > 0 && nw.queue.Peek().at == next {
+			nw.deliver(nw.queue.Pop())
 		}
 	} else {
 		nw.ticks++
@@ -598,7 +600,7 @@ func (nw *Network) enqueue(from, to uint32, msg linkstate.Message, l *link) {
 	at := max(nw.now+d.delay, d.lastAt)
 	d.lastAt = at
 	nw.seq++
-	nw.queue.push(delivery{at: at, seq: nw.seq, from: from, to: to, msg: msg, l: l, epoch: l.epoch})
+	nw.queue.Push(delivery{at: at, seq: nw.seq, from: from, to: to, msg: msg, l: l, epoch: l.epoch})
 	if isControl(msg) {
 		nw.control++
 	}
@@ -633,48 +635,4 @@ func (nw *Network) deliver(d delivery) {
 		nw.errs = append(nw.errs, fmt.Errorf("sim: router %d at %v: %w", d.to, nw.now, err))
 	}
 	nw.dirty[d.to] = true
-}
-
-type deliveryHeap []delivery
-
-func (h deliveryHeap) less(i, j int) bool {
-	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
-}
-
-func (h *deliveryHeap) push(d delivery) {
-	*h = append(*h, d)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *deliveryHeap) pop() delivery {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(s) && s.less(r, l) {
-			m = r
-		}
-		if !s.less(m, i) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
 }
