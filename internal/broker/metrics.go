@@ -35,14 +35,16 @@ type metrics struct {
 	falsePositives    prometheus.Counter
 	destinations      prometheus.Histogram
 	matchSeconds      *prometheus.HistogramVec // stage
-	routeDropped      *prometheus.CounterVec   // reason
-	spfRuns           prometheus.Counter
-	routersKnown      prometheus.Gauge
-	lsdbEntries       prometheus.Gauge
-	subscriptions     prometheus.Gauge
-	filters           prometheus.Gauge
-	advertised        prometheus.Gauge
-	protocolEvents    *prometheus.CounterVec // event
+	// The two stages' children, resolved once: they are observed per message.
+	matchExact, matchEncoded prometheus.Observer
+	routeDropped             *prometheus.CounterVec // reason
+	spfRuns                  prometheus.Counter
+	routersKnown             prometheus.Gauge
+	lsdbEntries              prometheus.Gauge
+	subscriptions            prometheus.Gauge
+	filters                  prometheus.Gauge
+	advertised               prometheus.Gauge
+	protocolEvents           *prometheus.CounterVec // event
 }
 
 func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
@@ -80,6 +82,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),
 		protocolEvents: f.counterVec("linkstate_events_total", "Link-state protocol events, by type.", []string{"event"}),
 	}
+	m.matchExact = m.matchSeconds.WithLabelValues("exact")
+	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
 	f.must(info)
 	info.WithLabelValues(buildinfo.Version, brokerName).Set(1)
