@@ -138,6 +138,10 @@ func (a *activeMQ) Start(ctx context.Context, spec Spec) (Deployment, error) {
 	if err := a.Available(); err != nil {
 		return nil, err
 	}
+	return retryTakenPorts(func() (Deployment, error) { return a.start(ctx, spec) })
+}
+
+func (a *activeMQ) start(ctx context.Context, spec Spec) (Deployment, error) {
 	d := &amqDeployment{sys: a, spec: spec, place: spec.placement(), order: sites(spec.Topology), sites: map[string]*amqSite{}, version: a.version()}
 	d.ttl = a.opts.NetworkTTL
 	if d.ttl == 0 {

@@ -77,6 +77,10 @@ func (n *natsSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
 	if err := n.Available(); err != nil {
 		return nil, err
 	}
+	return retryTakenPorts(func() (Deployment, error) { return n.start(ctx, spec) })
+}
+
+func (n *natsSystem) start(ctx context.Context, spec Spec) (Deployment, error) {
 	d := &natsDeployment{sys: n, spec: spec, place: spec.placement(), order: sites(spec.Topology), sites: map[string]*natsSite{}}
 	d.http = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -228,6 +228,18 @@ func shortestPath(t *topology.Topology, src, dst string) []string {
 // 0. The ports are released before returning, so another process could in
 // principle take one before the broker binds it; on a test machine that is
 // rare, and a broker that cannot bind fails Start loudly.
+// retryTakenPorts runs start up to three times while it fails because a
+// port freePorts picked was taken by another process before the server
+// bound it (freePorts must release its ports for the server to use them).
+func retryTakenPorts(start func() (Deployment, error)) (Deployment, error) {
+	for attempt := 1; ; attempt++ {
+		d, err := start()
+		if err == nil || attempt == 3 || !strings.Contains(strings.ToLower(err.Error()), "already in use") {
+			return d, err
+		}
+	}
+}
+
 func freePorts(ctx context.Context, p Placement, site string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
