@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,15 +71,22 @@ func newExperimentRunCmd() *cobra.Command {
 		dripBinary string
 		noConduit  bool
 		quiet      bool
+		onLab      bool
+		labCfg     experiment.LabConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "run --scenario NAME [--systems drip,activemq,nats]",
 		Short: "Run a scenario (or a group of scenarios) on some systems and write JSON and PNG results",
-		Long: `Run a scenario, or a group of scenarios, on each system in turn, on loopback.
+		Long: `Run a scenario, or a group of scenarios, on each system in turn, on loopback
+or, with --lab, in an emulated wide-area network (drip lab; needs root).
 
 Rates are the paper's per-client rates times --scale: the paper ramps 80 clients
 from 1 to 100 messages/s each on 42 machines; --scale 0.1 ramps them from 0.1 to
-10 on this machine. Results go to --out: SCENARIO-SYSTEM.json and .png per run,
+10 on this machine. With --lab each scenario gets a lab of its topology: a
+network namespace per site, where that site's broker and clients run, and links
+of the paper's 1 MB/s times --lab-bandwidth-scale (default: --scale, so load and
+capacity shrink together) with --lab-delay one-way delay. The lab's link counters
+measure utilisation, and drip runs one broker process per site. Results go to --out: SCENARIO-SYSTEM.json and .png per run,
 SCENARIO-compare.png per scenario, and GROUP-grid.png and GROUP-links.png for a
 group. A system that is not installed or fails is reported and skipped.`,
 		Example: `  drip experiment run --scenario smoke
@@ -89,6 +97,13 @@ group. A system that is not installed or fails is reported and skipped.`,
 			scenarios, err := experiment.Lookup(scenario)
 			if err != nil {
 				return fmt.Errorf("--scenario: %w", err)
+			}
+			if onLab && dripBinary == "" {
+				// Brokers run in the sites' namespaces as processes, like
+				// the peers they are compared with.
+				if dripBinary, err = os.Executable(); err != nil {
+					return fmt.Errorf("find the drip executable for the lab's brokers: %w", err)
+				}
 			}
 			var syss []systems.System
 			for _, name := range systemList {
@@ -108,6 +123,9 @@ group. A system that is not installed or fails is reported and skipped.`,
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			cfg := experiment.Config{Systems: syss, Scale: scale, Duration: duration, Dir: keep, PlacementName: "loopback"}
+			if onLab {
+				cfg.Lab = &labCfg
+			}
 			if !quiet {
 				cfg.Progress = &lockedWriter{w: cmd.ErrOrStderr()}
 			}
@@ -149,6 +167,11 @@ group. A system that is not installed or fails is reported and skipped.`,
 	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this binary instead of in this process")
 	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default drip-binary: this executable)")
+	fl.StringVar(&labCfg.Name, "lab-name", "experiment", "name of the lab --lab builds")
+	fl.DurationVar(&labCfg.Delay, "lab-delay", 10*time.Millisecond, "one-way delay of every lab link")
+	fl.Float64Var(&labCfg.BandwidthScale, "lab-bandwidth-scale", 0, "factor applied to the paper's 1 MB/s lab links (default: --scale)")
+	fl.DurationVar(&labCfg.QueueTime, "lab-queue", 0, "lab link queue size as time at the link rate (default: the lab's)")
 	_ = cmd.MarkFlagRequired("scenario")
 	_ = cmd.RegisterFlagCompletionFunc("systems", fixedCompletions(systems.Names()...))
 	return cmd

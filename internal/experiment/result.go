@@ -32,6 +32,8 @@ type Result struct {
 	Bench       bench.ReportConfig `json:"bench"`
 	SendSeconds float64            `json:"send_s"`
 	Summary     Summary            `json:"summary"`
+	// Lab is what the emulator saw, when the run was in a lab.
+	Lab *LabReport `json:"lab,omitempty"`
 }
 
 // Summary condenses a ramp into the numbers a results table needs, all

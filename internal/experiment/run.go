@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dripmesh/drip/internal/bench"
+	"github.com/dripmesh/drip/internal/lab"
 	"github.com/dripmesh/drip/internal/systems"
 )
 
@@ -37,6 +38,11 @@ type Config struct {
 	Dir string
 	// Progress receives a line per second and per phase; nil for none.
 	Progress io.Writer
+	// Lab, when set, runs every system of the scenario in a lab built for
+	// it (see LabConfig); Placement and Links must then be unset.
+	Lab *LabConfig
+
+	lab *lab.Lab // the running lab, set by Run
 }
 
 // Run runs cfg.Scenario on each system in turn and returns one result per
@@ -55,6 +61,31 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	}
 	if cfg.Duration > 0 {
 		cfg.Scenario.Duration = cfg.Duration
+	}
+	if cfg.Lab != nil {
+		if cfg.Placement != nil || cfg.Links != nil {
+			return nil, fmt.Errorf("experiment: a lab places the systems and counts the links itself; unset Placement and Links")
+		}
+		scale := cfg.Lab.BandwidthScale
+		if scale == 0 {
+			scale = cfg.Scale
+		}
+		if scale < 0 {
+			return nil, fmt.Errorf("experiment: lab bandwidth scale %v, want a positive factor", scale)
+		}
+		cfg.Scenario.Topology = labTopology(cfg.Scenario.Topology, scale, cfg.Lab.Delay)
+		cfg.logf("%s: starting lab", cfg.Scenario.Name)
+		l, err := upLab(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := l.Down(context.Background()); err != nil {
+				cfg.logf("%s: removing lab %s: %v", cfg.Scenario.Name, l.Name(), err)
+			}
+		}()
+		cfg.lab, cfg.Placement, cfg.Links = l, labPlacement{l}, labLinks{l}
+		cfg.PlacementName = labPlacementName(l, cfg.Scenario.Topology, cfg.Lab.Delay)
 	}
 	if cfg.Placement == nil {
 		cfg.Placement, cfg.PlacementName = systems.Loopback{}, "loopback"
@@ -134,8 +165,18 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 	if cfg.Progress != nil {
 		bc.Progress = prefixWriter{prefix: sc.Name + "/" + sys.Name() + " ", w: cfg.Progress}
 	}
+	var meter *labMeter
+	if cfg.lab != nil {
+		meter = startLabMeter(ctx, cfg.lab)
+	}
 	rep, err := bench.Run(ctx, bc)
 	samples, sampleErr := sampler.stop()
+	if meter != nil {
+		var labErr error
+		if r.Lab, labErr = meter.stop(ctx); labErr != nil {
+			cfg.logf("%s/%s: lab counters: %v", sc.Name, sys.Name(), labErr)
+		}
+	}
 	if err != nil {
 		return fail(err)
 	}

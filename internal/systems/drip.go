@@ -34,6 +34,8 @@ type DripOptions struct {
 	// runs it); otherwise every broker runs in this process, on listeners
 	// the Placement opens.
 	Binary string
+	// Env is added to the broker processes' environment (with Binary).
+	Env []string
 	// Configure adjusts each in-process broker's configuration.
 	Configure func(*broker.Config)
 }
@@ -77,13 +79,14 @@ type dripDeployment struct {
 
 func (s *dripSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
 	d := &dripDeployment{spec: spec, place: spec.placement(), opts: s.opts, sites: map[string]*dripSite{}, order: sites(spec.Topology)}
-	d.http = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			// Metrics are scraped from the first site, as a monitoring
-			// host placed there would.
-			return d.place.DialContext(ctx, d.order[0], network, addr)
-		},
-	}}
+	d.http = monitorClient(d.place, func(addr string) (string, bool) {
+		for name, s := range d.sites {
+			if s.metrics == addr {
+				return name, true
+			}
+		}
+		return "", false
+	})
 	ok := false
 	defer func() {
 		if !ok {
@@ -151,7 +154,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 		site := d.sites[name]
 		if d.opts.Binary != "" {
 			argv := []string{d.opts.Binary, "broker", "--topology", topoPath, "--name", name, "--log-format", "json"}
-			if site.proc, err = startProcess(d.place, name, "drip broker", filepath.Join(d.spec.Dir, "drip-"+name+".log"), argv, nil); err != nil {
+			if site.proc, err = startProcess(d.place, name, "drip broker", filepath.Join(d.spec.Dir, "drip-"+name+".log"), argv, d.opts.Env); err != nil {
 				return err
 			}
 			continue

@@ -60,6 +60,7 @@ type natsSite struct {
 	client, cluster, http  string // host:port
 	proc                   *process
 	serverID               string
+	subs                   atomic.Int64 // subscriptions made through Connect
 	configText, configPath string
 }
 
@@ -82,11 +83,14 @@ func (n *natsSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
 
 func (n *natsSystem) start(ctx context.Context, spec Spec) (Deployment, error) {
 	d := &natsDeployment{sys: n, spec: spec, place: spec.placement(), order: sites(spec.Topology), sites: map[string]*natsSite{}}
-	d.http = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return d.place.DialContext(ctx, d.order[0], network, addr)
-		},
-	}}
+	d.http = monitorClient(d.place, func(addr string) (string, bool) {
+		for name, s := range d.sites {
+			if s.http == addr {
+				return name, true
+			}
+		}
+		return "", false
+	})
 	if out, err := exec.Command(n.opts.Binary, "--version").CombinedOutput(); err == nil {
 		d.version = strings.TrimSpace(string(out))
 	}
@@ -185,6 +189,9 @@ type natsRoutez struct {
 	Routes    []struct {
 		RemoteID string `json:"remote_id"`
 		OutBytes uint64 `json:"out_bytes"`
+		// NumSubs counts the subjects the remote server has told this
+		// one it has interest in.
+		NumSubs uint32 `json:"subscriptions"`
 	} `json:"routes"`
 }
 
@@ -205,14 +212,15 @@ func (d *natsDeployment) routez(ctx context.Context, site string) (*natsRoutez, 
 	return &r, nil
 }
 
-// Ready waits for the full mesh of routes, then half a second for
-// subscription interest to cross them (subscribers flushed theirs to their
-// own server when subscribing).
+// Ready waits for the full mesh of routes and for every server to have
+// heard, over its route to each site with subscribers, that site's
+// interest in the subject. A fixed pause instead lost messages in the lab,
+// where interest takes round trips over emulated links to spread.
 func (d *natsDeployment) Ready(ctx context.Context) error {
 	want := len(d.order) - 1
-	err := poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
-		var counts []string
-		done := true
+	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
+		all := map[string]*natsRoutez{}
+		siteOf := map[string]string{} // server ID → site
 		for _, name := range d.order {
 			if err := d.sites[name].proc.alive(); err != nil {
 				return false, "", err
@@ -222,20 +230,29 @@ func (d *natsDeployment) Ready(ctx context.Context) error {
 				return false, err.Error(), nil
 			}
 			d.sites[name].serverID = r.ServerID
-			counts = append(counts, fmt.Sprintf("%s:%d", name, r.NumRoutes))
-			done = done && r.NumRoutes >= want
+			all[name], siteOf[r.ServerID] = r, name
 		}
-		return done, fmt.Sprintf("routes %v, want %d each", counts, want), nil
+		var missing []string
+		for _, name := range d.order {
+			r := all[name]
+			if r.NumRoutes < want {
+				missing = append(missing, fmt.Sprintf("%s has %d of %d routes", name, r.NumRoutes, want))
+				continue
+			}
+			heard := map[string]bool{}
+			for _, rt := range r.Routes {
+				if rt.NumSubs > 0 {
+					heard[siteOf[rt.RemoteID]] = true
+				}
+			}
+			for _, other := range d.order {
+				if other != name && d.sites[other].subs.Load() > 0 && !heard[other] {
+					missing = append(missing, name+" has not heard "+other+"'s interest")
+				}
+			}
+		}
+		return len(missing) == 0, strings.Join(missing, "; "), nil
 	})
-	if err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(500 * time.Millisecond):
-		return nil
-	}
 }
 
 func (d *natsDeployment) Links() LinkCounter { return natsLinks{d} }
@@ -331,6 +348,7 @@ func (e *natsEndpoint) Subscribe(ctx context.Context, p content.Predicate) (benc
 	if err != nil {
 		return nil, fmt.Errorf("nats: subscribing: %w", err)
 	}
+	e.d.sites[e.site].subs.Add(1)
 	// The client buffers what the subscriber has not read yet; beyond
 	// these limits nats.go drops and counts (Lost).
 	if err := sub.SetPendingLimits(1<<20, 1<<30); err != nil {

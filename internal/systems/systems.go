@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"slices"
 	"sort"
@@ -311,3 +312,20 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // errJoin joins non-nil errors, or returns nil.
 func errJoin(errs ...error) error { return errors.Join(errs...) }
+
+// monitorClient is an HTTP client for the brokers' monitoring endpoints.
+// Each endpoint is dialled from its own site, as an agent on the broker's
+// host would scrape it, so that monitoring never crosses (and loads) the
+// emulated links it is there to observe. siteOf maps an endpoint's
+// host:port to its site.
+func monitorClient(place Placement, siteOf func(addr string) (string, bool)) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			site, ok := siteOf(addr)
+			if !ok {
+				return nil, fmt.Errorf("monitoring endpoint %s belongs to no site", addr)
+			}
+			return place.DialContext(ctx, site, network, addr)
+		},
+	}}
+}
