@@ -13,6 +13,9 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 BENCH ?= .
 COUNT ?= 5
 BENCHTIME ?= 1s
+# Lab experiments (`make experiments`, root): where results go and how rates are scaled.
+EXPERIMENTS_OUT ?= docs/results/experiments
+EXPERIMENT_ARGS ?= --scale 0.1 --duration 60s
 
 .DEFAULT_GOAL := help
 
@@ -43,6 +46,11 @@ test-short: ## Run the fast subset of the tests.
 .PHONY: bench
 bench: ## Run benchmarks (BENCH=regexp COUNT=n BENCHTIME=d); see docs/results/.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(PKGS)
+
+.PHONY: experiments
+experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~45 min) into EXPERIMENTS_OUT.
+	$(BIN) experiment run --lab --scenario scaling --systems drip,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
+	$(BIN) experiment run --lab --scenario single-broker --systems drip,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
 
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).

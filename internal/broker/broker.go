@@ -50,6 +50,8 @@ type Broker struct {
 	// per PredicateRebuildInterval.
 	predsDirty    bool
 	lastBuild     time.Time
+	adPending     bool      // subscriptions changed since the last advertisement
+	lastAd        time.Time // when the last advertisement was originated
 	lastRTTExport time.Time
 
 	events    chan coreEvent
@@ -170,6 +172,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		case ev := <-b.events:
 			b.handle(ev)
 		case <-b.advertise:
+			b.adPending = true
+		}
+		if b.adPending && time.Since(b.lastAd) >= b.cfg.AdvertiseInterval {
+			b.adPending, b.lastAd = false, time.Now()
 			b.setLocalPredicate()
 		}
 		b.processReady()
@@ -233,6 +239,8 @@ func (b *Broker) processReady() {
 			b.observe(ev)
 		}
 		b.m.lsdbEntries.Set(float64(b.node.LSDBSize()))
+		// 48 bits survive the float64 exactly.
+		b.m.lsdbDigest.Set(float64(b.node.Digest() & (1<<48 - 1)))
 		b.node.Advance()
 	}
 	if b.predsDirty && time.Since(b.lastBuild) >= b.cfg.PredicateRebuildInterval {
@@ -310,6 +318,7 @@ func (b *Broker) peerName(id uint32) string {
 func (b *Broker) setLocalPredicate() {
 	filters := encoding.Advertise(b.subs.encodedFilters())
 	b.m.advertised.Set(float64(len(filters)))
+	b.m.advertisements.Inc()
 	if err := b.node.SetLocalPredicate(filters); err != nil {
 		b.log.Error("cannot advertise local predicate", zap.Error(err))
 	}

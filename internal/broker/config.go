@@ -50,6 +50,14 @@ type Config struct {
 	// is rebuilt while advertisements keep changing; a rebuild costs tens of
 	// milliseconds at 1000 routers × 100 filters.
 	PredicateRebuildInterval time.Duration
+	// AdvertiseInterval is the least time between two originations of
+	// this broker's predicate advertisement (OSPF's MinLSInterval): a
+	// change after a quiet period is advertised at once, and a burst of
+	// subscriptions within the interval is advertised once at its end. An
+	// advertisement carries every local filter, tens of kilobytes at a
+	// few hundred subscribers, so advertising each change of a burst would
+	// fill slow WAN links with superseded copies.
+	AdvertiseInterval time.Duration
 	// LinkQueueBytes bounds the data queued per link; beyond it bundles are
 	// dropped and counted (reason queue_full).
 	LinkQueueBytes int
@@ -91,6 +99,7 @@ func DefaultConfig(id uint32, name string) Config {
 		DRP:                      drp.DefaultConfig(),
 		TickInterval:             50 * time.Millisecond,
 		PredicateRebuildInterval: 100 * time.Millisecond,
+		AdvertiseInterval:        500 * time.Millisecond,
 		LinkQueueBytes:           4 << 20,
 		MaxFrameBytes:            64 << 10,
 		DialBackoffMin:           100 * time.Millisecond,
@@ -141,6 +150,7 @@ func (c Config) Validate() error {
 		v    int64
 	}{
 		{"tick interval", int64(c.TickInterval)}, {"predicate rebuild interval", int64(c.PredicateRebuildInterval)},
+		{"advertise interval", int64(c.AdvertiseInterval)},
 		{"link queue bytes", int64(c.LinkQueueBytes)},
 		{"max frame bytes", int64(c.MaxFrameBytes)}, {"dial backoff min", int64(c.DialBackoffMin)},
 		{"dial timeout", int64(c.DialTimeout)}, {"subscriber queue", int64(c.SubscriberQueue)},

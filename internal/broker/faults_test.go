@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/workload"
 )
 
 // cuttableDialer dials over gRPC but can cut the links to an address and
@@ -126,4 +128,52 @@ func TestShutdownDrainsQueuedData(t *testing.T) {
 	m.kill(0)
 	require.Eventually(t, func() bool { return s1.received() == n }, 10*time.Second, 10*time.Millisecond,
 		"received %d of %d after the ingress broker shut down", s1.received(), n)
+}
+
+// TestAdvertiseIntervalCoalescesBursts: a burst of subscriptions is
+// advertised at most once per AdvertiseInterval, yet the mesh ends with the
+// final predicate everywhere and with equal LSDB digests (the convergence
+// test the experiment runner relies on).
+func TestAdvertiseIntervalCoalescesBursts(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) { c.AdvertiseInterval = interval })
+	m.waitConverged(m.allReachable())
+	gen, err := workload.New(workload.SingleConstraint())
+	require.NoError(t, err)
+	start := time.Now()
+	const burst = 40
+	for range burst {
+		m.subscribe(1, gen.Predicate())
+	}
+	elapsed := time.Since(start)
+	m.waitConverged(m.allReachable())
+	ads := counterValue(t, m.nodes[1].srv.Registry(), "drip_predicate_advertisements_total")
+	// One advertisement at the first change, then at most one per interval
+	// while the burst lasted, and one at its end.
+	most := 2 + float64(elapsed/interval)
+	assert.LessOrEqual(t, ads, most, "%d subscriptions over %v", burst, elapsed)
+	assert.GreaterOrEqual(t, ads, 1.0)
+	require.Eventually(t, func() bool {
+		return counterValue(t, m.nodes[0].srv.Registry(), "drip_lsdb_digest") == counterValue(t, m.nodes[1].srv.Registry(), "drip_lsdb_digest")
+	}, 10*time.Second, 10*time.Millisecond, "LSDB digests of a converged mesh")
+	assert.NotZero(t, counterValue(t, m.nodes[0].srv.Registry(), "drip_lsdb_digest"))
+}
+
+// counterValue reads an unlabelled counter or gauge from reg.
+func counterValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1, name)
+			mt := f.GetMetric()[0]
+			if c := mt.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return mt.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

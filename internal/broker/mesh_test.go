@@ -51,6 +51,7 @@ func fastConfig(id int) broker.Config {
 	cfg.Mesh = "test"
 	cfg.TickInterval = 10 * time.Millisecond
 	cfg.PredicateRebuildInterval = 10 * time.Millisecond
+	cfg.AdvertiseInterval = 10 * time.Millisecond
 	cfg.LinkState.HelloInterval = 50 * time.Millisecond
 	cfg.LinkState.DeadInterval = 400 * time.Millisecond
 	cfg.DialBackoffMin = 20 * time.Millisecond

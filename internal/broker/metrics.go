@@ -41,6 +41,8 @@ type metrics struct {
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
+	lsdbDigest               prometheus.Gauge
+	advertisements           prometheus.Counter
 	subscriptions            prometheus.Gauge
 	filters                  prometheus.Gauge
 	advertised               prometheus.Gauge
@@ -73,10 +75,14 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 			[]float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
 		matchSeconds: f.histogramVec("match_duration_seconds", "Time to match one message, by stage (exact: local subscribers; encoded: PREDICATES table).",
 			[]string{"stage"}, prometheus.ExponentialBuckets(1e-7, 4, 10)),
-		routeDropped:   f.counterVec("route_dropped_destinations_total", "Destinations dropped by forwarding, by reason (no_route, hop_limit).", []string{"reason"}),
-		spfRuns:        f.counter("spf_runs_total", "Shortest-path computations."),
-		routersKnown:   f.gauge("routers_known", "Routers reachable from this broker, itself included."),
-		lsdbEntries:    f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		routeDropped: f.counterVec("route_dropped_destinations_total", "Destinations dropped by forwarding, by reason (no_route, hop_limit).", []string{"reason"}),
+		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
+		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
+		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
+			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
+		advertisements: f.counter("predicate_advertisements_total",
+			"Times this broker re-advertised its predicate because local subscriptions changed (at most once per advertise interval)."),
 		subscriptions:  f.gauge("subscriptions", "Local subscriptions."),
 		filters:        f.gauge("filters", "Filters installed by local subscriptions."),
 		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),

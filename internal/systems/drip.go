@@ -252,14 +252,16 @@ func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoi
 	return bench.DripEndpoint(c), nil
 }
 
-// Ready waits until every broker knows every router and holds the
-// predicate advertisement of every broker that advertises one, and the
-// link-state databases have stopped changing for three polls.
+// Ready waits until every broker knows every router, holds the predicate
+// advertisement of every broker that advertises one, and has the same
+// link-state database digest as every other (the same version of every
+// advertisement: on slow links a broker may still hold an older predicate
+// of a neighbour), for three polls in a row.
 func (d *dripDeployment) Ready(ctx context.Context) error {
 	n := float64(len(d.order))
 	last, stable := "", 0
 	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
-		var routers, lsdb, advertised []float64
+		var routers, lsdb, advertised, digests []float64
 		advertisers := 0.0
 		for _, name := range d.order {
 			if err := d.sites[name].alive(); err != nil {
@@ -271,18 +273,20 @@ func (d *dripDeployment) Ready(ctx context.Context) error {
 			}
 			routers = append(routers, gauge(fams, "drip_routers_known"))
 			lsdb = append(lsdb, gauge(fams, "drip_lsdb_entries"))
+			digests = append(digests, gauge(fams, "drip_lsdb_digest"))
 			a := gauge(fams, "drip_advertised_filters")
 			advertised = append(advertised, a)
 			if a > 0 {
 				advertisers++
 			}
 		}
-		status := fmt.Sprintf("routers known %v of %v, LSDB entries %v, advertised filters %v", routers, n, lsdb, advertised)
+		status := fmt.Sprintf("routers known %v of %v, LSDB entries %v, advertised filters %v, LSDB digests %v",
+			routers, n, lsdb, advertised, digests)
 		for i := range routers {
 			// One LSA per router and one predicate advertisement per
 			// broker that has subscribers. A lone broker never runs a
 			// shortest-path computation, so it reports no routers.
-			if (routers[i] != n && n > 1) || lsdb[i] != n+advertisers {
+			if (routers[i] != n && n > 1) || lsdb[i] != n+advertisers || digests[i] != digests[0] {
 				stable = 0
 				return false, status, nil
 			}

@@ -42,14 +42,47 @@ func (q *Queue) signal() {
 }
 
 // PushControl queues a control message; it never fails while the queue is
-// open (control traffic is small and must not be lost).
+// open (control traffic must not be lost). An advertisement (LSA or
+// predicate advertisement) takes the place of a queued older one from the
+// same origin: a receiver would discard the older once it has the newer,
+// and while a slow link holds the writer back a burst of re-advertisements
+// would otherwise queue every superseded copy.
 func (q *Queue) PushControl(c *dripv1.Control) {
 	q.mu.Lock()
-	if !q.closed {
+	if !q.closed && !q.supersedeLocked(c) {
 		q.control = append(q.control, c)
 	}
 	q.mu.Unlock()
 	q.signal()
+}
+
+// supersedeLocked replaces a queued advertisement that c supersedes and
+// reports whether it did.
+func (q *Queue) supersedeLocked(c *dripv1.Control) bool {
+	kind, origin, seq, ok := advertisement(c)
+	if !ok {
+		return false
+	}
+	for i, old := range q.control {
+		k, o, s, ok := advertisement(old)
+		if ok && k == kind && o == origin && s <= seq {
+			q.control[i] = c
+			return true
+		}
+	}
+	return false
+}
+
+// advertisement identifies an LSA (kind 1) or predicate advertisement
+// (kind 2) by origin and sequence number.
+func advertisement(c *dripv1.Control) (kind int, origin uint32, seq uint64, ok bool) {
+	if a := c.GetLsa(); a != nil {
+		return 1, a.GetOrigin(), a.GetSeq(), true
+	}
+	if a := c.GetPredicateAd(); a != nil {
+		return 2, a.GetOrigin(), a.GetSeq(), true
+	}
+	return 0, 0, 0, false
 }
 
 // PushBundle queues a bundle of the given encoded size (proto.Size), which

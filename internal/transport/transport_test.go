@@ -77,6 +77,49 @@ func TestQueueControlFirstAndBounded(t *testing.T) {
 	assert.True(t, q.PushBundle(b3, proto.Size(b3)), "room again after draining")
 }
 
+// TestQueueSupersedesAdvertisements: a newer advertisement from an origin
+// replaces a queued older one of the same kind and origin in place; other
+// origins, other kinds, older versions and hellos queue as usual.
+func TestQueueSupersedesAdvertisements(t *testing.T) {
+	pred := func(origin uint32, seq uint64) *dripv1.Control {
+		return &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{Origin: origin, Seq: seq}}}
+	}
+	lsa := func(origin uint32, seq uint64) *dripv1.Control {
+		return &dripv1.Control{Msg: &dripv1.Control_Lsa{Lsa: &dripv1.Lsa{Origin: origin, Seq: seq}}}
+	}
+	hello := &dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}}
+	q := NewQueue(1000)
+	for _, c := range []*dripv1.Control{
+		pred(1, 1), lsa(1, 1), hello, pred(2, 5),
+		pred(1, 2), // replaces pred(1, 1) in place
+		lsa(1, 3),  // replaces lsa(1, 1)
+		pred(2, 4), // older than the queued pred(2, 5): queued, the receiver drops it
+		hello,
+		pred(1, 3),
+	} {
+		q.PushControl(c)
+	}
+	f, ok := q.Next(nil, 1000)
+	require.True(t, ok)
+	type key struct {
+		kind   string
+		origin uint32
+		seq    uint64
+	}
+	var got []key
+	for _, c := range f.Control {
+		switch {
+		case c.GetPredicateAd() != nil:
+			got = append(got, key{"pred", c.GetPredicateAd().GetOrigin(), c.GetPredicateAd().GetSeq()})
+		case c.GetLsa() != nil:
+			got = append(got, key{"lsa", c.GetLsa().GetOrigin(), c.GetLsa().GetSeq()})
+		default:
+			got = append(got, key{"hello", 0, 0})
+		}
+	}
+	assert.Equal(t, []key{{"pred", 1, 3}, {"lsa", 1, 3}, {"hello", 0, 0}, {"pred", 2, 5}, {"pred", 2, 4}, {"hello", 0, 0}}, got)
+}
+
 func TestQueueOversizedBundleFitsEmptyQueue(t *testing.T) {
 	q := NewQueue(10)
 	b := bundle(100)
