@@ -90,7 +90,11 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if cfg.Placement == nil {
 		cfg.Placement, cfg.PlacementName = systems.Loopback{}, "loopback"
 	}
-	if cfg.Dir == "" {
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+	} else {
 		dir, err := os.MkdirTemp("", "drip-experiment-")
 		if err != nil {
 			return nil, err
