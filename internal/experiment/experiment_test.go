@@ -180,3 +180,43 @@ func TestSummarise(t *testing.T) {
 	assert.InDelta(t, 240, s.PeakOutput, 1e-9)
 	assert.InDelta(t, 18.5/40, s.PeakUtilisation, 1e-9, "the last sending second averages seconds 18 and 19")
 }
+
+// TestSummariseSaturation: the input is 5, 10, …, 100 msg/s, the link's
+// utilisation is input/40 (capped at 1) and the ideal 4 × input. The
+// system follows the ideal until the link saturates, holds its peak of 160
+// deliveries/s, and then (collapse) falls to 80 once the input reaches 60.
+func TestSummariseSaturation(t *testing.T) {
+	result := func(collapse bool) *Result {
+		r := &Result{SendSeconds: 20, Scenario: ScenarioInfo{Name: "brokers-2"}}
+		for s := range 22 {
+			in := uint64(0)
+			if s < 20 {
+				in = uint64(5 * (s + 1))
+			}
+			out := min(4*in, 160)
+			if collapse && in >= 60 {
+				out = 80
+			}
+			r.Series = append(r.Series, Point{T: s, Input: in, Ideal: 4 * in, Output: out, Utilisation: min(float64(in)/40, 1)})
+		}
+		return r
+	}
+	s := summarise(result(false))
+	// Second 7 is the first whose 3-s mean utilisation (7/8, 1, 1) is 95%;
+	// its 3-s mean input is 40.
+	assert.InDelta(t, 40, s.SaturationInput, 1e-9)
+	assert.InDelta(t, 1, s.BeforeSaturation, 1e-9, "output equals ideal before saturation")
+	require.NotNil(t, s.AtTwiceSaturation)
+	assert.InDelta(t, 1, *s.AtTwiceSaturation, 1e-9, "the output holds its peak")
+
+	s = summarise(result(true))
+	assert.InDelta(t, 160, s.PeakOutput, 1e-9)
+	require.NotNil(t, s.AtTwiceSaturation)
+	assert.InDelta(t, 0.5, *s.AtTwiceSaturation, 1e-9, "collapse to half the peak")
+
+	s = summarise(fakeResult("drip"))
+	assert.Zero(t, s.SaturationInput, "utilisation never reaches 95%")
+	assert.Nil(t, s.AtTwiceSaturation)
+	// Over the whole sending time: (4·5·(1+…+12) + 8·240) / (4·5·(1+…+20)).
+	assert.InDelta(t, 3480.0/4200, s.BeforeSaturation, 1e-9, "over the whole sending time")
+}

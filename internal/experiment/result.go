@@ -48,7 +48,25 @@ type Summary struct {
 	PeakOutput float64 `json:"peak_output"`
 	// PeakUtilisation is the highest busiest-link utilisation.
 	PeakUtilisation float64 `json:"peak_link_utilisation"`
+	// SaturationInput is the input when the busiest link first reached
+	// 95% utilisation; 0 when no link did.
+	SaturationInput float64 `json:"saturation_input"`
+	// BeforeSaturation is the output over the ideal, summed over the
+	// sending seconds before that point (all of them when no link
+	// saturated): whether the system delivers everything while the
+	// network has capacity (seed 000 §5.2.1, "full throughput").
+	BeforeSaturation float64 `json:"output_over_ideal_before_saturation"`
+	// AtTwiceSaturation is the mean output over the sending seconds whose
+	// input was at least twice SaturationInput, over PeakOutput: whether
+	// throughput holds when the input is twice what saturated the links
+	// (no congestion collapse). Absent when no link saturated or the input
+	// never reached twice that.
+	AtTwiceSaturation *float64 `json:"output_at_twice_saturation_over_peak,omitempty"`
 }
+
+// saturationUtilisation is the busiest-link utilisation at which a link
+// counts as saturated: queues build beyond it.
+const saturationUtilisation = 0.95
 
 // summarise computes r's Summary from its series.
 func summarise(r *Result) Summary {
@@ -66,6 +84,34 @@ func summarise(r *Result) Summary {
 		}
 		s.PeakOutput = max(s.PeakOutput, out[i].Y)
 		s.PeakUtilisation = max(s.PeakUtilisation, util[i].Y)
+	}
+	sat := len(pts)
+	for i := range pts {
+		if util[i].Y >= saturationUtilisation {
+			sat, s.SaturationInput = i, in[i].Y
+			break
+		}
+	}
+	var sumOut, sumIdeal float64
+	for _, p := range pts[:sat] {
+		sumOut, sumIdeal = sumOut+float64(p.Output), sumIdeal+float64(p.Ideal)
+	}
+	if sumIdeal > 0 {
+		s.BeforeSaturation = sumOut / sumIdeal
+	}
+	if s.SaturationInput > 0 && s.PeakOutput > 0 {
+		var sum float64
+		n := 0
+		for i := sat; i < len(pts); i++ {
+			if in[i].Y >= 2*s.SaturationInput {
+				sum += out[i].Y
+				n++
+			}
+		}
+		if n > 0 {
+			v := sum / float64(n) / s.PeakOutput
+			s.AtTwiceSaturation = &v
+		}
 	}
 	return s
 }
