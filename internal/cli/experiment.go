@@ -185,10 +185,11 @@ func newExperimentPlotCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "plot --scenario NAME --dir DIR",
-		Short: "Redraw the PNG plots from the JSON results in a directory",
+		Short: "Recompute the summaries and redraw the plots from the JSON results in a directory",
 		Long: `Read SCENARIO-SYSTEM.json for the scenario (or every scenario of the group) and
-each system from --dir, and write the plots run would have written next to them.
-Use it after re-running one system or one scenario into a directory of results.`,
+each system from --dir, recompute each run's summary from its series, and write
+the JSON and the plots run would have written. Use it after re-running one
+system or one scenario into a directory of results.`,
 		Example: `  drip experiment plot --scenario scaling --systems drip,activemq,nats --dir docs/results/experiments`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -196,7 +197,7 @@ Use it after re-running one system or one scenario into a directory of results.`
 			if err != nil {
 				return err
 			}
-			files, err := experiment.Plot(dir, scenario, results)
+			files, err := experiment.Save(dir, scenario, results)
 			for _, f := range files {
 				fmt.Fprintln(cmd.OutOrStdout(), f)
 			}

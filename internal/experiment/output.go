@@ -92,6 +92,11 @@ func Load(dir, name string, systems []string) ([][]*Result, error) {
 			if err != nil {
 				return nil, err
 			}
+			if r.Error == "" {
+				// Derived from the series: recomputed, so results
+				// written before a summary field existed gain it.
+				r.Summary = summarise(r)
+			}
 			row = append(row, r)
 		}
 		if len(row) == 0 {
