@@ -16,6 +16,8 @@ BENCHTIME ?= 1s
 # Lab experiments (`make experiments`, root): where results go and how rates are scaled.
 EXPERIMENTS_OUT ?= docs/results/experiments
 EXPERIMENT_ARGS ?= --scale 0.1 --duration 60s
+# The overload run offers the 8-broker mesh twice the paper's load for its links.
+OVERLOAD_ARGS ?= --scale 0.2 --lab-bandwidth-scale 0.1 --duration 60s
 
 .DEFAULT_GOAL := help
 
@@ -48,9 +50,10 @@ bench: ## Run benchmarks (BENCH=regexp COUNT=n BENCHTIME=d); see docs/results/.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: experiments
-experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~45 min) into EXPERIMENTS_OUT.
+experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~50 min) into EXPERIMENTS_OUT.
 	$(BIN) experiment run --lab --scenario scaling --systems drip,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
 	$(BIN) experiment run --lab --scenario single-broker --systems drip,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
+	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
 
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).
