@@ -50,10 +50,10 @@ bench: ## Run benchmarks (BENCH=regexp COUNT=n BENCHTIME=d); see docs/results/.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: experiments
-experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~50 min) into EXPERIMENTS_OUT.
-	$(BIN) experiment run --lab --scenario scaling --systems drip,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
-	$(BIN) experiment run --lab --scenario single-broker --systems drip,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
-	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
+experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~65 min) into EXPERIMENTS_OUT.
+	$(BIN) experiment run --lab --scenario scaling --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
+	$(BIN) experiment run --lab --scenario single-broker --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
+	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
 
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).

@@ -110,6 +110,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		BloomBits:       uint32(cfg.Encoding.M),
 		BloomHashes:     uint32(cfg.Encoding.K),
 	}
+	if cfg.PeerCompression {
+		b.open.Compression = []string{transport.CompressionDeflate}
+	}
 	return b, nil
 }
 
@@ -173,9 +176,11 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.handle(ev)
 		case <-b.advertise:
 			b.adPending = true
+			b.m.adPending.Set(1)
 		}
 		if b.adPending && time.Since(b.lastAd) >= b.cfg.AdvertiseInterval {
 			b.adPending, b.lastAd = false, time.Now()
+			b.m.adPending.Set(0)
 			b.setLocalPredicate()
 		}
 		b.processReady()

@@ -177,3 +177,56 @@ func counterValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestPeerCompression: on a line 0–1–2 where broker 2 has compression
+// off, the link 0→1 is compressed (both offer it) and 1→2 is not, every
+// subscriber still receives exactly its messages, and the compressed link
+// carries far fewer bytes than its frames hold.
+func TestPeerCompression(t *testing.T) {
+	m := startMesh(t, 3, [][2]int{{0, 1}, {1, 2}}, func(c *broker.Config) { c.PeerCompression = c.ID != 2 })
+	gen, err := workload.New(workload.SingleConstraint())
+	require.NoError(t, err)
+	var subs []*testSub
+	for k := range 6 {
+		subs = append(subs, m.subscribe(1+k%2, gen.Predicate()))
+	}
+	subs = append(subs, m.subscribe(2, content.MustParse(`a000 exists || a001 exists || a002 exists`)))
+	m.waitConverged(m.allReachable())
+	msgs := map[uint64]content.Message{}
+	batch := gen.Messages(400)
+	m.publish(0, 0, batch)
+	for i, msg := range batch {
+		msgs[uint64(i)] = msg
+	}
+	expectExact(t, subs, msgs)
+
+	sent := func(i int, peer, name string) float64 {
+		return labelledValue(t, m.nodes[i].srv.Registry(), name, "peer", peer)
+	}
+	wire, plain := sent(0, "b1", "drip_link_sent_bytes_total"), sent(0, "b1", "drip_link_sent_uncompressed_bytes_total")
+	assert.Less(t, wire, 0.7*plain, "0→1 is compressed: %v bytes on the wire for %v", wire, plain)
+	assert.Equal(t, sent(1, "b2", "drip_link_sent_bytes_total"), sent(1, "b2", "drip_link_sent_uncompressed_bytes_total"),
+		"1→2 is not: broker 2 did not offer compression")
+	assert.Equal(t, sent(2, "b1", "drip_link_sent_bytes_total"), sent(2, "b1", "drip_link_sent_uncompressed_bytes_total"))
+}
+
+// labelledValue reads the counter of name whose label has value.
+func labelledValue(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no metric %s{%s=%q}", name, label, value)
+	return 0
+}

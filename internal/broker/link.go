@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,6 +33,10 @@ type peerLink struct {
 	conn   transport.Conn
 	queue  *transport.Queue
 	m      linkMetrics
+	// comp compresses what this side sends, when both sides agreed to;
+	// decomp inflates what the neighbour sends, when this side offered.
+	comp   *transport.FrameCompressor
+	decomp *transport.FrameDecompressor
 	// writerDone is closed when the writer goroutine has sent its last
 	// frame (queue closed and drained, or the link failed).
 	writerDone chan struct{}
@@ -81,6 +87,15 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*peerLink, error) {
 		m:      b.m.forLink(remote.RouterName),
 
 		writerDone: make(chan struct{}),
+	}
+	if b.cfg.PeerCompression {
+		l.decomp = transport.NewFrameDecompressor(0)
+		if slices.Contains(remote.GetCompression(), transport.CompressionDeflate) {
+			var err error
+			if l.comp, err = transport.NewFrameCompressor(flate.DefaultCompression); err != nil {
+				return nil, err
+			}
+		}
 	}
 	b.linksMu.Lock()
 	if old := b.links[l.peer]; old != nil {
@@ -154,12 +169,24 @@ func (b *Broker) writeLoop(l *peerLink) {
 		if !ok {
 			return
 		}
+		bundles, plain := len(f.Bundles), 0
+		if l.comp != nil {
+			var err error
+			if f, plain, err = l.comp.Compress(f); err != nil {
+				l.close(fmt.Errorf("link to %s: %w", l.name, err))
+				return
+			}
+		}
 		size := proto.Size(f)
+		if l.comp == nil {
+			plain = size
+		}
 		if err := l.conn.Send(f); err != nil {
 			return
 		}
 		l.m.sentBytes.Add(float64(size))
-		l.m.sentBundles.Add(float64(len(f.Bundles)))
+		l.m.sentPlainBytes.Add(float64(plain))
+		l.m.sentBundles.Add(float64(bundles))
 		l.m.queueBytes.Set(float64(l.queue.Bytes()))
 	}
 }
@@ -174,6 +201,15 @@ func (b *Broker) readLoop(l *peerLink) {
 			return
 		}
 		l.m.recvBytes.Add(float64(proto.Size(f)))
+		if l.decomp != nil {
+			if f, err = l.decomp.Decompress(f); err != nil {
+				l.close(fmt.Errorf("link from %s: %w", l.name, err))
+				return
+			}
+		} else if len(f.GetDeflated()) > 0 {
+			l.close(fmt.Errorf("link from %s: compressed frame, but this broker did not offer compression", l.name))
+			return
+		}
 		if len(f.Control) > 0 {
 			msgs := make([]linkstate.Message, 0, len(f.Control))
 			for _, c := range f.Control {

@@ -16,6 +16,7 @@ type metrics struct {
 	// Per link, labelled by the neighbour's name.
 	linkUp             *prometheus.GaugeVec
 	linkSentBytes      *prometheus.CounterVec
+	linkSentPlainBytes *prometheus.CounterVec
 	linkRecvBytes      *prometheus.CounterVec
 	linkSentBundles    *prometheus.CounterVec
 	linkRecvBundles    *prometheus.CounterVec
@@ -43,6 +44,7 @@ type metrics struct {
 	lsdbEntries              prometheus.Gauge
 	lsdbDigest               prometheus.Gauge
 	advertisements           prometheus.Counter
+	adPending                prometheus.Gauge
 	subscriptions            prometheus.Gauge
 	filters                  prometheus.Gauge
 	advertised               prometheus.Gauge
@@ -54,7 +56,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 	link := []string{"peer"}
 	m := &metrics{
 		linkUp:             f.gaugeVec("link_up", "1 while the link to the peer is established, 0 after it went down.", link),
-		linkSentBytes:      f.counterVec("link_sent_bytes_total", "Bytes of frames sent to the peer (protobuf encoded size).", link),
+		linkSentBytes:      f.counterVec("link_sent_bytes_total", "Bytes of frames sent to the peer (protobuf encoded size, after compression).", link),
+		linkSentPlainBytes: f.counterVec("link_sent_uncompressed_bytes_total", "Bytes of the frames sent to the peer before compression (equal to link_sent_bytes_total on an uncompressed link).", link),
 		linkRecvBytes:      f.counterVec("link_received_bytes_total", "Bytes of frames received from the peer (protobuf encoded size).", link),
 		linkSentBundles:    f.counterVec("link_sent_bundles_total", "Message bundles sent to the peer.", link),
 		linkRecvBundles:    f.counterVec("link_received_bundles_total", "Message bundles received from the peer.", link),
@@ -81,6 +84,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
 		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
 			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
+		adPending: f.gauge("advertisement_pending",
+			"1 while local subscription changes wait for the advertise interval to end before they are advertised, else 0."),
 		advertisements: f.counter("predicate_advertisements_total",
 			"Times this broker re-advertised its predicate because local subscriptions changed (at most once per advertise interval)."),
 		subscriptions:  f.gauge("subscriptions", "Local subscriptions."),
@@ -144,20 +149,22 @@ func (f factory) histogramVec(name, help string, labels []string, buckets []floa
 // linkMetrics are one link's children of the vectors, resolved once so the
 // data path does not look labels up per bundle.
 type linkMetrics struct {
-	sentBytes, recvBytes, sentBundles, recvBundles, sentControl prometheus.Counter
-	queueBytes                                                  prometheus.Gauge
-	droppedFull, droppedDown                                    prometheus.Counter
+	sentBytes, sentPlainBytes, recvBytes  prometheus.Counter
+	sentBundles, recvBundles, sentControl prometheus.Counter
+	queueBytes                            prometheus.Gauge
+	droppedFull, droppedDown              prometheus.Counter
 }
 
 func (m *metrics) forLink(peer string) linkMetrics {
 	return linkMetrics{
-		sentBytes:   m.linkSentBytes.WithLabelValues(peer),
-		recvBytes:   m.linkRecvBytes.WithLabelValues(peer),
-		sentBundles: m.linkSentBundles.WithLabelValues(peer),
-		recvBundles: m.linkRecvBundles.WithLabelValues(peer),
-		sentControl: m.linkSentControl.WithLabelValues(peer),
-		queueBytes:  m.linkQueueBytes.WithLabelValues(peer),
-		droppedFull: m.linkDropped.WithLabelValues(peer, "queue_full"),
-		droppedDown: m.linkDropped.WithLabelValues(peer, "link_down"),
+		sentBytes:      m.linkSentBytes.WithLabelValues(peer),
+		sentPlainBytes: m.linkSentPlainBytes.WithLabelValues(peer),
+		recvBytes:      m.linkRecvBytes.WithLabelValues(peer),
+		sentBundles:    m.linkSentBundles.WithLabelValues(peer),
+		recvBundles:    m.linkRecvBundles.WithLabelValues(peer),
+		sentControl:    m.linkSentControl.WithLabelValues(peer),
+		queueBytes:     m.linkQueueBytes.WithLabelValues(peer),
+		droppedFull:    m.linkDropped.WithLabelValues(peer, "queue_full"),
+		droppedDown:    m.linkDropped.WithLabelValues(peer, "link_down"),
 	}
 }

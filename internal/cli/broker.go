@@ -34,6 +34,7 @@ type brokerFlags struct {
 	bloomK     int
 	linkQueue  int
 	adInterval time.Duration
+	compress   bool
 	subQueue   int
 	maxSubs    int
 	maxFilters int
@@ -95,6 +96,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (seed 002)")
 	fl.IntVar(&f.bloomBits, "bloom-bits", def.Encoding.M, "Bloom filter width M in bits; every broker of a mesh must agree")
 	fl.IntVar(&f.bloomK, "bloom-hashes", def.Encoding.K, "Bloom hash positions K per category; every broker of a mesh must agree")
+	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
 	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles are dropped")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
@@ -159,7 +161,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	}
 	cfg.Encoding.M, cfg.Encoding.K = f.bloomBits, f.bloomK
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
-	cfg.AdvertiseInterval = f.adInterval
+	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
 	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString
 	cfg.Messages.MaxAttributes, cfg.Messages.MaxPayload = f.maxAttrs, f.maxPayload

@@ -108,8 +108,8 @@ group. A system that is not installed or fails is reported and skipped.`,
 			var syss []systems.System
 			for _, name := range systemList {
 				switch name {
-				case "drip":
-					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary}))
+				case "drip", "drip-uncompressed":
+					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed"}))
 				case "activemq":
 					syss = append(syss, systems.NewActiveMQ(systems.ActiveMQOptions{NoConduit: noConduit}))
 				default:

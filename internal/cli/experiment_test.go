@@ -12,7 +12,7 @@ import (
 func TestExperimentList(t *testing.T) {
 	out, _, err := execute(testCtx(t), "", "experiment", "list")
 	require.NoError(t, err)
-	for _, want := range []string{"single-broker", "brokers-8", "smoke", "scaling", "brokers-1,brokers-2,brokers-4,brokers-8", "drip      yes"} {
+	for _, want := range []string{"single-broker", "brokers-8", "smoke", "scaling", "brokers-1,brokers-2,brokers-4,brokers-8", "drip               yes", "drip-uncompressed  yes"} {
 		assert.Contains(t, out, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,10 @@ func TestSmokeLab(t *testing.T) {
 		t.Skip("needs root: builds a lab of network namespaces and TUN devices")
 	}
 	all := []systems.System{systems.NewDrip(systems.DripOptions{Binary: os.Args[0], Env: []string{actAsDrip + "=1"}})}
-	for _, s := range systems.All()[1:] {
+	for _, s := range systems.All() {
+		if strings.HasPrefix(s.Name(), "drip") {
+			continue // drip runs above, as processes
+		}
 		if err := s.Available(); err != nil {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("CI=true but %s is not installed: %v", s.Name(), err)

@@ -36,6 +36,10 @@ type DripOptions struct {
 	Binary string
 	// Env is added to the broker processes' environment (with Binary).
 	Env []string
+	// NoPeerCompression turns off the compression of peer links: the
+	// system is then called drip-uncompressed, so that reports can show
+	// what B-DRP routing and what compression contribute.
+	NoPeerCompression bool
 	// Configure adjusts each in-process broker's configuration.
 	Configure func(*broker.Config)
 }
@@ -45,7 +49,12 @@ func NewDrip(o DripOptions) System { return &dripSystem{opts: o} }
 
 type dripSystem struct{ opts DripOptions }
 
-func (*dripSystem) Name() string { return "drip" }
+func (s *dripSystem) Name() string {
+	if s.opts.NoPeerCompression {
+		return "drip-uncompressed"
+	}
+	return "drip"
+}
 
 func (s *dripSystem) Available() error {
 	if s.opts.Binary == "" {
@@ -66,6 +75,7 @@ type dripSite struct {
 }
 
 type dripDeployment struct {
+	name   string
 	spec   Spec
 	place  Placement
 	opts   DripOptions
@@ -78,7 +88,7 @@ type dripDeployment struct {
 }
 
 func (s *dripSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
-	d := &dripDeployment{spec: spec, place: spec.placement(), opts: s.opts, sites: map[string]*dripSite{}, order: sites(spec.Topology)}
+	d := &dripDeployment{name: s.Name(), spec: spec, place: spec.placement(), opts: s.opts, sites: map[string]*dripSite{}, order: sites(spec.Topology)}
 	d.http = monitorClient(d.place, func(addr string) (string, bool) {
 		for name, s := range d.sites {
 			if s.metrics == addr {
@@ -153,7 +163,8 @@ func (d *dripDeployment) start(ctx context.Context) error {
 	for _, name := range d.order {
 		site := d.sites[name]
 		if d.opts.Binary != "" {
-			argv := []string{d.opts.Binary, "broker", "--topology", topoPath, "--name", name, "--log-format", "json"}
+			argv := []string{d.opts.Binary, "broker", "--topology", topoPath, "--name", name, "--log-format", "json",
+				"--peer-compression=" + strconv.FormatBool(!d.opts.NoPeerCompression)}
 			if site.proc, err = startProcess(d.place, name, "drip broker", filepath.Join(d.spec.Dir, "drip-"+name+".log"), argv, d.opts.Env); err != nil {
 				return err
 			}
@@ -164,6 +175,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 		for _, n := range t.Neighbors(name) {
 			cfg.Peers = append(cfg.Peers, broker.Peer{ID: *n.Broker.ID, Addr: d.sites[n.Broker.Name].peer, Weight: n.Link.Weight})
 		}
+		cfg.PeerCompression = !d.opts.NoPeerCompression
 		if d.opts.Configure != nil {
 			d.opts.Configure(&cfg)
 		}
@@ -211,20 +223,23 @@ func (d *dripDeployment) Info() Info {
 		mode = "one process per broker: " + d.opts.Binary + " broker"
 	}
 	cfg := broker.DefaultConfig(0, "x")
+	cfg.PeerCompression = !d.opts.NoPeerCompression
 	if d.opts.Configure != nil {
 		d.opts.Configure(&cfg)
 	}
 	return Info{
-		System:  "drip",
+		System:  d.name,
 		Version: buildinfo.String(),
 		Config: map[string]string{
-			"mode":             mode,
-			"routing":          "B-DRP: link-state routes, Bloom-encoded predicates matched once at the ingress, DRP forwarding (seed 000 §2-3)",
-			"link_state":       fmt.Sprintf("hello %v, dead %v, cost %s", cfg.LinkState.HelloInterval, cfg.LinkState.DeadInterval, costMode(cfg)),
-			"bloom":            fmt.Sprintf("M=%d bits, K=%d", cfg.Encoding.M, cfg.Encoding.K),
-			"link_queue_bytes": strconv.Itoa(cfg.LinkQueueBytes),
-			"subscriber_queue": fmt.Sprintf("%d messages / %d bytes, drops reported as lost", cfg.SubscriberQueue, cfg.SubscriberQueueBytes),
-			"clients":          "drip client package over gRPC: one connection per site shared by that site's subscribers and publishers",
+			"mode":               mode,
+			"routing":            "B-DRP: link-state routes, Bloom-encoded predicates matched once at the ingress, DRP forwarding (seed 000 §2-3)",
+			"link_state":         fmt.Sprintf("hello %v, dead %v, cost %s", cfg.LinkState.HelloInterval, cfg.LinkState.DeadInterval, costMode(cfg)),
+			"bloom":              fmt.Sprintf("M=%d bits, K=%d", cfg.Encoding.M, cfg.Encoding.K),
+			"link_queue_bytes":   strconv.Itoa(cfg.LinkQueueBytes),
+			"peer_compression":   map[bool]string{true: "deflate (one stream per link direction, sync flush per frame)", false: "none"}[cfg.PeerCompression],
+			"advertise_interval": cfg.AdvertiseInterval.String(),
+			"subscriber_queue":   fmt.Sprintf("%d messages / %d bytes, drops reported as lost", cfg.SubscriberQueue, cfg.SubscriberQueueBytes),
+			"clients":            "drip client package over gRPC: one connection per site shared by that site's subscribers and publishers",
 		},
 		Files: map[string]string{"drip-topology.yaml": string(d.topo)},
 	}
@@ -261,7 +276,7 @@ func (d *dripDeployment) Ready(ctx context.Context) error {
 	n := float64(len(d.order))
 	last, stable := "", 0
 	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
-		var routers, lsdb, advertised, digests []float64
+		var routers, lsdb, advertised, digests, pending []float64
 		advertisers := 0.0
 		for _, name := range d.order {
 			if err := d.sites[name].alive(); err != nil {
@@ -274,19 +289,20 @@ func (d *dripDeployment) Ready(ctx context.Context) error {
 			routers = append(routers, gauge(fams, "drip_routers_known"))
 			lsdb = append(lsdb, gauge(fams, "drip_lsdb_entries"))
 			digests = append(digests, gauge(fams, "drip_lsdb_digest"))
+			pending = append(pending, gauge(fams, "drip_advertisement_pending"))
 			a := gauge(fams, "drip_advertised_filters")
 			advertised = append(advertised, a)
 			if a > 0 {
 				advertisers++
 			}
 		}
-		status := fmt.Sprintf("routers known %v of %v, LSDB entries %v, advertised filters %v, LSDB digests %v",
-			routers, n, lsdb, advertised, digests)
+		status := fmt.Sprintf("routers known %v of %v, LSDB entries %v, advertised filters %v, LSDB digests %v, advertisements pending %v",
+			routers, n, lsdb, advertised, digests, pending)
 		for i := range routers {
 			// One LSA per router and one predicate advertisement per
 			// broker that has subscribers. A lone broker never runs a
 			// shortest-path computation, so it reports no routers.
-			if (routers[i] != n && n > 1) || lsdb[i] != n+advertisers || digests[i] != digests[0] {
+			if (routers[i] != n && n > 1) || lsdb[i] != n+advertisers || digests[i] != digests[0] || pending[i] != 0 {
 				stable = 0
 				return false, status, nil
 			}

@@ -130,7 +130,7 @@ func (Loopback) Listen(ctx context.Context, _, network, addr string) (net.Listen
 
 // All returns the systems in the order reports list them.
 func All() []System {
-	return []System{NewDrip(DripOptions{}), NewActiveMQ(ActiveMQOptions{}), NewNATS(NATSOptions{})}
+	return []System{NewDrip(DripOptions{}), NewDrip(DripOptions{NoPeerCompression: true}), NewActiveMQ(ActiveMQOptions{}), NewNATS(NATSOptions{})}
 }
 
 // Names lists the systems' names.

@@ -276,12 +276,12 @@ func TestActiveMQConfig(t *testing.T) {
 }
 
 func TestByName(t *testing.T) {
-	assert.Equal(t, []string{"drip", "activemq", "nats"}, Names())
+	assert.Equal(t, []string{"drip", "drip-uncompressed", "activemq", "nats"}, Names())
 	s, err := ByName("nats")
 	require.NoError(t, err)
 	assert.Equal(t, "nats", s.Name())
 	_, err = ByName("kafka")
-	assert.EqualError(t, err, `unknown system "kafka": want one of drip, activemq, nats`)
+	assert.EqualError(t, err, `unknown system "kafka": want one of drip, drip-uncompressed, activemq, nats`)
 }
 
 // A lone broker has no routes to compute; Ready must not wait for them.

@@ -30,11 +30,21 @@ const (
 
 // Frame batches what one side sends in one gRPC message. Control messages
 // are processed in order before the bundles of the same frame.
+//
+// A compressed frame carries only deflated and inflated_size: the next
+// chunk of the link direction's DEFLATE stream (RFC 1951), ending in a sync
+// flush, which inflates to inflated_size bytes holding a serialized Frame
+// with control and bundles. The stream lives as long as the link, so each
+// frame is compressed with everything sent before it as dictionary (small
+// messages repeat attribute names and values). A side sends compressed
+// frames only if the other side's Open lists "deflate".
 type Frame struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Open          *Open                  `protobuf:"bytes,1,opt,name=open,proto3" json:"open,omitempty"`
 	Control       []*Control             `protobuf:"bytes,2,rep,name=control,proto3" json:"control,omitempty"`
 	Bundles       []*Bundle              `protobuf:"bytes,3,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	Deflated      []byte                 `protobuf:"bytes,4,opt,name=deflated,proto3" json:"deflated,omitempty"`
+	InflatedSize  uint32                 `protobuf:"varint,5,opt,name=inflated_size,json=inflatedSize,proto3" json:"inflated_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,6 +100,20 @@ func (x *Frame) GetBundles() []*Bundle {
 	return nil
 }
 
+func (x *Frame) GetDeflated() []byte {
+	if x != nil {
+		return x.Deflated
+	}
+	return nil
+}
+
+func (x *Frame) GetInflatedSize() uint32 {
+	if x != nil {
+		return x.InflatedSize
+	}
+	return 0
+}
+
 // Open introduces a broker on a new link.
 type Open struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -100,8 +124,10 @@ type Open struct {
 	Mesh string `protobuf:"bytes,4,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	// Bloom filter width M in bits and hash count K: every broker of a mesh
 	// must encode with the same parameters.
-	BloomBits     uint32 `protobuf:"varint,5,opt,name=bloom_bits,json=bloomBits,proto3" json:"bloom_bits,omitempty"`
-	BloomHashes   uint32 `protobuf:"varint,6,opt,name=bloom_hashes,json=bloomHashes,proto3" json:"bloom_hashes,omitempty"`
+	BloomBits   uint32 `protobuf:"varint,5,opt,name=bloom_bits,json=bloomBits,proto3" json:"bloom_bits,omitempty"`
+	BloomHashes uint32 `protobuf:"varint,6,opt,name=bloom_hashes,json=bloomHashes,proto3" json:"bloom_hashes,omitempty"`
+	// Frame compressions this broker accepts ("deflate").
+	Compression   []string `protobuf:"bytes,7,rep,name=compression,proto3" json:"compression,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +202,13 @@ func (x *Open) GetBloomHashes() uint32 {
 		return x.BloomHashes
 	}
 	return 0
+}
+
+func (x *Open) GetCompression() []string {
+	if x != nil {
+		return x.Compression
+	}
+	return nil
 }
 
 // Control is one link-state protocol message (internal/linkstate).
@@ -965,11 +998,13 @@ var File_drip_v1_peer_proto protoreflect.FileDescriptor
 
 const file_drip_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x12drip/v1/peer.proto\x12\adrip.v1\"\x81\x01\n" +
+	"\x12drip/v1/peer.proto\x12\adrip.v1\"\xc2\x01\n" +
 	"\x05Frame\x12!\n" +
 	"\x04open\x18\x01 \x01(\v2\r.drip.v1.OpenR\x04open\x12*\n" +
 	"\acontrol\x18\x02 \x03(\v2\x10.drip.v1.ControlR\acontrol\x12)\n" +
-	"\abundles\x18\x03 \x03(\v2\x0f.drip.v1.BundleR\abundles\"\xc5\x01\n" +
+	"\abundles\x18\x03 \x03(\v2\x0f.drip.v1.BundleR\abundles\x12\x1a\n" +
+	"\bdeflated\x18\x04 \x01(\fR\bdeflated\x12#\n" +
+	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\"\xe7\x01\n" +
 	"\x04Open\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\rR\brouterId\x12\x1f\n" +
@@ -978,7 +1013,8 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x04mesh\x18\x04 \x01(\tR\x04mesh\x12\x1d\n" +
 	"\n" +
 	"bloom_bits\x18\x05 \x01(\rR\tbloomBits\x12!\n" +
-	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\"\xff\x01\n" +
+	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12 \n" +
+	"\vcompression\x18\a \x03(\tR\vcompression\"\xff\x01\n" +
 	"\aControl\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.drip.v1.HelloH\x00R\x05hello\x12 \n" +
 	"\x03lsa\x18\x02 \x01(\v2\f.drip.v1.LsaH\x00R\x03lsa\x129\n" +

@@ -1,0 +1,171 @@
+package transport
+
+import (
+	"bytes"
+	"compress/flate"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+)
+
+// CompressionDeflate is the frame compression a broker lists in its Open
+// when it accepts compressed frames (see drip.v1.Frame).
+const CompressionDeflate = "deflate"
+
+// MaxInflatedFrame bounds what one compressed frame may inflate to: the
+// size gRPC accepts for a plain frame, so compression never lets a peer
+// make a broker hold more than it could without.
+const MaxInflatedFrame = 4 << 20
+
+// FrameCompressor compresses the frames of one link direction into one
+// DEFLATE stream, sync-flushed after each frame, so that every frame is
+// compressed against everything sent before it: bundles of small messages
+// repeat attribute names and values, and even a frame of one bundle
+// shrinks by about 3× on the seed's workload. Not safe for concurrent use:
+// the link's single writer owns it.
+type FrameCompressor struct {
+	w   *flate.Writer
+	out bytes.Buffer
+	raw []byte
+}
+
+// NewFrameCompressor returns a compressor at a compress/flate level.
+func NewFrameCompressor(level int) (*FrameCompressor, error) {
+	c := &FrameCompressor{}
+	w, err := flate.NewWriter(&c.out, level)
+	if err != nil {
+		return nil, fmt.Errorf("frame compression: %w", err)
+	}
+	c.w = w
+	return c, nil
+}
+
+// Compress returns the frame that carries f compressed, and f's size. f
+// must hold only control messages and bundles. After an error the stream
+// is broken and the link must end.
+func (c *FrameCompressor) Compress(f *dripv1.Frame) (*dripv1.Frame, int, error) {
+	if f.GetOpen() != nil || len(f.GetDeflated()) > 0 {
+		return nil, 0, errors.New("frame compression: only control messages and bundles are compressed")
+	}
+	var err error
+	c.raw, err = proto.MarshalOptions{}.MarshalAppend(c.raw[:0], f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("frame compression: %w", err)
+	}
+	c.out.Reset()
+	if _, err := c.w.Write(c.raw); err != nil {
+		return nil, 0, fmt.Errorf("frame compression: %w", err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, 0, fmt.Errorf("frame compression: %w", err)
+	}
+	// The frame is sent after Compress returns, and c.out is reused.
+	return &dripv1.Frame{Deflated: bytes.Clone(c.out.Bytes()), InflatedSize: uint32(len(c.raw))}, len(c.raw), nil
+}
+
+// FrameDecompressor inflates the compressed frames of one link direction,
+// in the order they were sent. Not safe for concurrent use: the link's
+// single reader owns it.
+type FrameDecompressor struct {
+	src    chunkSource
+	r      io.ReadCloser
+	limit  int
+	buf    []byte
+	broken error
+}
+
+// NewFrameDecompressor returns a decompressor that refuses frames
+// inflating to more than limit bytes (MaxInflatedFrame when limit ≤ 0).
+func NewFrameDecompressor(limit int) *FrameDecompressor {
+	if limit <= 0 {
+		limit = MaxInflatedFrame
+	}
+	d := &FrameDecompressor{limit: limit}
+	d.r = flate.NewReader(&d.src)
+	return d
+}
+
+// Decompress returns the frame a compressed frame carries, or f itself
+// when it is not compressed. An error means the peer sent a corrupt or
+// oversized frame; the stream cannot continue and the link must end.
+func (d *FrameDecompressor) Decompress(f *dripv1.Frame) (*dripv1.Frame, error) {
+	if d.broken != nil {
+		return nil, d.broken
+	}
+	if len(f.GetDeflated()) == 0 && f.GetInflatedSize() == 0 {
+		return f, nil
+	}
+	out, err := d.inflate(f)
+	if err != nil {
+		d.broken = fmt.Errorf("compressed frame: %w", err)
+		return nil, d.broken
+	}
+	return out, nil
+}
+
+func (d *FrameDecompressor) inflate(f *dripv1.Frame) (*dripv1.Frame, error) {
+	if f.GetOpen() != nil || len(f.GetControl()) > 0 || len(f.GetBundles()) > 0 {
+		return nil, errors.New("carries plain fields besides the deflated ones")
+	}
+	size := int(f.GetInflatedSize())
+	if size > d.limit {
+		return nil, fmt.Errorf("inflates to %d bytes, more than the limit of %d", size, d.limit)
+	}
+	d.src.feed(f.GetDeflated())
+	if cap(d.buf) < size {
+		d.buf = make([]byte, size)
+	}
+	buf := d.buf[:size]
+	if _, err := io.ReadFull(d.r, buf); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("deflated data ends before %d bytes", size)
+		}
+		return nil, err
+	}
+	if d.src.remaining() != 0 {
+		// A sender flushes after each frame, so a frame's deflated bytes
+		// inflate to exactly its size; leftovers mean a corrupt stream.
+		return nil, fmt.Errorf("%d deflated bytes left after %d inflated", d.src.remaining(), size)
+	}
+	in := &dripv1.Frame{}
+	if err := proto.Unmarshal(buf, in); err != nil {
+		return nil, err
+	}
+	if in.GetOpen() != nil || len(in.GetDeflated()) > 0 || in.GetInflatedSize() != 0 {
+		return nil, errors.New("inflated frame is itself an Open or compressed")
+	}
+	return in, nil
+}
+
+// chunkSource hands the inflater the deflated bytes received so far; when
+// they run out it reports EOF, which a well-formed stream never reaches
+// because each frame ends in a sync flush.
+type chunkSource struct {
+	b []byte
+}
+
+func (s *chunkSource) feed(p []byte) { s.b = append(s.b, p...) }
+
+func (s *chunkSource) remaining() int { return len(s.b) }
+
+func (s *chunkSource) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+func (s *chunkSource) ReadByte() (byte, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	c := s.b[0]
+	s.b = s.b[1:]
+	return c, nil
+}

@@ -1,0 +1,196 @@
+package transport
+
+import (
+	"compress/flate"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// workloadFrames returns n frames of the seed's messages as bundles, of 1
+// to maxBundles bundles each, some with a control message.
+func workloadFrames(t testing.TB, rng *rand.Rand, n, maxBundles int) []*dripv1.Frame {
+	gen, err := workload.New(workload.SingleConstraint())
+	require.NoError(t, err)
+	var out []*dripv1.Frame
+	for range n {
+		f := &dripv1.Frame{}
+		for range 1 + rng.IntN(maxBundles) {
+			b, err := proto.Marshal(wire.MessageToProto(gen.Message()))
+			require.NoError(t, err)
+			f.Bundles = append(f.Bundles, &dripv1.Bundle{Source: rng.Uint32N(64), Destinations: []uint64{rng.Uint64()},
+				HopsLeft: 8, Message: b, PublishedUnixNano: rng.Int64()})
+		}
+		if rng.IntN(4) == 0 {
+			f.Control = append(f.Control, &dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 3, SentAtNs: rng.Int64()}}})
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// TestFrameCompressionRoundTrip: a stream of frames of every size — one
+// bundle, and frames far beyond the 32 KB DEFLATE window — inflates back
+// to the same frames, in order, through one compressor and one
+// decompressor; and the seed's workload compresses well.
+func TestFrameCompressionRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxBundles int
+		wantRatio  float64 // compressed over plain, at most
+	}{
+		{"single bundles", 1, 0.6},
+		{"small frames", 8, 0.5},
+		{"large frames", 1500, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(tc.maxBundles)))
+			frames := workloadFrames(t, rng, min(300, 60000/tc.maxBundles), tc.maxBundles)
+			c, err := NewFrameCompressor(flate.DefaultCompression)
+			require.NoError(t, err)
+			d := NewFrameDecompressor(0)
+			plain, compressed := 0, 0
+			for i, f := range frames {
+				cf, size, err := c.Compress(f)
+				require.NoError(t, err)
+				assert.Equal(t, proto.Size(f), size)
+				plain, compressed = plain+size, compressed+proto.Size(cf)
+				// Through the wire encoding, as gRPC would carry it.
+				b, err := proto.Marshal(cf)
+				require.NoError(t, err)
+				var got dripv1.Frame
+				require.NoError(t, proto.Unmarshal(b, &got))
+				in, err := d.Decompress(&got)
+				require.NoError(t, err, "frame %d", i)
+				require.True(t, proto.Equal(f, in), "frame %d differs after the round trip", i)
+			}
+			ratio := float64(compressed) / float64(plain)
+			t.Logf("%d frames: %d bytes plain, %d compressed (%.2f)", len(frames), plain, compressed, ratio)
+			assert.Less(t, ratio, tc.wantRatio)
+		})
+	}
+}
+
+func TestFrameDecompressorPassesPlainFrames(t *testing.T) {
+	d := NewFrameDecompressor(0)
+	f := &dripv1.Frame{Bundles: []*dripv1.Bundle{{Source: 1}}}
+	got, err := d.Decompress(f)
+	require.NoError(t, err)
+	assert.Same(t, f, got)
+}
+
+func TestFrameCompressorRefusesOpen(t *testing.T) {
+	c, err := NewFrameCompressor(flate.BestSpeed)
+	require.NoError(t, err)
+	_, _, err = c.Compress(&dripv1.Frame{Open: &dripv1.Open{}})
+	assert.Error(t, err)
+}
+
+// TestFrameDecompressorRejects: each corruption is an error naming the
+// problem, and after one the decompressor refuses everything (the stream
+// cannot be resynchronised; the link ends).
+func TestFrameDecompressorRejects(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	frames := workloadFrames(t, rng, 2, 4)
+	compress := func() (*FrameCompressor, *dripv1.Frame) {
+		c, err := NewFrameCompressor(flate.BestSpeed)
+		require.NoError(t, err)
+		cf, _, err := c.Compress(frames[0])
+		require.NoError(t, err)
+		return c, cf
+	}
+	for _, tc := range []struct {
+		name  string
+		limit int
+		edit  func(*dripv1.Frame)
+		want  string
+	}{
+		{"oversized", 16, func(*dripv1.Frame) {}, "more than the limit"},
+		{"size too large", 0, func(f *dripv1.Frame) { f.InflatedSize += 10 }, "ends before"},
+		// The inflater has read all input by then, so what is detected is
+		// the truncated frame that results.
+		{"size too small", 0, func(f *dripv1.Frame) { f.InflatedSize -= 10 }, "invalid wire-format"},
+		{"mixed with plain fields", 0, func(f *dripv1.Frame) { f.Bundles = []*dripv1.Bundle{{}} }, "plain fields"},
+		{"garbage", 0, func(f *dripv1.Frame) { f.Deflated = []byte{0xff, 0xff, 0xff, 0xff} }, ""},
+		{"truncated", 0, func(f *dripv1.Frame) { f.Deflated = f.Deflated[:len(f.Deflated)/2] }, "ends before"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cf := compress()
+			tc.edit(cf)
+			d := NewFrameDecompressor(tc.limit)
+			_, err := d.Decompress(cf)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			_, again := d.Decompress(&dripv1.Frame{})
+			assert.Error(t, again, "a broken stream stays broken")
+		})
+	}
+	// A compressed Open smuggled inside is refused.
+	c, err := NewFrameCompressor(flate.BestSpeed)
+	require.NoError(t, err)
+	raw, err := proto.Marshal(&dripv1.Frame{Open: &dripv1.Open{RouterId: 1}})
+	require.NoError(t, err)
+	c.out.Reset()
+	_, err = c.w.Write(raw)
+	require.NoError(t, err)
+	require.NoError(t, c.w.Flush())
+	_, err = NewFrameDecompressor(0).Decompress(&dripv1.Frame{Deflated: c.out.Bytes(), InflatedSize: uint32(len(raw))})
+	assert.ErrorContains(t, err, "Open or compressed")
+}
+
+// FuzzFrameDecompressor: whatever a peer sends, Decompress returns a frame
+// or an error, never panics, and never inflates beyond its limit.
+func FuzzFrameDecompressor(f *testing.F) {
+	c, err := NewFrameCompressor(flate.BestSpeed)
+	require.NoError(f, err)
+	for _, fr := range workloadFrames(f, rand.New(rand.NewPCG(3, 3)), 3, 3) {
+		cf, _, err := c.Compress(fr)
+		require.NoError(f, err)
+		f.Add(cf.Deflated, cf.InflatedSize, []byte(nil), uint32(0))
+	}
+	f.Add([]byte{1, 0, 0, 0xff, 0xff}, uint32(0), []byte{0, 0, 0xff, 0xff}, uint32(5))
+	f.Fuzz(func(t *testing.T, d1 []byte, n1 uint32, d2 []byte, n2 uint32) {
+		d := NewFrameDecompressor(1 << 16)
+		for _, fr := range []*dripv1.Frame{{Deflated: d1, InflatedSize: n1}, {Deflated: d2, InflatedSize: n2}} {
+			out, err := d.Decompress(fr)
+			if err != nil {
+				return
+			}
+			require.NotNil(t, out)
+			require.LessOrEqual(t, proto.Size(out), 1<<16)
+		}
+	})
+}
+
+func BenchmarkFrameCompression(b *testing.B) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	frames := workloadFrames(b, rng, 512, 1)
+	for _, level := range []int{flate.BestSpeed, flate.DefaultCompression} {
+		b.Run(map[int]string{flate.BestSpeed: "level=1", flate.DefaultCompression: "level=default"}[level], func(b *testing.B) {
+			c, err := NewFrameCompressor(level)
+			require.NoError(b, err)
+			d := NewFrameDecompressor(0)
+			plain, packed := 0, 0
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				cf, n, err := c.Compress(frames[i%len(frames)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := d.Decompress(cf); err != nil {
+					b.Fatal(err)
+				}
+				plain, packed = plain+n, packed+len(cf.Deflated)
+			}
+			b.SetBytes(int64(plain / max(b.N, 1)))
+			b.ReportMetric(float64(packed)/float64(plain), "ratio")
+		})
+	}
+}
