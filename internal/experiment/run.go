@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -91,9 +92,16 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 		cfg.Placement, cfg.PlacementName = systems.Loopback{}, "loopback"
 	}
 	if cfg.Dir != "" {
-		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		// Broker processes run in their own directories: they need
+		// absolute paths to the files generated for them.
+		dir, err := filepath.Abs(cfg.Dir)
+		if err != nil {
 			return nil, fmt.Errorf("experiment: %w", err)
 		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+		cfg.Dir = dir
 	} else {
 		dir, err := os.MkdirTemp("", "drip-experiment-")
 		if err != nil {

@@ -126,10 +126,13 @@ func (d *FrameDecompressor) inflate(f *dripv1.Frame) (*dripv1.Frame, error) {
 		}
 		return nil, err
 	}
-	if d.src.remaining() != 0 {
-		// A sender flushes after each frame, so a frame's deflated bytes
-		// inflate to exactly its size; leftovers mean a corrupt stream.
-		return nil, fmt.Errorf("%d deflated bytes left after %d inflated", d.src.remaining(), size)
+	// Deflated bytes may remain: when the frame ends exactly where the
+	// 32 KiB window fills, the inflater hands its bytes out before reading
+	// the end-of-block code and the sync flush (a few bytes), which it
+	// reads with the next frame's bytes. More than that is a corrupt
+	// stream, and would otherwise accumulate.
+	if n := len(d.src.b); n > maxFlushTail {
+		return nil, fmt.Errorf("%d deflated bytes left after %d inflated", n, size)
 	}
 	in := &dripv1.Frame{}
 	if err := proto.Unmarshal(buf, in); err != nil {
@@ -141,16 +144,19 @@ func (d *FrameDecompressor) inflate(f *dripv1.Frame) (*dripv1.Frame, error) {
 	return in, nil
 }
 
+// maxFlushTail bounds the deflated bytes a frame may leave unread: an
+// end-of-block code (at most 15 bits), a stored block header padded to a
+// byte, and the stored block's 4 length bytes, with room to spare.
+const maxFlushTail = 16
+
 // chunkSource hands the inflater the deflated bytes received so far; when
 // they run out it reports EOF, which a well-formed stream never reaches
-// because each frame ends in a sync flush.
+// while inflating a frame, because each frame ends in a sync flush.
 type chunkSource struct {
 	b []byte
 }
 
 func (s *chunkSource) feed(p []byte) { s.b = append(s.b, p...) }
-
-func (s *chunkSource) remaining() int { return len(s.b) }
 
 func (s *chunkSource) Read(p []byte) (int, error) {
 	if len(s.b) == 0 {
