@@ -16,8 +16,9 @@ BENCHTIME ?= 1s
 # Lab experiments (`make experiments`, root): where results go and how rates are scaled.
 EXPERIMENTS_OUT ?= docs/results/experiments
 EXPERIMENT_ARGS ?= --scale 0.1 --duration 60s
-# The overload run offers the 8-broker mesh twice the paper's load for its links.
+# The overload runs offer the 8-broker mesh twice and four times the paper's load for its links.
 OVERLOAD_ARGS ?= --scale 0.2 --lab-bandwidth-scale 0.1 --duration 60s
+OVERLOAD4_ARGS ?= --scale 0.4 --lab-bandwidth-scale 0.1 --duration 60s
 
 .DEFAULT_GOAL := help
 
@@ -50,10 +51,11 @@ bench: ## Run benchmarks (BENCH=regexp COUNT=n BENCHTIME=d); see docs/results/.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: experiments
-experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~65 min) into EXPERIMENTS_OUT.
+experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~75 min) into EXPERIMENTS_OUT.
 	$(BIN) experiment run --lab --scenario scaling --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
 	$(BIN) experiment run --lab --scenario single-broker --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
 	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
+	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD4_ARGS) --out $(EXPERIMENTS_OUT)/overload4
 
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).
