@@ -86,12 +86,14 @@ from 1 to 100 messages/s each on 42 machines; --scale 0.1 ramps them from 0.1 to
 network namespace per site, where that site's broker and clients run, and links
 of the paper's 1 MB/s times --lab-bandwidth-scale (default: --scale, so load and
 capacity shrink together) with --lab-delay one-way delay. The lab's link counters
-measure utilisation, and drip runs one broker process per site. Results go to --out: SCENARIO-SYSTEM.json and .png per run,
-SCENARIO-compare.png per scenario, and GROUP-grid.png and GROUP-links.png for a
-group. A system that is not installed or fails is reported and skipped.`,
+measure utilisation, and drip runs one broker process per site; drip-uncompressed
+is drip with --peer-compression=false. Results go to --out: SCENARIO-SYSTEM.json
+and .png per run, SCENARIO-compare.png per scenario, and GROUP-grid.png and
+GROUP-links.png for a group. A system that is not installed or fails is reported and skipped.`,
 		Example: `  drip experiment run --scenario smoke
   drip experiment run --scenario scaling --systems drip,activemq,nats --scale 0.1 --duration 60s --out results/
-  drip experiment run --scenario single-broker --systems drip,activemq`,
+  drip experiment run --scenario single-broker --systems drip,activemq
+  sudo drip experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats --scale 0.1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			scenarios, err := experiment.Lookup(scenario)
