@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dripmesh/drip/internal/lab"
@@ -126,50 +123,39 @@ func (c labLinks) LinkBytes(ctx context.Context) (map[systems.Direction]uint64, 
 	return out, nil
 }
 
-// labMeter measures a LabReport between start and stop.
+// labMeter measures a LabReport between start and stop, from the lab's
+// status: its counters and the daemon's own CPU time and clock.
 type labMeter struct {
-	l       *lab.Lab
-	t0      time.Time
-	cpu0    time.Duration
-	before  lab.LinkCounters
-	pid     int
-	started bool
+	l      *lab.Lab
+	before *lab.Status // nil when the lab could not be read at the start
 }
 
 func startLabMeter(ctx context.Context, l *lab.Lab) *labMeter {
-	m := &labMeter{l: l, t0: time.Now()}
-	st, err := l.Status(ctx)
-	if err != nil {
-		return m
-	}
-	m.pid, m.before = st.PID, sumLinks(st)
-	m.cpu0, err = processCPU(m.pid)
-	m.started = err == nil
-	return m
+	st, _ := l.Status(ctx)
+	return &labMeter{l: l, before: st}
 }
 
 func (m *labMeter) stop(ctx context.Context) (*LabReport, error) {
-	if !m.started {
+	if m.before == nil {
 		return nil, errors.New("lab daemon not measured")
 	}
 	st, err := m.l.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cpu, err := processCPU(m.pid)
-	if err != nil {
-		return nil, err
+	before, after := sumLinks(m.before), sumLinks(st)
+	cpu, wall := st.CPU-m.before.CPU, st.Uptime-m.before.Uptime
+	r := &LabReport{
+		Name:         m.l.Name(),
+		DaemonCPU:    cpu.Seconds(),
+		Packets:      after.Packets - before.Packets,
+		DroppedQueue: after.Queue - before.Queue,
+		DroppedLoss:  after.Loss - before.Loss,
 	}
-	after := sumLinks(st)
-	wall := time.Since(m.t0)
-	return &LabReport{
-		Name:           m.l.Name(),
-		DaemonCPU:      (cpu - m.cpu0).Seconds(),
-		DaemonCPUShare: (cpu - m.cpu0).Seconds() / wall.Seconds(),
-		Packets:        after.Packets - m.before.Packets,
-		DroppedQueue:   after.Queue - m.before.Queue,
-		DroppedLoss:    after.Loss - m.before.Loss,
-	}, nil
+	if wall > 0 {
+		r.DaemonCPUShare = cpu.Seconds() / wall.Seconds()
+	}
+	return r, nil
 }
 
 func sumLinks(st *lab.Status) lab.LinkCounters {
@@ -180,33 +166,4 @@ func sumLinks(st *lab.Status) lab.LinkCounters {
 		c.Loss += ls.Loss
 	}
 	return c
-}
-
-// processCPU is the user plus system CPU time of process pid, from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is parenthesised and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state), so fields 14 and 15 are f[11] and f[12].
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields, want at least 15", pid, len(f)+2)
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }

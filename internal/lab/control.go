@@ -26,7 +26,10 @@ type Status struct {
 	// Uptime is when the snapshot was taken, on the daemon's clock: the
 	// time base for rates computed from two snapshots' counters.
 	Uptime time.Duration `json:"uptime_ns"`
-	Sites  []Site        `json:"sites"`
+	// CPU is the user and system CPU time the daemon has used so far: the
+	// cost of the emulation, to tell it apart from the systems' own.
+	CPU   time.Duration `json:"cpu_ns"`
+	Sites []Site        `json:"sites"`
 	// Links lists every direction of every link, A→B then B→A, in the
 	// topology's link order.
 	Links []LinkStats `json:"links"`

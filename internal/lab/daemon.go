@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/dripmesh/drip/internal/topology"
 )
@@ -279,6 +280,10 @@ func (d *daemon) status() *Status {
 		Name: d.name, Prefix: d.prefix.String(), PID: os.Getpid(), Uptime: now,
 		Sites: d.sites, Links: d.net.Stats(now), InFlight: d.net.InFlight(),
 		Unroutable: map[string]uint64{}, NoRoute: map[string]uint64{}, WriteErrors: d.writeErrors,
+	}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	noRoute := d.net.NoRoute()
 	for i, site := range d.sites {
