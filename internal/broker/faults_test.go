@@ -3,12 +3,14 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -147,35 +149,16 @@ func TestAdvertiseIntervalCoalescesBursts(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	m.waitConverged(m.allReachable())
-	ads := counterValue(t, m.nodes[1].srv.Registry(), "drip_predicate_advertisements_total")
+	ads := metricValue(t, m.nodes[1].srv.Registry(), "drip_predicate_advertisements_total")
 	// One advertisement at the first change, then at most one per interval
 	// while the burst lasted, and one at its end.
 	most := 2 + float64(elapsed/interval)
 	assert.LessOrEqual(t, ads, most, "%d subscriptions over %v", burst, elapsed)
 	assert.GreaterOrEqual(t, ads, 1.0)
 	require.Eventually(t, func() bool {
-		return counterValue(t, m.nodes[0].srv.Registry(), "drip_lsdb_digest") == counterValue(t, m.nodes[1].srv.Registry(), "drip_lsdb_digest")
+		return metricValue(t, m.nodes[0].srv.Registry(), "drip_lsdb_digest") == metricValue(t, m.nodes[1].srv.Registry(), "drip_lsdb_digest")
 	}, 10*time.Second, 10*time.Millisecond, "LSDB digests of a converged mesh")
-	assert.NotZero(t, counterValue(t, m.nodes[0].srv.Registry(), "drip_lsdb_digest"))
-}
-
-// counterValue reads an unlabelled counter or gauge from reg.
-func counterValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range fams {
-		if f.GetName() == name {
-			require.Len(t, f.GetMetric(), 1, name)
-			mt := f.GetMetric()[0]
-			if c := mt.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return mt.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	assert.NotZero(t, metricValue(t, m.nodes[0].srv.Registry(), "drip_lsdb_digest"))
 }
 
 // TestPeerCompression: on a line 0–1–2 where broker 2 has compression
@@ -201,7 +184,7 @@ func TestPeerCompression(t *testing.T) {
 	expectExact(t, subs, msgs)
 
 	sent := func(i int, peer, name string) float64 {
-		return labelledValue(t, m.nodes[i].srv.Registry(), name, "peer", peer)
+		return metricValue(t, m.nodes[i].srv.Registry(), name, "peer", peer)
 	}
 	wire, plain := sent(0, "b1", "drip_link_sent_bytes_total"), sent(0, "b1", "drip_link_sent_uncompressed_bytes_total")
 	assert.Less(t, wire, 0.7*plain, "0→1 is compressed: %v bytes on the wire for %v", wire, plain)
@@ -219,23 +202,32 @@ func TestPeerCompression(t *testing.T) {
 	}
 }
 
-// labelledValue reads the counter of name whose label has value.
-func labelledValue(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
+// metricValue reads the counter or gauge name from reg: the only one, or,
+// given a label name and value, the one labelled so.
+func metricValue(t *testing.T, reg prometheus.Gatherer, name string, label ...string) float64 {
 	t.Helper()
+	require.True(t, len(label) == 0 || len(label) == 2, "label: a name and a value")
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
 		}
+		if len(label) == 0 {
+			require.Len(t, f.GetMetric(), 1, name)
+		}
 		for _, mt := range f.GetMetric() {
-			for _, lp := range mt.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return mt.GetCounter().GetValue()
-				}
+			if len(label) == 2 && !slices.ContainsFunc(mt.GetLabel(), func(lp *dto.LabelPair) bool {
+				return lp.GetName() == label[0] && lp.GetValue() == label[1]
+			}) {
+				continue
 			}
+			if c := mt.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return mt.GetGauge().GetValue()
 		}
 	}
-	t.Fatalf("no metric %s{%s=%q}", name, label, value)
+	t.Fatalf("no metric %s%v", name, label)
 	return 0
 }
