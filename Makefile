@@ -51,7 +51,7 @@ bench: ## Run benchmarks (BENCH=regexp COUNT=n BENCHTIME=d); see docs/results/.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: experiments
-experiments: build ## Run seed 000 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~75 min) into EXPERIMENTS_OUT.
+experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~75 min) into EXPERIMENTS_OUT.
 	$(BIN) experiment run --lab --scenario scaling --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
 	$(BIN) experiment run --lab --scenario single-broker --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
 	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload

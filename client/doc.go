@@ -1,4 +1,4 @@
-// Package client is the Go client of a drip broker mesh (DESIGN §5): it
+// Package client is the Go client of a drip broker mesh (docs/design.md §5): it
 // publishes messages into the mesh and holds content-based subscriptions, over
 // the drip.v1.Broker gRPC API. Connect to any broker of the mesh; the mesh
 // routes each message to every subscriber whose predicate it satisfies (seed

@@ -45,7 +45,7 @@ type Subscription struct {
 }
 
 // Subscribe opens a subscription with predicate in the predicate language
-// (DESIGN §1), for example
+// (docs/design.md §1), for example
 //
 //	agency = "AP" && priority = 2 || keywords contains "Italy"
 //

@@ -37,7 +37,7 @@ func countArrivals(mode Mode, r0, r1, horizon float64, runs int) (mean, variance
 	return mean, sumSq/float64(runs) - mean*mean
 }
 
-// seed 000 §5.1.4: clients are Poisson processes, so the number of messages
+// Carzaniga09 §5.1.4: clients are Poisson processes, so the number of messages
 // in an interval has mean and variance both equal to the integral of the
 // rate over it, constant or linearly growing.
 func TestPoissonAndRampCounts(t *testing.T) {

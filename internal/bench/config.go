@@ -14,7 +14,7 @@ import (
 // Mode is how each publisher spaces its messages.
 type Mode string
 
-// The send modes of seed 000 §5.1.4: a constant rate, evenly spaced or as a
+// The send modes of Carzaniga09 §5.1.4: a constant rate, evenly spaced or as a
 // Poisson process, or a Poisson process whose rate grows linearly.
 const (
 	Constant Mode = "constant" // evenly spaced at Rate
@@ -26,7 +26,7 @@ const (
 var Modes = []Mode{Constant, Poisson, Ramp}
 
 // Preset returns the workload preset by name: "single" is the comparative
-// workload of seed 000 §5.2.1 (one constraint per filter, 200 names, client
+// workload of Carzaniga09 §5.2.1 (one constraint per filter, 200 names, client
 // replication about 5% of the subscribers), "default" the generative model
 // of §5.1.4 (one to five constraints, 10 names).
 func Preset(name string) (workload.Config, error) {
@@ -73,7 +73,7 @@ type Config struct {
 	Connect Connector
 	// Ready, when set, is called once every subscription is installed and
 	// before Warmup, to wait until the system's routing state has settled
-	// (seed 000 §5.1.4 step 5); an error ends the run.
+	// (Carzaniga09 §5.1.4 step 5); an error ends the run.
 	Ready func(ctx context.Context) error
 	// OnSendStart, when set, is called as sending starts: the time origin
 	// of Report.Series, for measurements taken beside the bench.

@@ -1,4 +1,4 @@
-// Package bench drives the experimental program of seed 000 §5.1.4 against
+// Package bench drives the experimental program of Carzaniga09 §5.1.4 against
 // a running drip mesh and measures it the way §5.1.5 and §5.2 report it:
 //
 //  1. S subscribers set predicates drawn from the workload generator
@@ -18,7 +18,7 @@
 // which subscribers must receive it. Each delivery is then classified as
 // expected (the first copy to a subscriber the oracle names), a false
 // positive (to a subscriber whose predicate the message does not satisfy: a
-// Bloom false positive that leaked past exact local matching, seed 000 §3),
+// Bloom false positive that leaked past exact local matching, Carzaniga09 §3),
 // or a duplicate. What the oracle expects and never arrives is undelivered.
 // The ideal output throughput of §5.2.2 is the oracle's count: input rate
 // times the client replication factor.

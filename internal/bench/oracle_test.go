@@ -69,7 +69,7 @@ func TestOracleIsExact(t *testing.T) {
 	}
 }
 
-// seed 000 §5.1.4, Fig. 2: the oracle's mean number of matched subscribers
+// Carzaniga09 §5.1.4, Fig. 2: the oracle's mean number of matched subscribers
 // and of distinct brokers per message are the workload's client and broker
 // replication factors.
 func TestOracleAgreesWithReplication(t *testing.T) {

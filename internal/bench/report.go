@@ -48,7 +48,7 @@ type WorkloadConfig struct {
 	MaxConstraints      int     `json:"max_constraints"`
 }
 
-// Replication is the measured replication of the messages sent (seed 000
+// Replication is the measured replication of the messages sent (Carzaniga09
 // §5.1.4, Fig. 2): the mean number of subscribers and of distinct brokers
 // each message had to reach.
 type Replication struct {
@@ -60,7 +60,7 @@ type Replication struct {
 // Sent and Ideal count messages sent in that second and the deliveries they
 // call for; Delivered counts expected deliveries received in that second;
 // Undelivered counts the deliveries called for by the messages sent in that
-// second that never arrived (the "undelivered" curve of seed 000 Figs. 4–5).
+// second that never arrived (the "undelivered" curve of Carzaniga09 Figs. 4–5).
 // Duplicates counts further copies of expected deliveries received in that
 // second.
 type Second struct {

@@ -25,7 +25,7 @@ func startMesh(t *testing.T, brokers int, fault benchtest.Fault) *benchtest.Mesh
 }
 
 // smallConfig is a short run: with the single-constraint workload over 40
-// names, 12 subscribers give a replication near 5 (seed 000 §5.2.1 uses
+// names, 12 subscribers give a replication near 5 (Carzaniga09 §5.2.1 uses
 // 200 names for 80 subscribers).
 func smallConfig(brokers []string) Config {
 	w := workload.SingleConstraint()
@@ -85,7 +85,7 @@ func TestRunAgainstIdealMesh(t *testing.T) {
 			require.Len(t, rep.Subscribers, 12)
 			var subIdeal uint64
 			for j, s := range rep.Subscribers {
-				assert.Equal(t, mesh.Addrs()[j%2], s.Broker, "seed 000 §5.1.4: clients spread uniformly")
+				assert.Equal(t, mesh.Addrs()[j%2], s.Broker, "Carzaniga09 §5.1.4: clients spread uniformly")
 				assert.Equal(t, s.Ideal, s.Delivered)
 				subIdeal += s.Ideal
 			}

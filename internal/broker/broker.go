@@ -319,7 +319,7 @@ func (b *Broker) peerName(id uint32) string {
 }
 
 // setLocalPredicate advertises the encoded filters of all local
-// subscriptions, deduplicated and with covered filters removed (DESIGN §2).
+// subscriptions, deduplicated and with covered filters removed (docs/design.md §2).
 func (b *Broker) setLocalPredicate() {
 	filters := encoding.Advertise(b.subs.encodedFilters())
 	b.m.advertised.Set(float64(len(filters)))

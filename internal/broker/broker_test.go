@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestMeshDeliversExactly is B-DRP end to end (seed 000 §2.2): on random
+// TestMeshDeliversExactly is B-DRP end to end (Carzaniga09 §2.2): on random
 // topologies, every subscriber receives exactly the messages its predicate
 // matches — no false positive, no duplicate, none missing — whichever
 // broker they were published at.
@@ -65,7 +65,7 @@ func TestMeshDeliversExactly(t *testing.T) {
 
 // TestBrokerDeathAndRestart cuts a line in the middle by killing a broker,
 // checks that both halves keep working and that the mesh heals when the
-// broker returns with a fresh sequence number (DESIGN §3).
+// broker returns with a fresh sequence number (docs/design.md §3).
 func TestBrokerDeathAndRestart(t *testing.T) {
 	m := startMesh(t, 4, [][2]int{{0, 1}, {1, 2}, {2, 3}}, nil)
 	everything := content.MustParse(`n exists`)

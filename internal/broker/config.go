@@ -25,7 +25,7 @@ type Peer struct {
 // the identity and peers.
 type Config struct {
 	// ID is the router ID: unique in the mesh, and small, because
-	// destination sets are bitsets over router IDs (seed 000 §2.3).
+	// destination sets are bitsets over router IDs (Carzaniga09 §2.3).
 	ID uint32
 	// Name labels the broker in logs, metrics and clients' acks.
 	Name string

@@ -1,7 +1,7 @@
 // Package broker is a running drip broker: it drives the link-state core
 // (internal/linkstate) from one goroutine, keeps a link per neighbour
 // (internal/transport), serves publishers and subscribers (drip.v1.Broker),
-// and forwards messages with B-DRP (seed 000 §2.2): exact local delivery,
+// and forwards messages with B-DRP (Carzaniga09 §2.2): exact local delivery,
 // one encoded match at the ingress broker, dynamic receiver partitioning
 // hop by hop, exact matching again wherever a bundle is delivered, so Bloom
 // false positives are counted and never reach a client.

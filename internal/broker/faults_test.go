@@ -68,7 +68,7 @@ func (d *cuttableDialer) Heal(addr string) {
 }
 
 // TestLinkCutAndHeal: in a ring, cutting a link reroutes around the ring,
-// and healing it restores the direct route (DESIGN §3).
+// and healing it restores the direct route (docs/design.md §3).
 func TestLinkCutAndHeal(t *testing.T) {
 	d := newCuttableDialer()
 	m := startMesh(t, 4, [][2]int{{0, 1}, {1, 2}, {2, 3}, {0, 3}}, nil, broker.WithDialer(d))
@@ -116,7 +116,7 @@ func TestMetricsLint(t *testing.T) {
 
 // TestShutdownDrainsQueuedData: messages accepted before a broker is told
 // to stop still reach remote subscribers, because shutdown drains the link
-// queues before closing the links (DESIGN §4, graceful shutdown).
+// queues before closing the links (docs/design.md §4, graceful shutdown).
 func TestShutdownDrainsQueuedData(t *testing.T) {
 	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
 	s1 := m.subscribe(1, content.MustParse(`k exists`))

@@ -32,7 +32,7 @@ func newForwarding(b *Broker) *forwarding {
 	return &forwarding{b: b, fwd: fwd}
 }
 
-// ingress routes a message published at this broker (seed 000 §2.2): exact
+// ingress routes a message published at this broker (Carzaniga09 §2.2): exact
 // local delivery, one match against every broker's encoded predicate, then
 // dynamic receiver partitioning. It reports whether any subscriber,
 // local or remote, may want the message.

@@ -219,7 +219,7 @@ func (m *testMesh) converged(reachable map[int][]int) (bool, string) {
 }
 
 // advertised is how many Bloom filters broker i should advertise for the
-// subscriptions the test holds there (DESIGN §2: deduplicated, covering
+// subscriptions the test holds there (docs/design.md §2: deduplicated, covering
 // removed).
 func (m *testMesh) advertised(i int) int {
 	params := m.config(i).Encoding

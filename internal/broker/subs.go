@@ -18,7 +18,7 @@ import (
 	"github.com/dripmesh/drip/internal/wire"
 )
 
-// subscriptions is the LOCAL-PREDICATES table (seed 000 §2.2): the exact
+// subscriptions is the LOCAL-PREDICATES table (Carzaniga09 §2.2): the exact
 // index used for local delivery plus each subscription's encoded filters
 // for the advertisement.
 type subscriptions struct {

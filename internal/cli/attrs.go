@@ -34,7 +34,7 @@ func parseAttrFlags(flags []string) (client.Attrs, error) {
 }
 
 // parseAttr parses one name=value. The name is everything before the first
-// '='; the value is a literal of the predicate language (DESIGN §1) or a
+// '='; the value is a literal of the predicate language (docs/design.md §1) or a
 // bare word.
 func parseAttr(s string) (name string, v any, err error) {
 	name, text, ok := strings.Cut(s, "=")

@@ -29,8 +29,8 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --broker ADDR[,ADDR...]",
-		Short: "Drive the seed 000 §5.1.4 workload against a running mesh and check exactness",
-		Long: `Run the experimental program of seed 000 §5.1.4 against a running mesh:
+		Short: "Drive the Carzaniga09 §5.1.4 workload against a running mesh and check exactness",
+		Long: `Run the experimental program of Carzaniga09 §5.1.4 against a running mesh:
 subscribers set generated predicates (spread round-robin over the brokers),
 wait --warmup for routing state to propagate, then publishers (round-robin too)
 send generated messages for --duration at a constant rate, as Poisson
@@ -44,7 +44,7 @@ clock). A progress line goes to standard error every second; the JSON report
 to --report or standard output. The exit status is 1 if any delivery was a
 false positive or a duplicate.
 
-Workloads: "single" is the comparative workload of seed 000 §5.2.1 (filters of
+Workloads: "single" is the comparative workload of Carzaniga09 §5.2.1 (filters of
 one constraint over 200 names; with 80 subscribers of 20 filters a message
 matches about 5% of them); "default" is the generative model of §5.1.4 (one to
 five constraints over 10 names: far higher replication). --names changes the

@@ -93,7 +93,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.metrics, "metrics-addr", ":9100", "listen address for Prometheus /metrics (empty: off)")
 	fl.StringSliceVar(&f.peers, "peer", nil, "neighbour to dial as ID=HOST:PORT[@WEIGHT] (repeatable)")
 	fl.BoolVar(&f.wan, "wan", false, "use wide-area link-state timers (slower hellos, longer dead interval)")
-	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (seed 002)")
+	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (Kim10)")
 	fl.IntVar(&f.bloomBits, "bloom-bits", def.Encoding.M, "Bloom filter width M in bits; every broker of a mesh must agree")
 	fl.IntVar(&f.bloomK, "bloom-hashes", def.Encoding.K, "Bloom hash positions K per category; every broker of a mesh must agree")
 	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")

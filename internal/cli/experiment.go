@@ -16,8 +16,8 @@ import (
 func newExperimentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "experiment",
-		Short: "Run the comparative experiments of seed 000 §5 on drip, ActiveMQ and NATS",
-		Long: `Run the experiments of seed 000 §5 (Figs. 3–5) on drip and on the systems it is
+		Short: "Run the comparative experiments of Carzaniga09 §5 on drip, ActiveMQ and NATS",
+		Long: `Run the experiments of Carzaniga09 §5 (Figs. 3–5) on drip and on the systems it is
 compared with: Apache ActiveMQ as a network of brokers with JMS selectors, and a
 NATS cluster with filtering in the clients. Each scenario deploys one broker per
 site, spreads the clients over the sites, installs their predicates, waits for

@@ -18,7 +18,7 @@ import (
 )
 
 // newLabCmd is the emulated-WAN lab: sites in network namespaces joined by
-// links that a userspace daemon shapes (seed 000 §5.1.2, DESIGN §8).
+// links that a userspace daemon shapes (Carzaniga09 §5.1.2, docs/design.md §8).
 func newLabCmd() *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
@@ -59,7 +59,7 @@ func newLabGenCmd() *cobra.Command {
 		Use:   "gen",
 		Short: "Print a lab topology of one of the paper's shapes",
 		Long: `Print a topology file whose brokers b0, b1, ... listen at their lab addresses
-(client :7000, peer :7100, metrics :9100). Shapes (seed 000 §5.2):
+(client :7000, peer :7100, metrics :9100). Shapes (Carzaniga09 §5.2):
   line    --n sites in a row
   square  4 sites: a square plus one diagonal (the paper's 4-broker network)
   eight   8 sites, BRITE-like, diameter 3 (the paper's 8-broker network)

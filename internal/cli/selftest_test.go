@@ -72,7 +72,7 @@ func selftestArgs(addrs []string, extra ...string) []string {
 
 var pairLine = regexp.MustCompile(`(?m)^(ok  |FAIL) (\S+) → (\S+): `)
 
-// seed 000 §2: every message reaches every broker whose subscriber it
+// Carzaniga09 §2: every message reaches every broker whose subscriber it
 // matches, through forwarding across the mesh, exactly once.
 func TestSelftestRealMesh(t *testing.T) {
 	noLeaks(t)

@@ -25,7 +25,7 @@ func BenchmarkPredicateString(b *testing.B) {
 	}
 }
 
-// tenAttributes is shaped like the seed 000 §5.1.4 workload: ten attributes,
+// tenAttributes is shaped like the Carzaniga09 §5.1.4 workload: ten attributes,
 // six strings and four ints.
 func tenAttributes(priority int64, stock string) Message {
 	return MessageFrom(map[string]Value{

@@ -1,4 +1,4 @@
-// Package content is drip's data model (seed 000 §2.1, DESIGN §1): typed
+// Package content is drip's data model (Carzaniga09 §2.1, docs/design.md §1): typed
 // attribute values, messages, constraints, filters (conjunctions of
 // constraints) and predicates (disjunctions of filters), their exact
 // evaluation, and the text predicate language with its parser and canonical

@@ -13,7 +13,7 @@ func ExampleParse() {
 		fmt.Println(err)
 		return
 	}
-	// The news item of seed 000 §2.1.
+	// The news item of Carzaniga09 §2.1.
 	m := content.MessageFrom(map[string]content.Value{
 		"agency":   content.String("AP"),
 		"title":    content.String("Italian prime minister resigns"),

@@ -35,7 +35,7 @@ func (e *ParseError) Error() string { return fmt.Sprintf("predicate: at byte %d:
 
 // Parse parses a predicate with DefaultLimits.
 //
-// Grammar (DESIGN §1; whitespace is free between tokens):
+// Grammar (docs/design.md §1; whitespace is free between tokens):
 //
 //	predicate  = filter { "||" filter }
 //	filter     = constraint { "&&" constraint }

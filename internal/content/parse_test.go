@@ -23,7 +23,7 @@ func TestParseValid(t *testing.T) {
 		in   string
 		want Predicate
 	}{
-		{ // DESIGN §1, with && binding tighter than ||
+		{ // docs/design.md §1, with && binding tighter than ||
 			`agency = "AP" && priority = 2 || keywords contains "Italy" || price > 20.5 && stock prefix "XY"`,
 			Predicate{
 				{cons("agency", OpEq, String("AP")), cons("priority", OpEq, Int(2))},

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Op is a constraint operator (DESIGN §1).
+// Op is a constraint operator (docs/design.md §1).
 type Op uint8
 
 // The operators. Their numeric values appear in wire formats: do not change.

@@ -270,7 +270,7 @@ func TestEmptyFilterAndPredicate(t *testing.T) {
 	}
 }
 
-// seed 000 §2.1: a predicate is a disjunction of conjunctions of elementary
+// Carzaniga09 §2.1: a predicate is a disjunction of conjunctions of elementary
 // constraints; the paper's example predicate matches its example message.
 func TestPaperExample(t *testing.T) {
 	news := MessageFrom(map[string]Value{

@@ -13,7 +13,7 @@ import (
 
 func TestCanonicalText(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{ // DESIGN §1 is already canonical.
+		{ // docs/design.md §1 is already canonical.
 			`agency = "AP" && priority = 2 || keywords contains "Italy" || price > 20.5 && stock prefix "XY"`,
 			`agency = "AP" && priority = 2 || keywords contains "Italy" || price > 20.5 && stock prefix "XY"`,
 		},

@@ -100,7 +100,7 @@ func TestFloatLiteralRoundTrips(t *testing.T) {
 	}
 }
 
-// seed 000 §3: an equality constraint maps to its equality category, so two
+// Carzaniga09 §3: an equality constraint maps to its equality category, so two
 // numbers have the same canonical text exactly when they are "=".
 func TestCanonicalNumber(t *testing.T) {
 	for _, tc := range []struct {

@@ -1,6 +1,6 @@
 package drp
 
-// Routing is the unicast state DRP forwards with (seed 000 §2.2, the UNICAST
+// Routing is the unicast state DRP forwards with (Carzaniga09 §2.2, the UNICAST
 // table), seen from one router. linkstate provides it; tests use fakes.
 type Routing interface {
 	// Self is the router making the decision.

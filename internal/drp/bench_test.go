@@ -12,7 +12,7 @@ import (
 )
 
 // benchNet is a 1000-router random network of average degree ≈ 4, the
-// scale DESIGN §2 sizes the matcher for.
+// scale docs/design.md §2 sizes the matcher for.
 func benchNet(b *testing.B) *fakeNet {
 	rng := rand.New(rand.NewPCG(7, 7))
 	const n = 1000
@@ -38,7 +38,7 @@ func benchDest(n, k int, exclude uint32) *bitset.BitSet {
 
 var sink drp.Decision
 
-// seed 000 §2.2: the per-message cost of partitioning at the ingress.
+// Carzaniga09 §2.2: the per-message cost of partitioning at the ingress.
 func BenchmarkIngress(b *testing.B) {
 	net := benchNet(b)
 	for _, k := range []int{5, 50, 500} {
@@ -55,7 +55,7 @@ func BenchmarkIngress(b *testing.B) {
 	}
 }
 
-// seed 000 §2.2: the per-bundle cost at a transit router.
+// Carzaniga09 §2.2: the per-bundle cost at a transit router.
 func BenchmarkTransit(b *testing.B) {
 	net := benchNet(b)
 	from := uint32(net.g.adj[0][0].to)
@@ -73,7 +73,7 @@ func BenchmarkTransit(b *testing.B) {
 	}
 }
 
-// seed 000 §2.3: above the threshold (500 of 999 > 0.5) the ingress
+// Carzaniga09 §2.3: above the threshold (500 of 999 > 0.5) the ingress
 // broadcasts and a transit router only copies the set to its children.
 func BenchmarkBroadcast(b *testing.B) {
 	net := benchNet(b)

@@ -8,7 +8,7 @@ import (
 // Config tunes the forwarding decision. The zero value is invalid; start
 // from DefaultConfig.
 type Config struct {
-	// BroadcastFraction is the broadcast threshold of seed 000 §2.3 as a
+	// BroadcastFraction is the broadcast threshold of Carzaniga09 §2.3 as a
 	// fraction of the other reachable routers: the ingress broadcasts when
 	// more than BroadcastFraction × (Known−1) reachable routers are
 	// destinations. 0 disables broadcast; values must lie in [0, 1].
@@ -25,7 +25,7 @@ type Config struct {
 // the links partitioning would use (doc.go) while sparing every hop the
 // per-destination lookups once D covers most of the network. HopLimit 64,
 // IP's customary TTL, is several times the diameter of the largest
-// topology in seed 000 §5 (42 brokers, diameter ≈ 11).
+// topology in Carzaniga09 §5 (42 brokers, diameter ≈ 11).
 func DefaultConfig() Config {
 	return Config{BroadcastFraction: 0.5, HopLimit: 64}
 }

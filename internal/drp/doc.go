@@ -1,5 +1,5 @@
-// Package drp is the forwarding decision of B-DRP (seed 000 §2.2–2.3,
-// DESIGN §4): given a router's unicast view (Routing) and the destination
+// Package drp is the forwarding decision of B-DRP (Carzaniga09 §2.2–2.3,
+// docs/design.md §4): given a router's unicast view (Routing) and the destination
 // set of a message, it says whether to deliver locally and which bundles
 // <D_i, m> to send to which neighbours. It holds no message, sends nothing
 // and keeps no state between calls beyond reusable scratch space.
@@ -44,6 +44,6 @@
 // # Destination sets on the wire
 //
 // A destination set is a *bitset.BitSet where bit i stands for router ID i.
-// The bitset's word layout is exchanged between brokers (contract, DESIGN
+// The bitset's word layout is exchanged between brokers (contract, docs/design.md
 // §4); the bitset length beyond the highest set bit carries no meaning.
 package drp

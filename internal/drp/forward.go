@@ -8,7 +8,7 @@ import (
 	"github.com/bits-and-blooms/bitset"
 )
 
-// Bundle is the routing header of a message bundle <D, m> (seed 000 §2.2):
+// Bundle is the routing header of a message bundle <D, m> (Carzaniga09 §2.2):
 // everything the forwarding decision needs, without the message.
 type Bundle struct {
 	// Source is the ingress router. A broadcast follows the shortest-path
@@ -135,7 +135,7 @@ func NewForwarder(cfg Config) (*Forwarder, error) {
 func (f *Forwarder) Config() Config { return f.cfg }
 
 // Ingress decides the remote delivery of a message published at r.Self()
-// (seed 000 §2.2). dest is D, the routers whose encoded predicate the
+// (Carzaniga09 §2.2). dest is D, the routers whose encoded predicate the
 // message matched; it may contain r.Self(), which is ignored because local
 // delivery at the ingress uses the exact predicates and happens apart, so
 // Deliver is always false. dest is only read.
@@ -173,7 +173,7 @@ func (f *Forwarder) Ingress(r Routing, dest *bitset.BitSet) Decision {
 }
 
 // Transit decides what r.Self() does with bundle b received from the
-// neighbour from (seed 000 §2.2): deliver locally iff it is in b.Dest, then
+// neighbour from (Carzaniga09 §2.2): deliver locally iff it is in b.Dest, then
 // forward what remains. A partitioned bundle is repartitioned by next hop;
 // a broadcast goes to r.Self()'s children in the tree rooted at b.Source
 // (§2.3), except from. Nothing is forwarded once the remaining set is

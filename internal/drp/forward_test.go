@@ -58,19 +58,19 @@ func TestIngress(t *testing.T) {
 	const hops = 8
 	net := treeNet()
 	// Known at 0 is 7 (0–6), so with fraction 0.5 the threshold is 3
-	// destinations: broadcast from the 4th on (seed 000 §2.3).
+	// destinations: broadcast from the 4th on (Carzaniga09 §2.3).
 	tests := []struct {
 		name     string
 		fraction float64
 		dest     *bitset.BitSet
 		want     want
 	}{
-		// seed 000 §2.2: one bundle per next hop, D partitioned by it.
+		// Carzaniga09 §2.2: one bundle per next hop, D partitioned by it.
 		{"partition by next hop", 0.5, set(3, 4, 6),
 			want{forwards: map[uint32][]uint{1: {3, 4}, 2: {6}}}},
 		{"single destination", 0.5, set(5),
 			want{forwards: map[uint32][]uint{1: {5}}}},
-		// seed 000 §2.2: local delivery at the ingress is separate.
+		// Carzaniga09 §2.2: local delivery at the ingress is separate.
 		{"self in D is neither delivered nor forwarded", 0.5, set(0, 3),
 			want{forwards: map[uint32][]uint{1: {3}}}},
 		{"only self", 0.5, set(0), want{}},
@@ -81,7 +81,7 @@ func TestIngress(t *testing.T) {
 		{"unknown router ID dropped", 0.5, set(3, 200),
 			want{forwards: map[uint32][]uint{1: {3}}, noRoute: 1}},
 		{"all unreachable", 0.5, set(7), want{noRoute: 1}},
-		// seed 000 §2.3: the threshold is strict and counts only reachable
+		// Carzaniga09 §2.3: the threshold is strict and counts only reachable
 		// routers other than self.
 		{"at threshold partitions", 0.5, set(3, 4, 5),
 			want{forwards: map[uint32][]uint{1: {3, 4, 5}}}},
@@ -119,7 +119,7 @@ func TestTransit(t *testing.T) {
 		in       drp.Bundle
 		want     want
 	}{
-		// seed 000 §2.2: deliver iff self ∈ D, remove self, repartition.
+		// Carzaniga09 §2.2: deliver iff self ∈ D, remove self, repartition.
 		{"deliver and repartition", 1, 0, b(0, 8, false, 1, 3, 4, 5),
 			want{deliver: true, forwards: map[uint32][]uint{3: {3}, 4: {4, 5}}, hopsLeft: 7}},
 		{"pass through", 1, 0, b(0, 8, false, 3),
@@ -142,7 +142,7 @@ func TestTransit(t *testing.T) {
 			want{deliver: true, hopLimit: 1}},
 		{"hop limit before routing: unreachable counted as hop limit", 1, 0, b(0, 1, false, 7),
 			want{hopLimit: 1}},
-		// seed 000 §2.3: a broadcast follows the source's tree, whole D.
+		// Carzaniga09 §2.3: a broadcast follows the source's tree, whole D.
 		{"broadcast to children in the source's tree", 1, 0, b(0, 8, true, 1, 2, 3, 5),
 			want{deliver: true, forwards: map[uint32][]uint{3: {2, 3, 5}, 4: {2, 3, 5}}, broadcast: true, hopsLeft: 7}},
 		{"broadcast children depend on the source", 1, 4, b(5, 8, true, 2, 6),

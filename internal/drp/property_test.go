@@ -45,7 +45,7 @@ func view(net *fakeNet) func(uint32) drp.Routing {
 	return func(r uint32) drp.Routing { return net.at(int(r)) }
 }
 
-// seed 000 §2.2: with converged, tie-free routing, DRP reaches every
+// Carzaniga09 §2.2: with converged, tie-free routing, DRP reaches every
 // destination exactly once, nobody else, over exactly the links of the
 // shortest paths from the ingress to D — a tree, so no link carries the
 // message twice.
@@ -79,7 +79,7 @@ func TestPropertyPartitionTieFree(t *testing.T) {
 	})
 }
 
-// seed 000 §2.2 with equal-cost paths (unit weights, as with configured
+// Carzaniga09 §2.2 with equal-cost paths (unit weights, as with configured
 // link costs): routers may pick next hops that are not one tree, so a link
 // can carry two disjoint bundles, but every destination is still reached
 // once, by a shortest path, and nothing loops.
@@ -105,7 +105,7 @@ func TestPropertyPartitionWithTies(t *testing.T) {
 	})
 }
 
-// seed 000 §2.3: above the threshold the message follows the source's
+// Carzaniga09 §2.3: above the threshold the message follows the source's
 // shortest-path tree: each router receives it at most once, over a tree
 // link, and only the destinations deliver. Each router strips itself from
 // the set and an empty set is not forwarded, so a router receives the
@@ -155,7 +155,7 @@ func TestPropertyBroadcast(t *testing.T) {
 	assert.Positive(t, everyone, "no broadcast reached every router")
 }
 
-// seed 000 §2.2–2.3: the hop limit bounds a message exactly at the limit,
+// Carzaniga09 §2.2–2.3: the hop limit bounds a message exactly at the limit,
 // in both modes: on a line, the router HopLimit links away still gets it,
 // the next one is dropped and counted.
 func TestHopLimitBoundary(t *testing.T) {
@@ -203,7 +203,7 @@ func reweighted(rng *rand.Rand, g *graph) *graph {
 	return h
 }
 
-// seed 000 §2.2 during reconvergence: routers disagree (each uses the old
+// Carzaniga09 §2.2 during reconvergence: routers disagree (each uses the old
 // or the new tables), so bundles can loop. Partitioning keeps the sets
 // disjoint whatever the tables say, so each destination is delivered at
 // most once and exactly one of delivered or dropped; the hop limit bounds

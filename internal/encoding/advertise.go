@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Advertise returns a broker's advertised predicate (DESIGN §2, seed 000
+// Advertise returns a broker's advertised predicate (docs/design.md §2, Carzaniga09
 // §2.2) from the Blooms of all its local filters: duplicates removed and
 // every Bloom dropped that another one covers (Bj ⊆ Bi makes Bi redundant:
 // any message Bloom that contains Bi contains Bj). The result is sorted by

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// advertiseReference is DESIGN §2's definition, O(n²): keep Bi unless some
+// advertiseReference is docs/design.md §2's definition, O(n²): keep Bi unless some
 // other Bj ⊆ Bi, keeping the first of identical ones.
 func advertiseReference(filters []Bloom) []Bloom {
 	var out []Bloom
@@ -50,7 +50,7 @@ func TestAdvertiseExamples(t *testing.T) {
 	assert.Equal(t, []Bloom{abc, a}, in, "the input is not modified")
 }
 
-// DESIGN §2: covering removal against the quadratic reference, on random
+// docs/design.md §2: covering removal against the quadratic reference, on random
 // filters dense enough that covering is frequent.
 func TestAdvertiseMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))

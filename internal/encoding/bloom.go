@@ -29,7 +29,7 @@ func (b *Bloom) Set(pos int) { b.w[pos>>6] |= 1 << (uint(pos) & 63) }
 func (b Bloom) Has(pos int) bool { return b.w[pos>>6]&(1<<(uint(pos)&63)) != 0 }
 
 // SubsetOf reports b ⊆ o: every bit of b is set in o. A filter's Bloom
-// matches a message's Bloom exactly when it is a subset of it (seed 000 §3).
+// matches a message's Bloom exactly when it is a subset of it (Carzaniga09 §3).
 func (b Bloom) SubsetOf(o Bloom) bool {
 	// A loop with an early exit is small enough to inline, which saves
 	// copying both 64-byte values, and most tests fail on an early word:
@@ -44,7 +44,7 @@ func (b Bloom) SubsetOf(o Bloom) bool {
 
 // Covers reports whether b covers o, b ⊆ o: every message whose Bloom
 // contains o also contains b, so o adds nothing to an advertisement that
-// has b (DESIGN §2). It is SubsetOf read from the predicate side.
+// has b (docs/design.md §2). It is SubsetOf read from the predicate side.
 func (b Bloom) Covers(o Bloom) bool { return b.SubsetOf(o) }
 
 // Or returns b ∪ o.

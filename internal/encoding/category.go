@@ -98,7 +98,7 @@ func appendAttribute(dst []byte, a content.Attribute) (out []byte, split int, ok
 // operator. ok is false for "exists", which admits any type and so has no
 // single category, and for a constraint without a valid value, which no
 // message satisfies; leaving such constraints out only weakens the filter,
-// so the encoding stays a necessary condition (seed 000 §3, eq. 1).
+// so the encoding stays a necessary condition (Carzaniga09 §3, eq. 1).
 func appendConstraint(dst []byte, c content.Constraint) ([]byte, bool) {
 	sym, ok := typeSymbol(c.Value.Kind())
 	if !ok || c.Op == content.OpExists {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// seed 000 §3: the worked example of the categorization.
+// Carzaniga09 §3: the worked example of the categorization.
 func TestCategoriesPaperExample(t *testing.T) {
 	m := content.MessageFrom(map[string]content.Value{
 		"stock": content.String("XYZ"), "price": content.Int(50), "quantity": content.Int(100),

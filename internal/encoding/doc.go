@@ -1,13 +1,13 @@
 // Package encoding is the Bloom-filter encoding of messages and predicates of
-// seed 000 §3 (DESIGN §2) and the PREDICATES table that matches encoded
-// messages against every broker's encoded predicate (seed 000 §2.2).
+// Carzaniga09 §3 (docs/design.md §2) and the PREDICATES table that matches encoded
+// messages against every broker's encoded predicate (Carzaniga09 §2.2).
 //
 // # Two phases
 //
 // A message m becomes a set of categories S_m = μ(m) and a predicate p one
 // set S_p^i per filter; each set then becomes an M-bit Bloom filter with K
 // positions per category. Categorization and hashing both preserve the
-// subset relation, so (seed 000 §3, eq. 1)
+// subset relation, so (Carzaniga09 §3, eq. 1)
 //
 //	p(m) ⇒ ∃i: B_p^i ⊆ B_m
 //
@@ -36,7 +36,7 @@
 // An attribute a gets α(a) = {∃·type·name, type·name·'='·value}, a message
 // the union over its attributes. A constraint gets its equality category if
 // its operator is "=", and the existence category of its value's type
-// otherwise (seed 000 §3's γ); a filter gets the union over its
+// otherwise (Carzaniga09 §3's γ); a filter gets the union over its
 // constraints. Two cases get no category, which only weakens the filter:
 // "exists" (it admits any type, so no single existence category is implied)
 // and a constraint without a valid value (nothing satisfies it). A filter of

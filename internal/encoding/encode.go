@@ -6,7 +6,7 @@ import "github.com/dripmesh/drip/internal/content"
 // longer one spills to the heap, which costs an allocation but is correct.
 const scratchSize = 256
 
-// EncodeMessage returns B_m = β(μ(m)) (seed 000 §3). It panics if p is
+// EncodeMessage returns B_m = β(μ(m)) (Carzaniga09 §3). It panics if p is
 // invalid.
 func (p Params) EncodeMessage(m content.Message) Bloom {
 	p.mustValidate()

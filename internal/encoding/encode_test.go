@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// bloomOfCategories is β of seed 000 §3 computed from the string forms.
+// bloomOfCategories is β of Carzaniga09 §3 computed from the string forms.
 func bloomOfCategories(p Params, cats []string) Bloom {
 	var b Bloom
 	for _, c := range cats {
@@ -82,7 +82,7 @@ func TestEncodeMessageDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { p.EncodeFilter(f) }))
 }
 
-// seed 000 §3, eq. 1: p(m) ⇒ ∃ B_p^i ⊆ B_m. Over adversarial messages and
+// Carzaniga09 §3, eq. 1: p(m) ⇒ ∃ B_p^i ⊆ B_m. Over adversarial messages and
 // predicates (every operator and kind, mismatched kinds, NaN, ±Inf, -0,
 // int/float equality, names with '=' and '\') and the paper workload, at
 // several Params, including tiny ones where hash collisions are common.

@@ -23,7 +23,7 @@ type fpRow struct {
 	K        int    `json:"k"`
 	// Pairs is messages × brokers; Exact, Category and Selected count the
 	// pairs where some filter of the broker matches exactly, matches on
-	// category sets (no hashing: the floor of seed 000 §3's coarse
+	// category sets (no hashing: the floor of Carzaniga09 §3's coarse
 	// categorization) and matches on Blooms. Exact ⊆ Category ⊆ Selected.
 	Pairs    int `json:"pairs"`
 	Exact    int `json:"exact"`
@@ -48,7 +48,7 @@ type fpRow struct {
 }
 
 // TestFalsePositiveStudy measures the false-positive rate of the encoding on
-// the workload of seed 000 §5.1.4 (seed 000 §3: the encoding is only a
+// the workload of Carzaniga09 §5.1.4 (Carzaniga09 §3: the encoding is only a
 // necessary condition). Run with -args -study; it also checks, over every
 // pair, that Exact ⊆ Category ⊆ Selected (no false negatives, eq. 1).
 func TestFalsePositiveStudy(t *testing.T) {
@@ -135,7 +135,7 @@ func studyCell(t *testing.T, mesh paperMesh, p Params, exact, category [][]bool)
 					break
 				}
 			}
-			// seed 000 §3, eq. 1: the encodings are necessary conditions.
+			// Carzaniga09 §3, eq. 1: the encodings are necessary conditions.
 			require.False(t, exact[i][b] && !category[i][b], "categorization lost an exact match")
 			require.False(t, category[i][b] && !selected, "Bloom lost a category match")
 			row.Pairs++
@@ -187,9 +187,9 @@ type advRow struct {
 	ZeroCoverAll float64 `json:"zero_cover"`   // share of brokers whose advertisement is the zero Bloom
 }
 
-// TestAdvertisementStudy measures what deduplication and covering (DESIGN
+// TestAdvertisementStudy measures what deduplication and covering (docs/design.md
 // §2) save on the paper workload: 100 brokers of 10 clients × 20 filters
-// (seed 000 §5.1.4). Run with -args -study.
+// (Carzaniga09 §5.1.4). Run with -args -study.
 func TestAdvertisementStudy(t *testing.T) {
 	if !*study {
 		t.Skip("run with -args -study")

@@ -47,7 +47,7 @@ var goldenPositions = []struct {
 	{Params{M: 512, K: 6}, `$a\=b=c`, []int{74, 226, 36, 320, 338, 505}},
 }
 
-// Wire forms (hex of AppendBinary) of the message and filter of seed 000
+// Wire forms (hex of AppendBinary) of the message and filter of Carzaniga09
 // §3's example. Exchanged between brokers: do not change.
 var goldenBlooms = []struct {
 	p               Params

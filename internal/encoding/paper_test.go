@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// paperMesh is the workload of seed 000 §5.1.4 spread over brokers: clients
+// paperMesh is the workload of Carzaniga09 §5.1.4 spread over brokers: clients
 // are assigned round-robin (the seed's uniform distribution of clients over
 // the network), each with one predicate of FiltersPerPredicate filters.
 type paperMesh struct {

@@ -19,7 +19,7 @@ type Params struct {
 const MaxK = 32
 
 // DefaultParams are the mesh-wide defaults, chosen by the false-positive
-// study of docs/results/encoded-matching.md on the workload of seed 000
+// study of docs/results/encoded-matching.md on the workload of Carzaniga09
 // §5.1.4: at M=512, K=6 a broker that does not match a message even on
 // categories is still selected for it only 2% of the time (M=256 cannot go
 // below 34% there, whatever K), and message Blooms are a fifth full, which

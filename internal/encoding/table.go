@@ -8,7 +8,7 @@ import (
 	"github.com/bits-and-blooms/bitset"
 )
 
-// Table is the PREDICATES table of seed 000 §2.2 while it is being
+// Table is the PREDICATES table of Carzaniga09 §2.2 while it is being
 // changed: router ID → encoded predicate. It is not safe for concurrent use;
 // its owner (the broker's routing goroutine) applies advertisements and
 // withdrawals to it and publishes a Snapshot for the forwarding path.
@@ -179,7 +179,7 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 	}
 	nWords := int(s.maxID)/64 + 1
 	// A bitmap over the ID space is at most ~64 bits per router: the
-	// StatefulSet ordinals of DESIGN §3 always are.
+	// StatefulSet ordinals of docs/design.md §3 always are.
 	s.dense = nWords <= len(ids)+16
 	if s.dense {
 		s.all = make([]uint64, nWords)
@@ -373,7 +373,7 @@ func (s *Snapshot) Filters(router uint32) ([]Bloom, bool) {
 func (s *Snapshot) MaxID() uint32 { return s.maxID }
 
 // Match adds to dst (bit i = router ID i, the destination-set contract of
-// DESIGN §4) every router with some filter Bi ⊆ bm: the set D of seed 000
+// docs/design.md §4) every router with some filter Bi ⊆ bm: the set D of Carzaniga09
 // §2.2 for a message with Bloom bm. It does not clear dst.
 func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
 	if len(s.ids) == 0 {

@@ -60,7 +60,7 @@ func setBits(b *bitset.BitSet) []uint {
 	return out
 }
 
-// matchBrute is D of seed 000 §2.2 straight from the definition.
+// matchBrute is D of Carzaniga09 §2.2 straight from the definition.
 func matchBrute(t *Table, bm Bloom) []uint {
 	out := []uint{}
 	for _, id := range t.Routers() {
@@ -143,7 +143,7 @@ func TestMatchAddsToDst(t *testing.T) {
 	assert.Equal(t, []uint{0, 2, 99}, setBits(dst), "Match sets bits and clears none")
 }
 
-// seed 000 §2.2 on the paper workload: Match = MatchLinear, both cold
+// Carzaniga09 §2.2 on the paper workload: Match = MatchLinear, both cold
 // paths, and no router with an exact match is missing from D (eq. 1).
 func TestMatchOnPaperWorkload(t *testing.T) {
 	for _, cfg := range []workload.Config{workload.Default(), workload.SingleConstraint()} {

@@ -1,4 +1,4 @@
-// Package experiment runs the comparative experiments of seed 000 §5 on
+// Package experiment runs the comparative experiments of Carzaniga09 §5 on
 // drip, ActiveMQ and NATS (internal/systems) and reports them as §5.1.5
 // and Figs. 3–5 do.
 //

@@ -15,7 +15,7 @@ import (
 	"github.com/dripmesh/drip/internal/workload"
 )
 
-// seed 000 §5.2.1: the comparative networks are 1, 2, 4 (a square with one
+// Carzaniga09 §5.2.1: the comparative networks are 1, 2, 4 (a square with one
 // diagonal) and 8 brokers (diameter 3, BRITE), linked at 1 MBps.
 func TestTopologies(t *testing.T) {
 	for _, tt := range []struct{ n, links, diameter int }{{1, 0, 0}, {2, 1, 1}, {4, 5, 2}, {8, 11, 3}} {
@@ -30,7 +30,7 @@ func TestTopologies(t *testing.T) {
 	assert.Panics(t, func() { Topology(3) })
 }
 
-// seed 000 §5.2.1: in the single-broker scenario "each published message is
+// Carzaniga09 §5.2.1: in the single-broker scenario "each published message is
 // delivered on average to 27 clients".
 func TestSingleBrokerReplication(t *testing.T) {
 	sc := mustLookup(t, "single-broker")[0]
@@ -40,7 +40,7 @@ func TestSingleBrokerReplication(t *testing.T) {
 	assert.InDelta(t, 27, client, 2)
 }
 
-// seed 000 §5.2.1: 80 clients of 20 one-constraint subscriptions, "a
+// Carzaniga09 §5.2.1: 80 clients of 20 one-constraint subscriptions, "a
 // replication factor of 5%".
 func TestScalingReplication(t *testing.T) {
 	sc := mustLookup(t, "brokers-8")[0]
@@ -64,7 +64,7 @@ func TestLookup(t *testing.T) {
 		assert.Len(t, s[i].Topology.Brokers, n)
 		assert.Equal(t, 80, s[i].Clients)
 		assert.Equal(t, bench.Ramp, s[i].Mode)
-		assert.Equal(t, [2]float64{1, 100}, [2]float64{s[i].RateStart, s[i].RateEnd}, "seed 000 §5.2.1: 1 to 100 msg/s per client")
+		assert.Equal(t, [2]float64{1, 100}, [2]float64{s[i].RateStart, s[i].RateEnd}, "Carzaniga09 §5.2.1: 1 to 100 msg/s per client")
 	}
 	_, err := Lookup("nope")
 	assert.ErrorContains(t, err, `unknown scenario "nope": want one of single-broker, brokers-1`)

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// The plots follow seed 000 Figs. 3–5: rates over time under a ramp, with
+// The plots follow Carzaniga09 Figs. 3–5: rates over time under a ramp, with
 // the busiest link's utilisation on top, and throughput against input rate
 // with the ideal (input × replication) for comparing systems.
 
@@ -38,7 +38,7 @@ func sending(r *Result) []Point {
 // per-second counts of Poisson traffic before plotting.
 const smoothing = 3
 
-// PlotRun writes r as a PNG in the style of seed 000 Figs. 4–5: input rate,
+// PlotRun writes r as a PNG in the style of Carzaniga09 Figs. 4–5: input rate,
 // output throughput, ideal throughput and undelivered messages per second
 // over time, and above them the busiest link's utilisation.
 func PlotRun(r *Result, path string) error {
@@ -137,7 +137,7 @@ func smooth(series []Point, value func(Point) float64) plotter.XYs {
 // PlotCompare writes the systems' output throughput against input rate,
 // one curve per system, with the ideal throughput (input × replication)
 // dashed: where a curve leaves the ideal, that system stops delivering
-// everything (seed 000 §5.2.2, Fig. 7).
+// everything (Carzaniga09 §5.2.2, Fig. 7).
 func PlotCompare(results []*Result, path string) error {
 	p := comparePlot(results, true)
 	img := vgimg.NewWith(vgimg.UseWH(16*vg.Centimeter, 11*vg.Centimeter), vgimg.UseDPI(110))
@@ -193,7 +193,7 @@ func comparePlot(results []*Result, legend bool) *plot.Plot {
 }
 
 // PlotGrid writes the rates over time of several scenarios (rows) and
-// systems (columns) in one PNG, as seed 000 Figs. 4 and 5 side by side.
+// systems (columns) in one PNG, as Carzaniga09 Figs. 4 and 5 side by side.
 // results[i][j] is scenario i on system j; nil cells stay empty.
 func PlotGrid(results [][]*Result, path string) error {
 	rows := len(results)
@@ -230,7 +230,7 @@ func PlotGrid(results [][]*Result, path string) error {
 }
 
 // PlotLinks writes the busiest link's utilisation over time, one panel per
-// system and one curve per scenario (seed 000 Figs. 4–5, top strips).
+// system and one curve per scenario (Carzaniga09 Figs. 4–5, top strips).
 // results[i][j] is scenario i on system j.
 func PlotLinks(results [][]*Result, path string) error {
 	cols := 0

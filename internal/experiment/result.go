@@ -11,7 +11,7 @@ import (
 	"github.com/dripmesh/drip/internal/topology"
 )
 
-// Result is one system's run of one scenario: what seed 000 §5.1.5 and
+// Result is one system's run of one scenario: what Carzaniga09 §5.1.5 and
 // Figs. 3–5 report, with everything needed to reproduce it.
 type Result struct {
 	Scenario    ScenarioInfo `json:"scenario"`
@@ -54,7 +54,7 @@ type Summary struct {
 	// BeforeSaturation is the output over the ideal, summed over the
 	// sending seconds before that point (all of them when no link
 	// saturated): whether the system delivers everything while the
-	// network has capacity (seed 000 §5.2.1, "full throughput").
+	// network has capacity (Carzaniga09 §5.2.1, "full throughput").
 	BeforeSaturation float64 `json:"output_over_ideal_before_saturation"`
 	// AtTwiceSaturation is the mean output over the sending seconds whose
 	// input was at least twice SaturationInput, over PeakOutput: whether

@@ -214,7 +214,7 @@ func benchConfig(cfg Config, sites []string) bench.Config {
 		Duration: sc.Duration, Warmup: sc.Warmup, Drain: sc.Drain, Settle: 500 * time.Millisecond,
 		ConnectTimeout: 30 * time.Second,
 		// A system that stops taking messages under the ramp is a result
-		// (seed 000 §5.2.1: ActiveMQ's "instability and congestion").
+		// (Carzaniga09 §5.2.1: ActiveMQ's "instability and congestion").
 		CutStuckPublishers: true,
 	}
 	if sc.Mode == bench.Ramp {

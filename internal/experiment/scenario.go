@@ -11,7 +11,7 @@ import (
 	"github.com/dripmesh/drip/internal/workload"
 )
 
-// Scenario is one experiment of seed 000 §5.1.4: a network, an assignment
+// Scenario is one experiment of Carzaniga09 §5.1.4: a network, an assignment
 // of predicates to clients, a set of messages, and a sending rate. Rates
 // are the paper's, per client; Config.Scale shrinks them to the machine.
 type Scenario struct {
@@ -22,7 +22,7 @@ type Scenario struct {
 	Topology     *topology.Topology
 	WorkloadName string
 	Workload     workload.Config
-	// Clients each install one predicate and publish (seed 000 §5.2.1:
+	// Clients each install one predicate and publish (Carzaniga09 §5.2.1:
 	// "each client starts publishing"); they are spread round-robin over
 	// the sites.
 	Clients int
@@ -35,7 +35,7 @@ type Scenario struct {
 	Drain              time.Duration // longest wait for deliveries after sending
 }
 
-// Group is a series of scenarios run and plotted together (seed 000 Figs.
+// Group is a series of scenarios run and plotted together (Carzaniga09 Figs.
 // 4–5: the same workload on 1, 2, 4 and 8 brokers).
 type Group struct {
 	Name        string
@@ -44,13 +44,13 @@ type Group struct {
 }
 
 // linkBandwidth is the seed's link capacity: "8 sites connected through
-// 1MBps links" (seed 000 §5.2.1).
+// 1MBps links" (Carzaniga09 §5.2.1).
 const linkBandwidth = 1e6
 
 // Scenarios returns every named scenario.
 func Scenarios() []Scenario {
 	single := workload.Default()
-	// seed 000 §5.2.1: four one-constraint subscriptions per client and "a
+	// Carzaniga09 §5.2.1: four one-constraint subscriptions per client and "a
 	// small number of attribute names so as to obtain a high replication
 	// factor": every message carries all 10 names, and strings come from 5
 	// terms, which makes a message reach about 27 of 50 clients as in the
@@ -58,7 +58,7 @@ func Scenarios() []Scenario {
 	single.FiltersPerPredicate, single.MaxConstraints, single.Terms = 4, 1, 5
 	out := []Scenario{{
 		Name: "single-broker",
-		Description: "seed 000 §5.2.1 / Fig. 3: one broker, 50 clients with 4 one-constraint subscriptions each " +
+		Description: "Carzaniga09 §5.2.1 / Fig. 3: one broker, 50 clients with 4 one-constraint subscriptions each " +
 			"(replication ≈27), ramp from 1 to 100 msg/s per client",
 		Topology:     Topology(1),
 		WorkloadName: "default: 4 one-constraint filters, 10 names, 5 terms",
@@ -70,7 +70,7 @@ func Scenarios() []Scenario {
 	for _, n := range []int{1, 2, 4, 8} {
 		out = append(out, Scenario{
 			Name: "brokers-" + strconv.Itoa(n),
-			Description: fmt.Sprintf("seed 000 §5.2.1 / Figs. 4–5: %d broker(s), 80 clients with 20 one-constraint "+
+			Description: fmt.Sprintf("Carzaniga09 §5.2.1 / Figs. 4–5: %d broker(s), 80 clients with 20 one-constraint "+
 				"subscriptions each (≈5%% client replication), 1 MBps links, ramp from 1 to 100 msg/s per client", n),
 			Topology:     Topology(n),
 			WorkloadName: "single (workload.SingleConstraint)",
@@ -99,7 +99,7 @@ func Scenarios() []Scenario {
 func Groups() []Group {
 	return []Group{{
 		Name:        "scaling",
-		Description: "seed 000 Figs. 4–5: the 80-client workload on 1, 2, 4 and 8 brokers",
+		Description: "Carzaniga09 Figs. 4–5: the 80-client workload on 1, 2, 4 and 8 brokers",
 		Scenarios:   []string{"brokers-1", "brokers-2", "brokers-4", "brokers-8"},
 	}}
 }
@@ -138,7 +138,7 @@ func Lookup(name string) ([]Scenario, error) {
 	return nil, fmt.Errorf("unknown scenario %q: want one of %s", name, strings.Join(names, ", "))
 }
 
-// Topology returns the n-broker network of seed 000 §5.2.1: one site, two
+// Topology returns the n-broker network of Carzaniga09 §5.2.1: one site, two
 // linked, the 4-site square with one diagonal, or an 8-site graph of
 // diameter 3 standing in for the paper's BRITE topology; every link 1 MBps.
 func Topology(n int) *topology.Topology {

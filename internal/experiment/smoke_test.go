@@ -16,7 +16,7 @@ import (
 // constant low rate for 3 s) on every system that is installed: CI installs
 // all three, and there a missing one fails. At this rate every system must
 // deliver everything the oracle expects, once, and nothing else; and its
-// output must follow its input times the replication factor (seed 000
+// output must follow its input times the replication factor (Carzaniga09
 // §5.1.5: output throughput against the ideal).
 func TestSmoke(t *testing.T) {
 	sc := mustLookup(t, "smoke")[0]

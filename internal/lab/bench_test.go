@@ -45,7 +45,7 @@ func BenchmarkIPv4Dst(b *testing.B) {
 }
 
 // BenchmarkShortestPaths42 is route computation for the paper's 42-site
-// network (seed 000 §5.2.2).
+// network (Carzaniga09 §5.2.2).
 func BenchmarkShortestPaths42(b *testing.B) {
 	tp, err := Generate(GenOptions{Shape: ShapeBRITE, N: 42, Diameter: 11})
 	if err != nil {

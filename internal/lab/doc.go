@@ -1,7 +1,7 @@
 // Package lab is drip's emulated wide-area network on one Linux machine:
-// the stand-in for the testbed of seed 000 §5.1.2, where brokers ran on
+// the stand-in for the testbed of Carzaniga09 §5.1.2, where brokers ran on
 // separate machines and Linux traffic control shaped the links between them
-// (DESIGN §8).
+// (docs/design.md §8).
 //
 // Every site (a broker of an internal/topology file) gets its own network
 // namespace, named drip-lab-<lab>.<site>, with loopback and one TUN device

@@ -20,9 +20,9 @@ const (
 // Shapes Generate knows.
 const (
 	ShapeLine   = "line"   // n sites in a row
-	ShapeSquare = "square" // 4 sites: a square plus one diagonal (seed 000 §5.2.1)
-	ShapeEight  = "eight"  // 8 sites, BRITE-like, diameter 3 (seed 000 §5.2.1)
-	ShapeBRITE  = "brite"  // n sites, BRITE-like, optional target diameter (seed 000 §5.2.2: 42, diameter 11)
+	ShapeSquare = "square" // 4 sites: a square plus one diagonal (Carzaniga09 §5.2.1)
+	ShapeEight  = "eight"  // 8 sites, BRITE-like, diameter 3 (Carzaniga09 §5.2.1)
+	ShapeBRITE  = "brite"  // n sites, BRITE-like, optional target diameter (Carzaniga09 §5.2.2: 42, diameter 11)
 )
 
 // Shapes lists the shapes in the order help text shows them.

@@ -35,12 +35,12 @@ func TestGenerateShapes(t *testing.T) {
 	}{
 		{"line", GenOptions{Shape: ShapeLine, N: 5}, 5, 4},
 		{"single", GenOptions{Shape: ShapeLine, N: 1}, 1, 0},
-		// seed 000 §5.2.1: "a square plus one diagonal link".
+		// Carzaniga09 §5.2.1: "a square plus one diagonal link".
 		{"square", GenOptions{Shape: ShapeSquare}, 4, 2},
-		// seed 000 §5.2.1: 8 brokers, "a topology of diameter 3".
+		// Carzaniga09 §5.2.1: 8 brokers, "a topology of diameter 3".
 		{"eight", GenOptions{Shape: ShapeEight}, 8, 3},
 		{"eight other seed", GenOptions{Shape: ShapeEight, Seed: 9}, 8, 3},
-		// seed 000 §5.2.2: 42 brokers, BRITE, diameter eleven.
+		// Carzaniga09 §5.2.2: 42 brokers, BRITE, diameter eleven.
 		{"paper", GenOptions{Shape: ShapeBRITE, N: 42, Diameter: 11}, 42, 11},
 		{"brite dense", GenOptions{Shape: ShapeBRITE, N: 30, Degree: 3.5, Diameter: 6}, 30, 6},
 	}

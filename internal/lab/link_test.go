@@ -12,7 +12,7 @@ import (
 const ms = time.Millisecond
 
 // A saturated link serialises back-to-back packets at exactly its rate,
-// then adds the one-way delay (seed 000 §5.2.1: 1 MB/s links).
+// then adds the one-way delay (Carzaniga09 §5.2.1: 1 MB/s links).
 func TestLinkRateAndDelay(t *testing.T) {
 	l := NewLink(Params{Bandwidth: 1e6, Delay: 20 * ms, QueueBytes: 1 << 30}, 1)
 	for i := range 1000 {

@@ -34,7 +34,7 @@ func payloads(ds []Delivery[int]) []int {
 }
 
 // A packet crosses each link of its path in turn: serialisation plus delay
-// per hop (seed 000 §5.1.2: brokers in separate sites joined by shaped links).
+// per hop (Carzaniga09 §5.1.2: brokers in separate sites joined by shaped links).
 func TestNetworkMultiHop(t *testing.T) {
 	n := newLine3(t)
 	require.Equal(t, DropNone, n.Send(0, 0, 2, 1000, 1))

@@ -72,7 +72,7 @@ func median(xs []time.Duration) time.Duration {
 }
 
 // TestLabLine checks the emulation end to end on the seed's link
-// parameters (seed 000 §5.2.1: 1 MB/s links) over a 3-site line with
+// parameters (Carzaniga09 §5.2.1: 1 MB/s links) over a 3-site line with
 // 20 ms of one-way delay per link.
 func TestLabLine(t *testing.T) {
 	requireRoot(t)

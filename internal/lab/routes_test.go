@@ -39,7 +39,7 @@ func TestShortestPaths(t *testing.T) {
 	assert.Equal(t, []string{"b3", "b2", "b1"}, sitePath(t, line, "b3", "b1"))
 	assert.Equal(t, []string{"b2"}, sitePath(t, line, "b2", "b2"), "a site reaches itself without links")
 
-	// Square b0-b1-b2-b3-b0 plus the diagonal b0-b2 (seed 000 §5.2.1).
+	// Square b0-b1-b2-b3-b0 plus the diagonal b0-b2 (Carzaniga09 §5.2.1).
 	sq, err := Generate(GenOptions{Shape: ShapeSquare})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b0", "b2"}, sitePath(t, sq, "b0", "b2"), "the diagonal is one hop")

@@ -17,7 +17,7 @@ const (
 	// choice (bandwidth, price) that never changes on its own.
 	CostWeight CostMode = iota
 	// CostRTT advertises the smoothed round-trip time measured by hellos
-	// (seed 002 §2.1), in microseconds, with hysteresis.
+	// (Kim10 §2.1), in microseconds, with hysteresis.
 	CostRTT
 )
 
@@ -72,11 +72,11 @@ type Config struct {
 	// CostMode selects configured weights or measured RTT as link costs.
 	CostMode CostMode
 	// EWMAWeight is the weight of a new RTT sample in the smoothed RTT
-	// (seed 002 §2.1 uses 0.25): larger follows changes faster, smaller
+	// (Kim10 §2.1 uses 0.25): larger follows changes faster, smaller
 	// rides out jitter. In (0, 1].
 	EWMAWeight float64
 	// CostThreshold is the relative change of the measured cost that makes
-	// the router advertise it (seed 002 §2.1 switches paths at a 20%
+	// the router advertise it (Kim10 §2.1 switches paths at a 20%
 	// improvement). Below it the old cost stays, so jitter neither floods
 	// LSAs nor flaps routes. Zero advertises every change.
 	CostThreshold float64
@@ -116,7 +116,7 @@ func DefaultConfig(id uint32, name string) Config {
 }
 
 // DefaultWANConfig is for routers across a wide area: RTT costs as in
-// seed 002 §2.1 (EWMA 0.25, 20% hysteresis, 1 ms floor), two-second hellos
+// Kim10 §2.1 (EWMA 0.25, 20% hysteresis, 1 ms floor), two-second hellos
 // and a ten-second dead interval, since a WAN path loses a few hellos in a
 // row more often than it fails, and a needless adjacency flap reroutes the
 // whole mesh.

@@ -18,7 +18,7 @@ func TestPresetsAreValid(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			require.NoError(t, c.Validate())
-			// seed 002 §2.1: EWMA weight 0.25 on the new sample, 20% hysteresis.
+			// Kim10 §2.1: EWMA weight 0.25 on the new sample, 20% hysteresis.
 			assert.Equal(t, 0.25, c.EWMAWeight)
 			assert.Equal(t, 0.2, c.CostThreshold)
 		})

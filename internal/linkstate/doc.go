@@ -1,8 +1,8 @@
 // Package linkstate is the routing core of B-DRP: an OSPF-like link-state
 // protocol with which every broker builds the UNICAST table (router → next
-// hop) and the PREDICATES table (router → encoded predicate) of seed 000
+// hop) and the PREDICATES table (router → encoded predicate) of Carzaniga09
 // §2.2. The paper leaves this to "any one of several well-known protocols";
-// DESIGN §3 fixes the one drip uses, with the measured-delay costs of seed
+// docs/design.md §3 fixes the one drip uses, with the measured-delay costs of seed
 // 002 §2.1.
 //
 // # Shape
@@ -25,10 +25,10 @@
 //   - Each hello echoes the timestamp of the last hello received on the
 //     link and how long it was held, so the receiver measures RTT = now −
 //     echo − hold on its own clock. The smoothed RTT is an EWMA with weight
-//     0.25 on the new sample (seed 002 §2.1). In CostRTT mode the link cost
+//     0.25 on the new sample (Kim10 §2.1). In CostRTT mode the link cost
 //     is the smoothed RTT in µs, floored, and re-advertised only when it
 //     moves more than CostThreshold (20%) from the advertised one, so
-//     jitter neither floods LSAs nor flaps routes; seed 002 applies the
+//     jitter neither floods LSAs nor flaps routes; Kim10 applies the
 //     same threshold to path switching. In CostWeight mode it is the
 //     LinkUp weight.
 //   - A router originates an LSA (its adjacencies and costs) and a
@@ -60,7 +60,7 @@
 // SPF is Dijkstra with a binary heap over the links both ends advertise (a
 // link A→B counts only if B's LSA lists A), run at most once per Ready and
 // only when an LSA's contents changed. The table must be consistent across
-// routers: DRP (seed 000 §2.2) forwards hop by hop, each router choosing
+// routers: DRP (Carzaniga09 §2.2) forwards hop by hop, each router choosing
 // the next hop with its own table, and the bundles of a message form a
 // tree — no link carries the message twice — only if every router on the
 // way picks the rest of the path the ingress router would have picked.
@@ -85,7 +85,7 @@
 // every router, and any correct shortest-path algorithm (the tests use
 // Floyd–Warshall), finds the same one, and the suffix a downstream router
 // chooses is exactly the rest of the ingress router's path. The same holds
-// for the shortest-path trees of broadcast (seed 000 §2.3): every router
+// for the shortest-path trees of broadcast (Carzaniga09 §2.3): every router
 // computes the same tree rooted at the source, so TreeChildren at all
 // routers together reach each router once. The hash also spreads
 // equal-cost traffic over the mesh instead of funnelling it through low

@@ -46,7 +46,7 @@ func requireSynced(t *testing.T, m *mesh) {
 }
 
 func TestLineConverges(t *testing.T) {
-	// seed 000 §2.2: every router learns UNICAST and PREDICATES.
+	// Carzaniga09 §2.2: every router learns UNICAST and PREDICATES.
 	m := line(t, 4)
 	requireSynced(t, m)
 	for _, id := range m.ids() {
@@ -70,7 +70,7 @@ func TestLineConverges(t *testing.T) {
 }
 
 func TestFloodToAllButSender(t *testing.T) {
-	// DESIGN §3: flooding to all neighbours but the sender.
+	// docs/design.md §3: flooding to all neighbours but the sender.
 	m := line(t, 3)
 	f := []encoding.Bloom{bloom(1, 5, 9)}
 	require.NoError(t, m.nodes[1].SetLocalPredicate(f))
@@ -113,7 +113,7 @@ func TestSetLocalPredicateRejectsWideFilters(t *testing.T) {
 }
 
 func TestOlderCopyIsAnsweredWithOurs(t *testing.T) {
-	// DESIGN §3: a neighbour sending an older copy gets the newer one back.
+	// docs/design.md §3: a neighbour sending an older copy gets the newer one back.
 	m := line(t, 3)
 	for range 3 {
 		require.NoError(t, m.nodes[1].SetLocalPredicate([]encoding.Bloom{bloom(len(m.log[1].Messages))}))
@@ -136,7 +136,7 @@ func TestOlderCopyIsAnsweredWithOurs(t *testing.T) {
 }
 
 func TestSequenceJumpAfterRestart(t *testing.T) {
-	// DESIGN §3, as OSPF: a router that restarts from sequence number 1
+	// docs/design.md §3, as OSPF: a router that restarts from sequence number 1
 	// learns its previous incarnation's entries from the mesh and
 	// re-originates past them.
 	m := line(t, 3)
@@ -191,7 +191,7 @@ func TestSequenceJumpOnEqualSeqOtherContents(t *testing.T) {
 }
 
 func TestWithdrawal(t *testing.T) {
-	// DESIGN §3: withdrawal of routers that leave.
+	// docs/design.md §3: withdrawal of routers that leave.
 	m := line(t, 3)
 	require.NoError(t, m.nodes[3].SetLocalPredicate([]encoding.Bloom{bloom(3)}))
 	m.pump(time.Second)
@@ -217,7 +217,7 @@ func TestWithdrawal(t *testing.T) {
 }
 
 func TestDatabaseExchange(t *testing.T) {
-	// DESIGN §3: database exchange when an adjacency comes up.
+	// docs/design.md §3: database exchange when an adjacency comes up.
 	m := line(t, 3)
 	require.NoError(t, m.nodes[3].SetLocalPredicate([]encoding.Bloom{bloom(7)}))
 	m.pump(time.Second)
@@ -244,7 +244,7 @@ func TestDatabaseExchange(t *testing.T) {
 }
 
 func TestAntiEntropyHealsLostFloods(t *testing.T) {
-	// DESIGN §3 / brief: hellos carry an LSDB digest; neighbours whose
+	// docs/design.md §3 / brief: hellos carry an LSDB digest; neighbours whose
 	// digests keep differing exchange summaries, healing dropped messages
 	// without acknowledgements. Either side may be the one behind.
 	for _, tc := range []struct {
@@ -280,7 +280,7 @@ func TestAntiEntropyHealsLostFloods(t *testing.T) {
 }
 
 func TestMaxAge(t *testing.T) {
-	// DESIGN §3: aging of routers that stopped refreshing. An entry carries
+	// docs/design.md §3: aging of routers that stopped refreshing. An entry carries
 	// its age, so it expires MaxAge after its origin created it.
 	a := newNode(t, 1)
 	require.NoError(t, a.LinkUp(2, 1, 0))
@@ -333,7 +333,7 @@ func TestRefresh(t *testing.T) {
 }
 
 func TestUnreachableLeavesPredicateTable(t *testing.T) {
-	// Brief / seed 000 §2.2: routers that become unreachable leave the
+	// Brief / Carzaniga09 §2.2: routers that become unreachable leave the
 	// published PREDICATES table at once and return when reachable again;
 	// their LSDB entries wait for MaxAge.
 	m := line(t, 3)

@@ -27,7 +27,7 @@ func rtt(n *Node, peer uint32) (time.Duration, int) {
 }
 
 func TestHelloHandshake(t *testing.T) {
-	// DESIGN §3: hellos with timestamps prove two-way reachability and
+	// docs/design.md §3: hellos with timestamps prove two-way reachability and
 	// measure the RTT; the adjacency forms in about one RTT because a
 	// router answers at once a neighbour that has not heard it yet.
 	a, b := newNode(t, 1), newNode(t, 2)
@@ -132,7 +132,7 @@ func sample(t *testing.T, n *Node, peer uint32, now, s time.Duration) Ready {
 }
 
 func TestEWMA(t *testing.T) {
-	// seed 002 §2.1: an EWMA with weight 0.25 on the new measurement.
+	// Kim10 §2.1: an EWMA with weight 0.25 on the new measurement.
 	a := newNode(t, 1)
 	require.NoError(t, a.LinkUp(2, 1, 0))
 	want := []time.Duration{20 * ms, 25 * ms, 28750 * time.Microsecond, 26562500 * time.Nanosecond}
@@ -154,7 +154,7 @@ func TestRTTCost(t *testing.T) {
 }
 
 func TestCostHysteresis(t *testing.T) {
-	// seed 002 §2.1 / DESIGN §3: a measured cost is re-advertised only when
+	// Kim10 §2.1 / docs/design.md §3: a measured cost is re-advertised only when
 	// it moves by more than 20% from the advertised one, so routes do not
 	// flap with jitter.
 	a := newNode(t, 1, rttMode)
@@ -222,7 +222,7 @@ func TestCostWeightModeIgnoresRTT(t *testing.T) {
 }
 
 func TestDeadInterval(t *testing.T) {
-	// DESIGN §3: a neighbour silent for the dead interval loses its
+	// docs/design.md §3: a neighbour silent for the dead interval loses its
 	// adjacency and the router re-originates its LSA without it.
 	a, b := newNode(t, 1), newNode(t, 2)
 	m := newMesh(t, a, b)

@@ -36,7 +36,7 @@ type Kind uint8
 
 const (
 	// KindRouter entries are LSAs: a router's adjacencies and their costs,
-	// the input of the UNICAST table (seed 000 §2.2).
+	// the input of the UNICAST table (Carzaniga09 §2.2).
 	KindRouter Kind = 1
 	// KindPredicate entries are predicate advertisements: a router's
 	// encoded predicate, the rows of the PREDICATES table.
@@ -123,7 +123,7 @@ type LSA struct {
 }
 
 // PredAd is a router's predicate advertisement: the Bloom filters of all
-// its local subscribers' filters (seed 000 §2.2, §3).
+// its local subscribers' filters (Carzaniga09 §2.2, §3).
 type PredAd struct {
 	Origin    uint32
 	Seq       uint64

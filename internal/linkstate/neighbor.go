@@ -199,7 +199,7 @@ func (n *Node) neighborDead(nb *neighbor) {
 	}
 }
 
-// rttSample folds a sample into the smoothed RTT (seed 002 §2.1: EWMA with
+// rttSample folds a sample into the smoothed RTT (Kim10 §2.1: EWMA with
 // weight EWMAWeight on the new sample) and, in CostRTT mode, re-advertises
 // the link's cost when it moved past the hysteresis threshold.
 func (n *Node) rttSample(nb *neighbor, rtt time.Duration) {
@@ -249,7 +249,7 @@ func rttCost(srtt time.Duration, floor uint32) uint32 {
 }
 
 // beyondThreshold reports whether measured differs from advertised by more
-// than the fraction threshold of advertised (seed 002 §2.1's 20%).
+// than the fraction threshold of advertised (Kim10 §2.1's 20%).
 func beyondThreshold(measured, advertised uint32, threshold float64) bool {
 	d := math.Abs(float64(measured) - float64(advertised))
 	return d > threshold*float64(advertised)

@@ -33,7 +33,7 @@ type Ready struct {
 }
 
 // PredicateUpdate sets or removes one row of the PREDICATES table
-// (seed 000 §2.2). A row exists for every router that is reachable (or is
+// (Carzaniga09 §2.2). A row exists for every router that is reachable (or is
 // this router), advertises a predicate, and shares this router's Bloom
 // parameters. Filters may be empty: the router has no subscribers.
 type PredicateUpdate struct {
@@ -259,7 +259,7 @@ func (n *Node) LinkDown(peer uint32, now time.Duration) {
 }
 
 // SetLocalPredicate replaces the router's encoded predicate, the Bloom
-// filters of its local subscribers (seed 000 §2.2), and floods it if it
+// filters of its local subscribers (Carzaniga09 §2.2), and floods it if it
 // changed. The filters must be encoded with Config.Encoding; the node keeps
 // a copy. It takes effect at the time of the latest input.
 func (n *Node) SetLocalPredicate(filters []encoding.Bloom) error {

@@ -192,7 +192,7 @@ func (g *graph) dijkstra(src int32) *spt {
 	return t
 }
 
-// Table is a router's UNICAST table (seed 000 §2.2) as an immutable
+// Table is a router's UNICAST table (Carzaniga09 §2.2) as an immutable
 // snapshot of one LSDB state. It implements drp.Routing. A Table is safe
 // for concurrent use: the node replaces it rather than changing it, so a
 // forwarding goroutine may keep using the one it holds.
@@ -271,7 +271,7 @@ func (t *Table) Routers() []uint32 {
 
 // TreeChildren implements drp.Routing: Self's children in the shortest-path
 // tree rooted at source, the routers to which a broadcast from source is
-// forwarded here (seed 000 §2.3). Every router computes the same tree, with
+// forwarded here (Carzaniga09 §2.3). Every router computes the same tree, with
 // the same tie-breaking, so together they cover each reachable router once.
 // The result is cached per source for the life of the Table and must not
 // be modified. It is empty when source is unreachable.

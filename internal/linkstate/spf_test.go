@@ -181,7 +181,7 @@ func (r *reference) children(source, self uint32) []uint32 {
 func tableFor(self uint32, lsas []*LSA) *Table { return newTable(self, newGraph(self, lsas)) }
 
 func TestDijkstraMatchesReference(t *testing.T) {
-	// DESIGN §3: SPF with deterministic tie-breaking; checked against
+	// docs/design.md §3: SPF with deterministic tie-breaking; checked against
 	// Floyd–Warshall with the same lexicographic weight on random graphs.
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 1))
@@ -214,7 +214,7 @@ func TestDijkstraMatchesReference(t *testing.T) {
 }
 
 func TestHopByHopPathsFormTrees(t *testing.T) {
-	// seed 000 §2.2: DRP forwards hop by hop with each router's own table;
+	// Carzaniga09 §2.2: DRP forwards hop by hop with each router's own table;
 	// with consistent tie-breaking the links a message bundle takes from an
 	// ingress to all destinations form a tree, so no link carries it twice.
 	// Costs in {1, 2} make equal-cost paths the rule, not the exception.
@@ -306,7 +306,7 @@ func TestPositionDependentTieBreakBreaksTrees(t *testing.T) {
 }
 
 func TestTwoWayCheck(t *testing.T) {
-	// DESIGN §3: A→B is used only if B's LSA lists A.
+	// docs/design.md §3: A→B is used only if B's LSA lists A.
 	lsas := []*LSA{
 		{Origin: 1, Seq: 1, Links: []Link{{2, 1}, {3, 1}}},
 		{Origin: 2, Seq: 1, Links: []Link{{1, 1}}},

@@ -82,7 +82,7 @@ type numThreshold struct {
 // operands from each position of the value (good for the short values of
 // most attributes, whatever the number of operands), or scanning the
 // operands with strings.Contains (good for a long text and few operands,
-// such as seed 003's message bodies).
+// such as Gorton03's message bodies).
 type substrIndex struct {
 	trie *byteTrie
 	all  []strThreshold

@@ -43,7 +43,7 @@ func (s benchSetup) runIndex(b *testing.B) {
 	t.stop(b, matched)
 }
 
-// runOneByOne is the JMS way (seed 003 §3.3, Fig. 3): every predicate
+// runOneByOne is the JMS way (Gorton03 §3.3, Fig. 3): every predicate
 // evaluated in isolation, each filter until its first failing constraint.
 func (s benchSetup) runOneByOne(b *testing.B) {
 	dst := make([]SubscriberID, 0, len(s.preds))
@@ -81,7 +81,7 @@ func startTimer(b *testing.B) cpuTimer {
 
 // stop reports cpu-ns/op (where the OS tells), msgs/s on one core (from CPU
 // time where available, else wall time) and matches/msg, the mean number of
-// subscribers matched: the replication r of seed 001's cost model.
+// subscribers matched: the replication r of Henjes07's cost model.
 func (t cpuTimer) stop(b *testing.B, matched int) {
 	b.StopTimer()
 	end, _ := threadCPU()
@@ -105,21 +105,21 @@ func benchWorkload(b *testing.B, cfg workload.Config, filters ...int) {
 	}
 }
 
-// BenchmarkPaper is the workload of seed 000 §5.1.4: messages of 10
+// BenchmarkPaper is the workload of Carzaniga09 §5.1.4: messages of 10
 // attributes (60% strings over 200 terms, 40% ints in [0,100]), predicates
 // of 20 filters of 1–5 constraints.
 func BenchmarkPaper(b *testing.B) {
 	benchWorkload(b, workload.Default(), 1000, 10000, 100000)
 }
 
-// BenchmarkSingleConstraint is the comparative variant of seed 000 §5.1.4:
+// BenchmarkSingleConstraint is the comparative variant of Carzaniga09 §5.1.4:
 // one constraint per filter over 200 names.
 func BenchmarkSingleConstraint(b *testing.B) {
 	benchWorkload(b, workload.SingleConstraint(), 1000, 10000, 100000)
 }
 
 // BenchmarkConstraintsPerFilter holds the number of filters at 10,000 and
-// makes every filter k constraints long (seed 003 §4, seed 001 §4.4): the
+// makes every filter k constraints long (Gorton03 §4, Henjes07 §4.4): the
 // index's cost should stay flat while one-by-one evaluation does more work
 // per filter that passes its first constraints.
 func BenchmarkConstraintsPerFilter(b *testing.B) {
@@ -132,14 +132,14 @@ func BenchmarkConstraintsPerFilter(b *testing.B) {
 	}
 }
 
-// BenchmarkConjunctionLength is seed 001 §4.4's experiment (3) on the paper
+// BenchmarkConjunctionLength is Henjes07 §4.4's experiment (3) on the paper
 // workload's messages: filters of k constraints where only the last one
 // decides (a00 = <term>) and the k-1 before it hold for every message and
 // differ from filter to filter, so neither early rejection nor sharing
 // helps one-by-one evaluation. Replication is the same for every k. With
 // k = 1 the 10,000 filters collapse into at most 200 distinct ones; from
 // k = 2 on they are all distinct, so 2 against 5 isolates the conjunction's
-// length (seed 003 §4: it must not make the matcher collapse).
+// length (Gorton03 §4: it must not make the matcher collapse).
 func BenchmarkConjunctionLength(b *testing.B) {
 	cfg := workload.Default()
 	g, err := workload.New(cfg)
@@ -210,7 +210,7 @@ func BenchmarkBroadConstraints(b *testing.B) {
 	b.Run("onebyone", s.runOneByOne)
 }
 
-// The message and selectors of seed 003 §4.1 (Fig. 5): selector expense
+// The message and selectors of Gorton03 §4.1 (Fig. 5): selector expense
 // level 1 is an equality on a short field, 2 a substring of a short field,
 // 3 a substring near the start of the long body, 4 one near its end.
 var (
@@ -231,10 +231,10 @@ var (
 	}
 )
 
-// BenchmarkSeed003 reproduces the scenario of seed 003 §4.1–4.2: every
+// BenchmarkSeed003 reproduces the scenario of Gorton03 §4.1–4.2: every
 // subscriber registers the same selector and every message matches it. The
 // index evaluates the shared selector once, so its cost per message is the
-// reporting of the subscribers alone, the r·t_tx term of seed 001 §4.5.
+// reporting of the subscribers alone, the r·t_tx term of Henjes07 §4.5.
 func BenchmarkSeed003(b *testing.B) {
 	for level, sel := range seed003Selectors {
 		for _, subs := range []int{10, 400} {

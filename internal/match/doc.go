@@ -2,15 +2,15 @@
 // local subscribers whose predicates the message satisfies, at a cost that
 // grows with what the message satisfies rather than with the number or the
 // complexity of the installed predicates. It is what a broker runs for local
-// delivery (seed 000 §2.2, DESIGN §4), where Bloom-filter false positives
+// delivery (Carzaniga09 §2.2, docs/design.md §4), where Bloom-filter false positives
 // are removed.
 //
 // # Why not evaluate predicates one by one
 //
 // A JMS broker evaluates every subscriber's selector in isolation, so its
 // cost per message is t_rcv + n·t_fltr + r·t_tx for n installed filters and
-// replication r (seed 001 §4.5), and it collapses as selectors get more
-// expensive (seed 003 §3.3, §4.2). Seed 003's remedy is to break selectors
+// replication r (Henjes07 §4.5), and it collapses as selectors get more
+// expensive (Gorton03 §3.3, §4.2). Gorton03's remedy is to break selectors
 // into "cacheable units" shared by all selectors and to evaluate each unit
 // once per message. This package takes that idea to its end:
 //

@@ -1,7 +1,7 @@
 // Package netem is drip's traffic-shaping sidecar: it makes one broker's
 // egress to each neighbour look like the wide-area link the topology file
 // describes (bandwidth, one-way delay, jitter, loss), so that a mesh running
-// in one cluster behaves like the WAN overlay of seed 000 §5.1 (brokers
+// in one cluster behaves like the WAN overlay of Carzaniga09 §5.1 (brokers
 // joined by links of limited bandwidth and real latency).
 //
 // Shaping is per destination on the sending side. On the pod's device it

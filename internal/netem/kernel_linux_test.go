@@ -165,7 +165,7 @@ func (l *vethLab) throughput(t *testing.T, dst string, d time.Duration) float64 
 }
 
 // TestKernelShaping programs a real device in a private namespace and
-// measures the result: seed 000 §5.1 puts brokers on links of limited
+// measures the result: Carzaniga09 §5.1 puts brokers on links of limited
 // bandwidth, and this is the check that a link shaped to 2 MB/s carries
 // 2 MB/s while other destinations are not held back.
 func TestKernelShaping(t *testing.T) {

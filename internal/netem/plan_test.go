@@ -26,7 +26,7 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
-// A square a–b–c–d with a diagonal, as in seed 000 §5's 4-broker network,
+// A square a–b–c–d with a diagonal, as in Carzaniga09 §5's 4-broker network,
 // with WAN properties on a's links.
 const square = `
 brokers:

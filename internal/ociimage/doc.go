@@ -22,5 +22,5 @@
 // [DripArchive].
 //
 // This package is build tooling, not part of the broker: it has nothing to do
-// with the B-DRP protocol of seed 000 and shells out to `go build`.
+// with the B-DRP protocol of Carzaniga09 and shells out to `go build`.
 package ociimage

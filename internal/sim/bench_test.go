@@ -10,7 +10,7 @@ import (
 	"github.com/dripmesh/drip/internal/linkstate"
 )
 
-// benchParams are SFF's Bloom parameters (DESIGN §2): 256-bit filters.
+// benchParams are SFF's Bloom parameters (docs/design.md §2): 256-bit filters.
 var benchParams = encoding.Params{M: 256, K: 10}
 
 func benchConfig(wan bool) func(id uint32) linkstate.Config {

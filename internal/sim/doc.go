@@ -1,7 +1,7 @@
 // Package sim runs many linkstate routers in one process over a
 // deterministic, in-memory network with virtual time, in the spirit of
 // memberlist's MockNetwork and etcd raft's interaction tests. It is how
-// drip tests the routing protocol of seed 000 §2.2 (DESIGN §3) and
+// drip tests the routing protocol of Carzaniga09 §2.2 (docs/design.md §3) and
 // measures its control traffic, and what DRP forwarding tests run on.
 //
 // A Network holds a priority queue of deliveries ordered by virtual time
@@ -31,5 +31,5 @@
 //
 // topology.go has the generators: Line, Ring, Grid, RandomConnected and a
 // BRITE-like preferential-attachment generator with geographic placement
-// (PaperTopology stands in for the 42-broker topology of seed 000 §5.2.2).
+// (PaperTopology stands in for the 42-broker topology of Carzaniga09 §5.2.2).
 package sim

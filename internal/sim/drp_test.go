@@ -48,7 +48,7 @@ func meshWithPredicates(t *testing.T, topo sim.Topology, seed uint64) (*sim.Netw
 	return nw, gen
 }
 
-// destinations is D for message m published at src (seed 000 §2.2): the
+// destinations is D for message m published at src (Carzaniga09 §2.2): the
 // routers whose encoded predicate in src's PREDICATES table m matches. It
 // also checks that table against what every router advertised.
 func destinations(t *testing.T, nw *sim.Network, src uint32, m content.Message) *bitset.BitSet {
@@ -171,7 +171,7 @@ func meshCases() []meshCase {
 	return cs
 }
 
-// seed 000 §2.2–2.3 over linkstate tables, converged and reconverging.
+// Carzaniga09 §2.2–2.3 over linkstate tables, converged and reconverging.
 func TestDRPOverLinkState(t *testing.T) {
 	partition, err := drp.NewForwarder(drp.Config{BroadcastFraction: 0, HopLimit: drp.DefaultConfig().HopLimit})
 	require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestDRPOverLinkState(t *testing.T) {
 			nw, gen := meshWithPredicates(t, c.topo, c.seed)
 			ids := nw.Routers()
 
-			// seed 000 §2.2: DRP delivers to exactly the routers whose
+			// Carzaniga09 §2.2: DRP delivers to exactly the routers whose
 			// advertised predicate the message matches, each once, over
 			// the union of the routes to them, with no link carrying the
 			// message twice (linkstate makes shortest paths unique, so
@@ -219,7 +219,7 @@ func TestDRPOverLinkState(t *testing.T) {
 				}
 			})
 
-			// seed 000 §2.3: a broadcast follows the source's shortest-path
+			// Carzaniga09 §2.3: a broadcast follows the source's shortest-path
 			// tree, which every router's TreeChildren describes alike, and
 			// only the destinations deliver. Each router strips itself from
 			// the set and stops when it is empty, so a router receives the
@@ -259,7 +259,7 @@ func TestDRPOverLinkState(t *testing.T) {
 				}
 			})
 
-			// seed 000 §2.2 during reconvergence: a link on the routes of
+			// Carzaniga09 §2.2 during reconvergence: a link on the routes of
 			// the messages in flight is cut, and the messages are forwarded
 			// again at every step of the reconvergence, each router with
 			// the table it holds at that moment. Whatever mix of stale and
@@ -332,7 +332,7 @@ func TestDRPOverLinkState(t *testing.T) {
 }
 
 // accountFor checks the invariant that holds whatever the tables say
-// (seed 000 §2.2): partitioning keeps destination sets disjoint, so every
+// (Carzaniga09 §2.2): partitioning keeps destination sets disjoint, so every
 // destination is delivered at most once and exactly one of delivered,
 // dropped (and counted) or lost on a dead link; the hop limit bounds every
 // lineage, so the message cannot circulate forever.
@@ -348,7 +348,7 @@ func accountFor(t *testing.T, fl flow, dest *bitset.BitSet, src uint32, limit in
 	assert.LessOrEqual(t, fl.bundles, len(want)*limit, "bundles")
 }
 
-// seed 000 §2.2 during reconvergence on a ring: right after 0–1 is cut,
+// Carzaniga09 §2.2 during reconvergence on a ring: right after 0–1 is cut,
 // 0 routes to 1 the long way round through 11, while 11, not yet told,
 // still routes to 1 through 0. A message from 11 to 1 ping-pongs between
 // them until its hop limit, and is counted as dropped.

@@ -110,7 +110,7 @@ func checkRoutes(t *testing.T, nw *Network, cost func(from, to uint32, l Link) u
 
 // checkPredicates compares every live router's PREDICATES table (both as
 // published by the node and as rebuilt from its updates) with what the
-// routers of its component advertised (seed 000 §2.2).
+// routers of its component advertised (Carzaniga09 §2.2).
 func checkPredicates(t *testing.T, nw *Network) {
 	t.Helper()
 	for _, comp := range nw.Components() {
@@ -155,7 +155,7 @@ func converge(t *testing.T, nw *Network, limit time.Duration) time.Duration {
 }
 
 func TestConvergesToShortestPaths(t *testing.T) {
-	// seed 000 §2.2 / DESIGN §3: after convergence every router's UNICAST
+	// Carzaniga09 §2.2 / docs/design.md §3: after convergence every router's UNICAST
 	// next hop is the shortest-path next hop of the true topology (with
 	// the tie-break), and its PREDICATES table holds every router's
 	// advertisement. Weights in [1, 3] make equal-cost paths common.
@@ -230,7 +230,7 @@ func TestLinkCutAndHeal(t *testing.T) {
 }
 
 func TestRouterDeathAndRestart(t *testing.T) {
-	// DESIGN §3: aging and withdrawal of dead routers; a restarted router
+	// docs/design.md §3: aging and withdrawal of dead routers; a restarted router
 	// begins again at sequence number 1 and jumps past its old entries.
 	nw, err := New(Grid(4, 4), Options{Seed: 3})
 	require.NoError(t, err)
@@ -273,7 +273,7 @@ func TestRouterDeathAndRestart(t *testing.T) {
 }
 
 func TestGracefulStopWithdrawsAtOnce(t *testing.T) {
-	// DESIGN §3: a leaving router's withdrawal removes it everywhere
+	// docs/design.md §3: a leaving router's withdrawal removes it everywhere
 	// within the flooding delay, not after DeadInterval.
 	nw, err := New(Line(6), Options{})
 	require.NoError(t, err)
@@ -353,7 +353,7 @@ func TestPartitionOutlastingMaxAge(t *testing.T) {
 }
 
 func TestPredicateChange(t *testing.T) {
-	// seed 000 §2.2: PREDICATES follows every router's advertisement.
+	// Carzaniga09 §2.2: PREDICATES follows every router's advertisement.
 	nw, err := New(Grid(3, 3), Options{})
 	require.NoError(t, err)
 	converge(t, nw, 10*time.Second)
@@ -367,7 +367,7 @@ func TestPredicateChange(t *testing.T) {
 }
 
 func TestMeasuredCostHysteresis(t *testing.T) {
-	// seed 002 §2.1 / DESIGN §3: in RTT mode links cost their smoothed RTT,
+	// Kim10 §2.1 / docs/design.md §3: in RTT mode links cost their smoothed RTT,
 	// re-advertised only when it moves more than 20%. Router 0 reaches 3
 	// via 1 (RTT costs 20 ms + 2 ms) or via 2 (20 ms + 3 ms).
 	topo := Topology{Routers: []uint32{0, 1, 2, 3}, Links: []Link{
@@ -420,7 +420,7 @@ func TestMeasuredCostHysteresis(t *testing.T) {
 }
 
 func TestDropHealedByAntiEntropy(t *testing.T) {
-	// DESIGN §3: without acknowledgements, a lost flood is healed by the
+	// docs/design.md §3: without acknowledgements, a lost flood is healed by the
 	// LSDB digests in hellos and a database exchange.
 	nw, err := New(Line(3), Options{})
 	require.NoError(t, err)

@@ -167,8 +167,8 @@ func DefaultBRITE(routers int) BRITEOptions {
 	return BRITEOptions{Routers: routers, Extra: 0.1, Locality: 0.05, Side: 4000}
 }
 
-// PaperTopology is a stand-in for the 42-broker BRITE topology of seed 000
-// §5.2.2 (DESIGN §7: diameter ≈ 11): DefaultBRITE(42) with a diameter of
+// PaperTopology is a stand-in for the 42-broker BRITE topology of Carzaniga09
+// §5.2.2 (docs/design.md §7: diameter ≈ 11): DefaultBRITE(42) with a diameter of
 // exactly 11 hops.
 func PaperTopology(seed uint64) Topology {
 	o := DefaultBRITE(42)

@@ -56,7 +56,7 @@ func TestBRITELike(t *testing.T) {
 			assert.Positive(t, l.Delay)
 		}
 	}
-	// DESIGN §7 / seed 000 §5.2.2: 42 brokers, diameter ≈ 11.
+	// docs/design.md §7 / Carzaniga09 §5.2.2: 42 brokers, diameter ≈ 11.
 	paper := PaperTopology(1)
 	assert.Len(t, paper.Routers, 42)
 	assert.Equal(t, 11, paper.Diameter())

@@ -1,5 +1,5 @@
 // Package systems deploys the publish/subscribe systems that the
-// experiments of seed 000 §5 compare, behind one interface, so that one
+// experiments of Carzaniga09 §5 compare, behind one interface, so that one
 // runner (internal/experiment) and one oracle (internal/bench) measure them
 // the same way:
 //
@@ -8,7 +8,7 @@
 //   - activemq: Apache ActiveMQ 5.17 from the Debian package as a network of
 //     brokers over the same links (duplex network connectors), reached over
 //     STOMP (internal/stomp) with JMS selectors translated from drip
-//     predicates (Selector), the touchstone of seed 000 §5.1.1 and §5.1.3;
+//     predicates (Selector), the touchstone of Carzaniga09 §5.1.1 and §5.1.3;
 //   - nats: a nats-server cluster (full mesh of routes, as NATS requires)
 //     with every message on one subject and content filtering in the
 //     subscribing client, since NATS has subjects only.
@@ -17,5 +17,5 @@
 // connect from: Loopback puts every site on 127.0.0.1; the lab
 // (internal/lab) gives each site a network namespace behind emulated WAN
 // links. A LinkCounter reads bytes per link direction for the busiest-link
-// utilisation of seed 000 Figs. 4–5.
+// utilisation of Carzaniga09 Figs. 4–5.
 package systems

@@ -232,7 +232,7 @@ func (d *dripDeployment) Info() Info {
 		Version: buildinfo.String(),
 		Config: map[string]string{
 			"mode":               mode,
-			"routing":            "B-DRP: link-state routes, Bloom-encoded predicates matched once at the ingress, DRP forwarding (seed 000 §2-3)",
+			"routing":            "B-DRP: link-state routes, Bloom-encoded predicates matched once at the ingress, DRP forwarding (Carzaniga09 §2-3)",
 			"link_state":         fmt.Sprintf("hello %v, dead %v, cost %s", cfg.LinkState.HelloInterval, cfg.LinkState.DeadInterval, costMode(cfg)),
 			"bloom":              fmt.Sprintf("M=%d bits, K=%d", cfg.Encoding.M, cfg.Encoding.K),
 			"link_queue_bytes":   strconv.Itoa(cfg.LinkQueueBytes),

@@ -108,7 +108,7 @@ func jmsEval(c content.Constraint, m content.Message) bool {
 	}
 }
 
-// seed 000 §5.2.1 compares the systems on the same workload: on the
+// Carzaniga09 §5.2.1 compares the systems on the same workload: on the
 // experiments' workloads (every name has one type) the translated selector
 // selects exactly the messages the predicate matches.
 func TestSelectorAgreesOnWorkloads(t *testing.T) {

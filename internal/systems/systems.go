@@ -57,7 +57,7 @@ type Deployment interface {
 	// Connect opens a client connection at site (bench.Connector).
 	Connect(ctx context.Context, site string) (bench.Endpoint, error)
 	// Ready waits until subscriptions installed so far can be served from
-	// every site: routes are up and interest has propagated (seed 000
+	// every site: routes are up and interest has propagated (Carzaniga09
 	// §5.1.4 step 5).
 	Ready(ctx context.Context) error
 	// Links counts the bytes the system sent over each direction of each

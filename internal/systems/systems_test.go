@@ -30,7 +30,7 @@ func line(n int) *topology.Topology {
 	return t
 }
 
-// square is the 4-site square with one diagonal of seed 000 §5.2.1.
+// square is the 4-site square with one diagonal of Carzaniga09 §5.2.1.
 func square() *topology.Topology {
 	t := line(4)
 	t.Links = append(t.Links, topology.Link{A: "s3", B: "s0", Weight: 1}, topology.Link{A: "s0", B: "s2", Weight: 1})

@@ -9,7 +9,7 @@ var defaultYAML []byte
 func DefaultYAML() []byte { return defaultYAML }
 
 // Default returns the embedded default topology: four brokers on loopback
-// in a square with one diagonal (seed 000 §5's 4-broker network).
+// in a square with one diagonal (Carzaniga09 §5's 4-broker network).
 func Default() *Topology {
 	t, err := Parse(defaultYAML)
 	if err != nil {

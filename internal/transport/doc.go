@@ -7,5 +7,5 @@
 // introduces it (protocol version, mesh name, router ID, Bloom parameters)
 // and Compatible decides whether the two may link. It also provides Queue,
 // the per-link send queue that keeps control traffic ahead of data and
-// bounds data in bytes (DESIGN §4).
+// bounds data in bytes (docs/design.md §4).
 package transport

@@ -6,7 +6,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 )
 
-// Queue is a link's send queue (DESIGN §4). Control messages are never
+// Queue is a link's send queue (docs/design.md §4). Control messages are never
 // dropped and always leave before queued data; bundles are bounded by their
 // encoded bytes and refused when the bound would be exceeded, so a slow link
 // sheds data instead of growing memory or slowing the routing protocol.

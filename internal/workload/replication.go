@@ -8,7 +8,7 @@ import (
 
 // Replication measures, over msgs, the mean number of predicates each message matches (client
 // replication) and the mean number of distinct brokers hosting a matched predicate
-// (brokerOf[i] = broker of predicate i) (broker replication), seed 000 §5.1.4 / Fig. 2.
+// (brokerOf[i] = broker of predicate i) (broker replication), Carzaniga09 §5.1.4 / Fig. 2.
 //
 // It returns zeros for no messages and panics when brokerOf and preds differ
 // in length, which is a bug in the caller.
@@ -40,7 +40,7 @@ func Replication(preds []content.Predicate, brokerOf []int, msgs []content.Messa
 }
 
 // RoundRobin assigns n clients to brokers 0..brokers-1 in turn, the uniform
-// distribution of clients over the network of seed 000 §5.1.4: client i
+// distribution of clients over the network of Carzaniga09 §5.1.4: client i
 // goes to broker i mod brokers. It panics when brokers < 1.
 func RoundRobin(n, brokers int) []int {
 	if brokers < 1 {

@@ -84,7 +84,7 @@ func TestRoundRobin(t *testing.T) {
 	assert.Equal(t, []int{0, 1, 2, 0, 1}, RoundRobin(5, 3))
 	assert.Empty(t, RoundRobin(0, 3))
 	assert.Panics(t, func() { RoundRobin(5, 0) })
-	// seed 000 §5.2.1: 80 clients uniformly over 8 sites, 10 each.
+	// Carzaniga09 §5.2.1: 80 clients uniformly over 8 sites, 10 each.
 	per := map[int]int{}
 	for _, b := range RoundRobin(80, 8) {
 		per[b]++
@@ -93,14 +93,14 @@ func TestRoundRobin(t *testing.T) {
 }
 
 // measure returns the replication factors of c over the comparative setup
-// of seed 000 §5.2.1: 80 clients with one predicate each, 10 on each of 8
+// of Carzaniga09 §5.2.1: 80 clients with one predicate each, 10 on each of 8
 // brokers.
 func measure(t testing.TB, c Config, messages int) (client, broker float64) {
 	g := mustNew(t, c)
 	return Replication(g.Predicates(80), RoundRobin(80, 8), g.Messages(messages))
 }
 
-// seed 000 §5.2.2: the names knob trades matching probability; more names
+// Carzaniga09 §5.2.2: the names knob trades matching probability; more names
 // means a message carries a smaller share of them and fewer constraints
 // can match.
 func TestMoreNamesLowerReplication(t *testing.T) {
@@ -129,7 +129,7 @@ func TestMoreNamesLowerReplication(t *testing.T) {
 	}
 }
 
-// seed 000 §5.1.4 Fig. 2: with 80 clients on 8 brokers the comparative
+// Carzaniga09 §5.1.4 Fig. 2: with 80 clients on 8 brokers the comparative
 // workload has client replication 4.2 (5% of 80) and broker replication 3.3.
 func TestSingleConstraintReproducesFig2(t *testing.T) {
 	client, broker := measure(t, SingleConstraint(), 5000)

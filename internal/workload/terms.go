@@ -1,6 +1,6 @@
 package workload
 
-// terms stands in for the 200 frequent news-report terms of seed 000
+// terms stands in for the 200 frequent news-report terms of Carzaniga09
 // §5.1.4 [18]. Config.Terms selects a prefix of the list, so its order is
 // part of the workload definition: appending is safe, reordering changes
 // every seeded experiment. Every term has at least 3 bytes so that a

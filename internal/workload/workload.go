@@ -22,7 +22,7 @@ type Config struct {
 	MaxConstraints      int     // 5
 }
 
-// Default is the generative model of seed 000 §5.1.4: messages of 10
+// Default is the generative model of Carzaniga09 §5.1.4: messages of 10
 // attributes, 60% strings over 200 terms and 40% ints in [0,100], predicates
 // of 20 filters of 1–5 constraints. The seed does not say how many names
 // there are; 10 (every message carries every name) is the densest choice and
@@ -41,7 +41,7 @@ func Default() Config {
 	}
 }
 
-// SingleConstraint is the comparative workload of seed 000 §5.1.4 and
+// SingleConstraint is the comparative workload of Carzaniga09 §5.1.4 and
 // §5.2.1: Default with one constraint per filter, "to increase the matching
 // probability", and 200 names, which reproduces the seed's Fig. 2 (80
 // clients of 20 filters on 8 brokers, 10 per broker: client replication 4.2,
@@ -220,7 +220,7 @@ func (g *Generator) intValue(r *rand.Rand) int64 {
 }
 
 // constraint draws a constraint on name index n with the operator mix of
-// seed 000 §5.1.4.
+// Carzaniga09 §5.1.4.
 func (g *Generator) constraint(n int) content.Constraint {
 	r := g.predRand
 	c := content.Constraint{Name: g.names[n], Op: content.OpEq}

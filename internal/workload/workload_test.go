@@ -22,7 +22,7 @@ func mustNew(t testing.TB, c Config) *Generator {
 func TestPresetsAreValid(t *testing.T) {
 	require.NoError(t, Default().Validate())
 	require.NoError(t, SingleConstraint().Validate())
-	// seed 000 §5.1.4: 10 attributes, 60% strings over 200 terms, ints in
+	// Carzaniga09 §5.1.4: 10 attributes, 60% strings over 200 terms, ints in
 	// [0,100], 20 filters of 1–5 constraints.
 	d := Default()
 	assert.Equal(t, 10, d.AttrsPerMessage)
@@ -72,7 +72,7 @@ func TestValidateRejectsNonsense(t *testing.T) {
 }
 
 func TestTermList(t *testing.T) {
-	require.Equal(t, 200, MaxTerms, "seed 000 §5.1.4: a set of 200 frequent terms")
+	require.Equal(t, 200, MaxTerms, "Carzaniga09 §5.1.4: a set of 200 frequent terms")
 	seen := map[string]bool{}
 	for i, term := range terms {
 		assert.False(t, seen[term], "term %d %q repeated", i, term)
@@ -237,7 +237,7 @@ func TestMessagesFollowTheModel(t *testing.T) {
 	for i, k := range intCount {
 		assert.InDelta(t, 1.0/4, float64(k)/float64(totalInt), 0.02, "int %d", i)
 	}
-	// seed 000 §5.1.4: 60% of the attributes are strings.
+	// Carzaniga09 §5.1.4: 60% of the attributes are strings.
 	assert.InDelta(t, 0.6, float64(totalStr)/float64(totalStr+totalInt), 0.02)
 }
 
@@ -318,7 +318,7 @@ func TestFiltersFollowTheModel(t *testing.T) {
 		}
 		return float64(ops[k][op]) / float64(total)
 	}
-	// seed 000 §5.1.4: string ops 70% equality, 30% equally split over
+	// Carzaniga09 §5.1.4: string ops 70% equality, 30% equally split over
 	// prefix, suffix and substring; int ops 80% =, 10% <, 10% >.
 	assert.InDelta(t, 0.7, frac(content.KindString, content.OpEq), 0.01)
 	assert.InDelta(t, 0.1, frac(content.KindString, content.OpPrefix), 0.01)

@@ -34,7 +34,7 @@ import (
 // first six are the losses and errors the dashboards exist to show.
 var provoked = map[string]string{
 	"drip_subscriber_dropped_total":         "b2 gets deliveries larger than its subscriber queue's byte budget",
-	"drip_false_positives_total":            "b1's predicate n > 1e9 encodes to the existence of n, which every message has (seed 000 §3)",
+	"drip_false_positives_total":            "b1's predicate n > 1e9 encodes to the existence of n, which every message has (Carzaniga09 §3)",
 	"drip_link_dropped_bundles_total":       "b0's link queue holds one bundle and b0 publishes in bursts",
 	"drip_route_dropped_destinations_total": "b0's hop limit is 1, so bundles for b2 die at b1 (hop_limit)",
 	"drip_link_handshake_failures_total":    "a broker of another mesh keeps dialling b0 (mesh)",

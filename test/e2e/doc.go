@@ -4,8 +4,8 @@
 // TestMesh installs the Helm chart (deploy/helm/drip) into a fresh namespace,
 // with a topology and netem link shaping, and checks what no in-process test
 // can: that the chart's StatefulSet, Services and topology make a mesh that
-// converges, that its `helm test` hook passes, that the seed 000 §5.1.4
-// workload run by `drip bench` as a Job is delivered exactly (seed 000 §3:
+// converges, that its `helm test` hook passes, that the Carzaniga09 §5.1.4
+// workload run by `drip bench` as a Job is delivered exactly (Carzaniga09 §3:
 // Bloom false positives cost bandwidth but never reach a client) and nearly
 // completely, and what the nodes' kernel could not emulate.
 //

@@ -140,7 +140,7 @@ func (c *cluster) scrape(ctx context.Context, ns, pod string, port int) (metrics
 }
 
 // waitConverged waits until every broker's link-state database reaches
-// every router (seed 000 §2.2: the unicast routes B-DRP forwards on).
+// every router (Carzaniga09 §2.2: the unicast routes B-DRP forwards on).
 func (c *cluster) waitConverged(ctx context.Context, ns string, n int, timeout time.Duration) error {
 	var last []string
 	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {

@@ -45,9 +45,9 @@ func tail(b []byte, n int) string {
 }
 
 // checkReport lists what makes r a failed run: any false positive or
-// duplicate (seed 000 §2.2, §3: brokers apply the exact predicates before
+// duplicate (Carzaniga09 §2.2, §3: brokers apply the exact predicates before
 // delivering, so Bloom false positives cost bandwidth and never reach a
-// client), or fewer than minDelivery of the ideal deliveries (seed 000
+// client), or fewer than minDelivery of the ideal deliveries (Carzaniga09
 // §5.1.4: output throughput against the ideal, input × replication).
 func checkReport(r *bench.Report, minDelivery float64) []string {
 	t := r.Totals

@@ -48,7 +48,7 @@ type meshSpec struct {
 }
 
 // defaultMesh is four brokers in a ring, so that a message crosses up to
-// two links, on 1 MB/s links with 10 ms one-way delay (seed 000 §5.2's
+// two links, on 1 MB/s links with 10 ms one-way delay (Carzaniga09 §5.2's
 // links are 1 MBps).
 func defaultMesh() meshSpec {
 	return meshSpec{Brokers: 4, Shape: "ring", Netem: true, Bandwidth: "1MBps", Delay: "10ms"}
@@ -170,7 +170,7 @@ type benchSpec struct {
 	MinDelivery float64 // least Delivered/Ideal
 }
 
-// defaultBench is the single-constraint workload of seed 000 §5.2.1 (80
+// defaultBench is the single-constraint workload of Carzaniga09 §5.2.1 (80
 // subscribers, about 5% replication) at a rate far below the links'
 // capacity, where nearly everything must arrive.
 func defaultBench() benchSpec {

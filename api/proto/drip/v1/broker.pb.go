@@ -1,5 +1,5 @@
 // The client API of a drip broker: publishers and subscribers connect to any
-// broker of the mesh (DESIGN §5).
+// broker of the mesh (docs/design.md §5).
 //
 // Wire contract: never renumber fields, only add.
 

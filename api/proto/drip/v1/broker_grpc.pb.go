@@ -1,5 +1,5 @@
 // The client API of a drip broker: publishers and subscribers connect to any
-// broker of the mesh (DESIGN §5).
+// broker of the mesh (docs/design.md §5).
 //
 // Wire contract: never renumber fields, only add.
 
@@ -48,7 +48,7 @@ type BrokerClient interface {
 	// InvalidArgument naming the byte offset of the parse error or the limit
 	// that was exceeded.
 	//
-	// The stream is bidirectional (DESIGN sketched a server stream) so that a
+	// The stream is bidirectional (the design sketch had a server stream) so that a
 	// predicate replacement travels on the subscription's own stream: it
 	// reaches the broker that holds the subscription even behind a
 	// load-balanced Service, and it is ordered with the subscription.
@@ -109,7 +109,7 @@ type BrokerServer interface {
 	// InvalidArgument naming the byte offset of the parse error or the limit
 	// that was exceeded.
 	//
-	// The stream is bidirectional (DESIGN sketched a server stream) so that a
+	// The stream is bidirectional (the design sketch had a server stream) so that a
 	// predicate replacement travels on the subscription's own stream: it
 	// reaches the broker that holds the subscription even behind a
 	// load-balanced Service, and it is ordered with the subscription.

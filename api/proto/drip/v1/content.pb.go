@@ -1,4 +1,4 @@
-// The content data model on the wire (DESIGN §1). Shared by the client API
+// The content data model on the wire (docs/design.md §1). Shared by the client API
 // (broker.proto) and the peer protocol (peer.proto).
 //
 // Wire contract: field numbers and enum values are exchanged between brokers
@@ -430,7 +430,7 @@ func (x *Filter) GetConstraints() []*Constraint {
 }
 
 // Predicate is a disjunction of filters, given either structurally or as
-// text in the predicate language (DESIGN §1), e.g.
+// text in the predicate language (docs/design.md §1), e.g.
 //
 //	agency = "AP" && priority = 2 || keywords contains "Italy"
 //

@@ -1,4 +1,4 @@
-// The broker-to-broker protocol (DESIGN §3–§5): one bidirectional Link
+// The broker-to-broker protocol (docs/design.md §3–§5): one bidirectional Link
 // stream per neighbour pair carries the link-state control plane and the
 // B-DRP data plane.
 //
@@ -890,7 +890,7 @@ func (x *DbRequest) GetKeys() []*EntryKey {
 	return nil
 }
 
-// Bundle is B-DRP's <D, m> (seed 000 §2.2): a message and the routers it
+// Bundle is B-DRP's <D, m> (Carzaniga09 §2.2): a message and the routers it
 // must still reach through the receiving broker.
 type Bundle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

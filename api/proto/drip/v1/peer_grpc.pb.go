@@ -1,4 +1,4 @@
-// The broker-to-broker protocol (DESIGN §3–§5): one bidirectional Link
+// The broker-to-broker protocol (docs/design.md §3–§5): one bidirectional Link
 // stream per neighbour pair carries the link-state control plane and the
 // B-DRP data plane.
 //
