@@ -27,8 +27,12 @@ const (
 )
 
 type PublishRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// PublishStream only: more messages, published in order after message
+	// (if set). Publish rejects requests that carry a batch, since brokers
+	// before the field would silently drop it.
+	Batch         []*Message `protobuf:"bytes,2,rep,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -70,6 +74,122 @@ func (x *PublishRequest) GetMessage() *Message {
 	return nil
 }
 
+func (x *PublishRequest) GetBatch() []*Message {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// PublishResponse is what the broker says on a PublishStream.
+type PublishResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ack           *PublishAck            `protobuf:"bytes,1,opt,name=ack,proto3" json:"ack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishResponse) Reset() {
+	*x = PublishResponse{}
+	mi := &file_drip_v1_broker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishResponse) ProtoMessage() {}
+
+func (x *PublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drip_v1_broker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
+func (*PublishResponse) Descriptor() ([]byte, []int) {
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PublishResponse) GetAck() *PublishAck {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
+
+// PublishAck counts, from the start of the stream, the messages the broker
+// has accepted for routing and how many of those matched no subscriber.
+type PublishAck struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Accepted  uint64                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Unmatched uint64                 `protobuf:"varint,2,opt,name=unmatched,proto3" json:"unmatched,omitempty"`
+	// The broker is shutting down and reads no more from this stream, which
+	// ends after this ack: accepted is final.
+	Moving        bool `protobuf:"varint,3,opt,name=moving,proto3" json:"moving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishAck) Reset() {
+	*x = PublishAck{}
+	mi := &file_drip_v1_broker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishAck) ProtoMessage() {}
+
+func (x *PublishAck) ProtoReflect() protoreflect.Message {
+	mi := &file_drip_v1_broker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishAck.ProtoReflect.Descriptor instead.
+func (*PublishAck) Descriptor() ([]byte, []int) {
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PublishAck) GetAccepted() uint64 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+func (x *PublishAck) GetUnmatched() uint64 {
+	if x != nil {
+		return x.Unmatched
+	}
+	return 0
+}
+
+func (x *PublishAck) GetMoving() bool {
+	if x != nil {
+		return x.Moving
+	}
+	return false
+}
+
 type PublishSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Messages accepted for routing.
@@ -85,7 +205,7 @@ type PublishSummary struct {
 
 func (x *PublishSummary) Reset() {
 	*x = PublishSummary{}
-	mi := &file_drip_v1_broker_proto_msgTypes[1]
+	mi := &file_drip_v1_broker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +217,7 @@ func (x *PublishSummary) String() string {
 func (*PublishSummary) ProtoMessage() {}
 
 func (x *PublishSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[1]
+	mi := &file_drip_v1_broker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +230,7 @@ func (x *PublishSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishSummary.ProtoReflect.Descriptor instead.
 func (*PublishSummary) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{1}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PublishSummary) GetAccepted() uint64 {
@@ -138,7 +258,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_drip_v1_broker_proto_msgTypes[2]
+	mi := &file_drip_v1_broker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +270,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[2]
+	mi := &file_drip_v1_broker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +283,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubscribeRequest) GetPredicate() *Predicate {
@@ -187,6 +307,7 @@ type Delivery struct {
 	//	*Delivery_Subscribed
 	//	*Delivery_Message
 	//	*Delivery_Lost
+	//	*Delivery_Draining
 	Event         isDelivery_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -194,7 +315,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_drip_v1_broker_proto_msgTypes[3]
+	mi := &file_drip_v1_broker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +327,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[3]
+	mi := &file_drip_v1_broker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +340,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Delivery) GetEvent() isDelivery_Event {
@@ -256,6 +377,15 @@ func (x *Delivery) GetLost() *Lost {
 	return nil
 }
 
+func (x *Delivery) GetDraining() *Draining {
+	if x != nil {
+		if x, ok := x.Event.(*Delivery_Draining); ok {
+			return x.Draining
+		}
+	}
+	return nil
+}
+
 type isDelivery_Event interface {
 	isDelivery_Event()
 }
@@ -272,11 +402,74 @@ type Delivery_Lost struct {
 	Lost *Lost `protobuf:"bytes,3,opt,name=lost,proto3,oneof"`
 }
 
+type Delivery_Draining struct {
+	Draining *Draining `protobuf:"bytes,4,opt,name=draining,proto3,oneof"`
+}
+
 func (*Delivery_Subscribed) isDelivery_Event() {}
 
 func (*Delivery_Message) isDelivery_Event() {}
 
 func (*Delivery_Lost) isDelivery_Event() {}
+
+func (*Delivery_Draining) isDelivery_Event() {}
+
+// Draining says the broker is shutting down gracefully. It keeps
+// delivering until deadline; a client should subscribe again on another
+// broker now, keep both subscriptions for overlap after the new one is
+// acknowledged (the time the mesh needs to learn where the subscriber
+// went), drop the duplicates by their stamps, and then close this one.
+type Draining struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	DeadlineUnixNano int64                  `protobuf:"varint,1,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	OverlapNs        int64                  `protobuf:"varint,2,opt,name=overlap_ns,json=overlapNs,proto3" json:"overlap_ns,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Draining) Reset() {
+	*x = Draining{}
+	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Draining) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Draining) ProtoMessage() {}
+
+func (x *Draining) ProtoReflect() protoreflect.Message {
+	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Draining.ProtoReflect.Descriptor instead.
+func (*Draining) Descriptor() ([]byte, []int) {
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Draining) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
+}
+
+func (x *Draining) GetOverlapNs() int64 {
+	if x != nil {
+		return x.OverlapNs
+	}
+	return 0
+}
 
 // Subscribed acknowledges a SubscribeRequest: the predicate is installed.
 type Subscribed struct {
@@ -293,7 +486,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_drip_v1_broker_proto_msgTypes[4]
+	mi := &file_drip_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +498,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[4]
+	mi := &file_drip_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +511,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Subscribed) GetSubscriptionId() uint64 {
@@ -352,14 +545,19 @@ type Published struct {
 	// broker's clock).
 	PublishedUnixNano int64 `protobuf:"varint,3,opt,name=published_unix_nano,json=publishedUnixNano,proto3" json:"published_unix_nano,omitempty"`
 	// Broker-to-broker hops the message travelled.
-	Hops          uint32 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
+	Hops uint32 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The ingress stamp (ingress_router, ingress_epoch, seq) names the
+	// message in the mesh: a client that subscribes on several brokers in
+	// turn (failover) passes each stamp on once. seq 0: unstamped.
+	IngressEpoch  uint64 `protobuf:"fixed64,5,opt,name=ingress_epoch,json=ingressEpoch,proto3" json:"ingress_epoch,omitempty"`
+	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_drip_v1_broker_proto_msgTypes[5]
+	mi := &file_drip_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +569,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[5]
+	mi := &file_drip_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +582,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Published) GetMessage() *Message {
@@ -415,6 +613,20 @@ func (x *Published) GetHops() uint32 {
 	return 0
 }
 
+func (x *Published) GetIngressEpoch() uint64 {
+	if x != nil {
+		return x.IngressEpoch
+	}
+	return 0
+}
+
+func (x *Published) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // Lost reports messages this subscription matched but the broker dropped
 // because the subscriber read too slowly (its queue was full).
 type Lost struct {
@@ -429,7 +641,7 @@ type Lost struct {
 
 func (x *Lost) Reset() {
 	*x = Lost{}
-	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	mi := &file_drip_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +653,7 @@ func (x *Lost) String() string {
 func (*Lost) ProtoMessage() {}
 
 func (x *Lost) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	mi := &file_drip_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +666,7 @@ func (x *Lost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lost.ProtoReflect.Descriptor instead.
 func (*Lost) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Lost) GetCount() uint64 {
@@ -475,38 +687,54 @@ var File_drip_v1_broker_proto protoreflect.FileDescriptor
 
 const file_drip_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x14drip/v1/broker.proto\x12\adrip.v1\x1a\x15drip/v1/content.proto\"<\n" +
+	"\x14drip/v1/broker.proto\x12\adrip.v1\x1a\x15drip/v1/content.proto\"d\n" +
 	"\x0ePublishRequest\x12*\n" +
-	"\amessage\x18\x01 \x01(\v2\x10.drip.v1.MessageR\amessage\"J\n" +
+	"\amessage\x18\x01 \x01(\v2\x10.drip.v1.MessageR\amessage\x12&\n" +
+	"\x05batch\x18\x02 \x03(\v2\x10.drip.v1.MessageR\x05batch\"8\n" +
+	"\x0fPublishResponse\x12%\n" +
+	"\x03ack\x18\x01 \x01(\v2\x13.drip.v1.PublishAckR\x03ack\"^\n" +
+	"\n" +
+	"PublishAck\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\x04R\baccepted\x12\x1c\n" +
+	"\tunmatched\x18\x02 \x01(\x04R\tunmatched\x12\x16\n" +
+	"\x06moving\x18\x03 \x01(\bR\x06moving\"J\n" +
 	"\x0ePublishSummary\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\x04R\baccepted\x12\x1c\n" +
 	"\tunmatched\x18\x02 \x01(\x04R\tunmatched\"e\n" +
 	"\x10SubscribeRequest\x120\n" +
 	"\tpredicate\x18\x01 \x01(\v2\x12.drip.v1.PredicateR\tpredicate\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
-	"clientName\"\x9f\x01\n" +
+	"clientName\"\xd0\x01\n" +
 	"\bDelivery\x125\n" +
 	"\n" +
 	"subscribed\x18\x01 \x01(\v2\x13.drip.v1.SubscribedH\x00R\n" +
 	"subscribed\x12.\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.drip.v1.PublishedH\x00R\amessage\x12#\n" +
-	"\x04lost\x18\x03 \x01(\v2\r.drip.v1.LostH\x00R\x04lostB\a\n" +
-	"\x05event\"k\n" +
+	"\x04lost\x18\x03 \x01(\v2\r.drip.v1.LostH\x00R\x04lost\x12/\n" +
+	"\bdraining\x18\x04 \x01(\v2\x11.drip.v1.DrainingH\x00R\bdrainingB\a\n" +
+	"\x05event\"W\n" +
+	"\bDraining\x12,\n" +
+	"\x12deadline_unix_nano\x18\x01 \x01(\x03R\x10deadlineUnixNano\x12\x1d\n" +
+	"\n" +
+	"overlap_ns\x18\x02 \x01(\x03R\toverlapNs\"k\n" +
 	"\n" +
 	"Subscribed\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\x12\x1c\n" +
 	"\tpredicate\x18\x02 \x01(\tR\tpredicate\x12\x16\n" +
-	"\x06broker\x18\x03 \x01(\tR\x06broker\"\xa2\x01\n" +
+	"\x06broker\x18\x03 \x01(\tR\x06broker\"\xd9\x01\n" +
 	"\tPublished\x12*\n" +
 	"\amessage\x18\x01 \x01(\v2\x10.drip.v1.MessageR\amessage\x12%\n" +
 	"\x0eingress_router\x18\x02 \x01(\rR\ringressRouter\x12.\n" +
 	"\x13published_unix_nano\x18\x03 \x01(\x03R\x11publishedUnixNano\x12\x12\n" +
-	"\x04hops\x18\x04 \x01(\rR\x04hops\"2\n" +
+	"\x04hops\x18\x04 \x01(\rR\x04hops\x12#\n" +
+	"\ringress_epoch\x18\x05 \x01(\x06R\fingressEpoch\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\"2\n" +
 	"\x04Lost\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x04R\x05total2\x86\x01\n" +
+	"\x05total\x18\x02 \x01(\x04R\x05total2\xce\x01\n" +
 	"\x06Broker\x12=\n" +
-	"\aPublish\x12\x17.drip.v1.PublishRequest\x1a\x17.drip.v1.PublishSummary(\x01\x12=\n" +
+	"\aPublish\x12\x17.drip.v1.PublishRequest\x1a\x17.drip.v1.PublishSummary(\x01\x12F\n" +
+	"\rPublishStream\x12\x17.drip.v1.PublishRequest\x1a\x18.drip.v1.PublishResponse(\x010\x01\x12=\n" +
 	"\tSubscribe\x12\x19.drip.v1.SubscribeRequest\x1a\x11.drip.v1.Delivery(\x010\x01B3Z1github.com/dripmesh/drip/api/proto/drip/v1;dripv1b\x06proto3"
 
 var (
@@ -521,34 +749,42 @@ func file_drip_v1_broker_proto_rawDescGZIP() []byte {
 	return file_drip_v1_broker_proto_rawDescData
 }
 
-var file_drip_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_drip_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_drip_v1_broker_proto_goTypes = []any{
 	(*PublishRequest)(nil),   // 0: drip.v1.PublishRequest
-	(*PublishSummary)(nil),   // 1: drip.v1.PublishSummary
-	(*SubscribeRequest)(nil), // 2: drip.v1.SubscribeRequest
-	(*Delivery)(nil),         // 3: drip.v1.Delivery
-	(*Subscribed)(nil),       // 4: drip.v1.Subscribed
-	(*Published)(nil),        // 5: drip.v1.Published
-	(*Lost)(nil),             // 6: drip.v1.Lost
-	(*Message)(nil),          // 7: drip.v1.Message
-	(*Predicate)(nil),        // 8: drip.v1.Predicate
+	(*PublishResponse)(nil),  // 1: drip.v1.PublishResponse
+	(*PublishAck)(nil),       // 2: drip.v1.PublishAck
+	(*PublishSummary)(nil),   // 3: drip.v1.PublishSummary
+	(*SubscribeRequest)(nil), // 4: drip.v1.SubscribeRequest
+	(*Delivery)(nil),         // 5: drip.v1.Delivery
+	(*Draining)(nil),         // 6: drip.v1.Draining
+	(*Subscribed)(nil),       // 7: drip.v1.Subscribed
+	(*Published)(nil),        // 8: drip.v1.Published
+	(*Lost)(nil),             // 9: drip.v1.Lost
+	(*Message)(nil),          // 10: drip.v1.Message
+	(*Predicate)(nil),        // 11: drip.v1.Predicate
 }
 var file_drip_v1_broker_proto_depIdxs = []int32{
-	7, // 0: drip.v1.PublishRequest.message:type_name -> drip.v1.Message
-	8, // 1: drip.v1.SubscribeRequest.predicate:type_name -> drip.v1.Predicate
-	4, // 2: drip.v1.Delivery.subscribed:type_name -> drip.v1.Subscribed
-	5, // 3: drip.v1.Delivery.message:type_name -> drip.v1.Published
-	6, // 4: drip.v1.Delivery.lost:type_name -> drip.v1.Lost
-	7, // 5: drip.v1.Published.message:type_name -> drip.v1.Message
-	0, // 6: drip.v1.Broker.Publish:input_type -> drip.v1.PublishRequest
-	2, // 7: drip.v1.Broker.Subscribe:input_type -> drip.v1.SubscribeRequest
-	1, // 8: drip.v1.Broker.Publish:output_type -> drip.v1.PublishSummary
-	3, // 9: drip.v1.Broker.Subscribe:output_type -> drip.v1.Delivery
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	10, // 0: drip.v1.PublishRequest.message:type_name -> drip.v1.Message
+	10, // 1: drip.v1.PublishRequest.batch:type_name -> drip.v1.Message
+	2,  // 2: drip.v1.PublishResponse.ack:type_name -> drip.v1.PublishAck
+	11, // 3: drip.v1.SubscribeRequest.predicate:type_name -> drip.v1.Predicate
+	7,  // 4: drip.v1.Delivery.subscribed:type_name -> drip.v1.Subscribed
+	8,  // 5: drip.v1.Delivery.message:type_name -> drip.v1.Published
+	9,  // 6: drip.v1.Delivery.lost:type_name -> drip.v1.Lost
+	6,  // 7: drip.v1.Delivery.draining:type_name -> drip.v1.Draining
+	10, // 8: drip.v1.Published.message:type_name -> drip.v1.Message
+	0,  // 9: drip.v1.Broker.Publish:input_type -> drip.v1.PublishRequest
+	0,  // 10: drip.v1.Broker.PublishStream:input_type -> drip.v1.PublishRequest
+	4,  // 11: drip.v1.Broker.Subscribe:input_type -> drip.v1.SubscribeRequest
+	3,  // 12: drip.v1.Broker.Publish:output_type -> drip.v1.PublishSummary
+	1,  // 13: drip.v1.Broker.PublishStream:output_type -> drip.v1.PublishResponse
+	5,  // 14: drip.v1.Broker.Subscribe:output_type -> drip.v1.Delivery
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_drip_v1_broker_proto_init() }
@@ -557,10 +793,11 @@ func file_drip_v1_broker_proto_init() {
 		return
 	}
 	file_drip_v1_content_proto_init()
-	file_drip_v1_broker_proto_msgTypes[3].OneofWrappers = []any{
+	file_drip_v1_broker_proto_msgTypes[5].OneofWrappers = []any{
 		(*Delivery_Subscribed)(nil),
 		(*Delivery_Message)(nil),
 		(*Delivery_Lost)(nil),
+		(*Delivery_Draining)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -568,7 +805,7 @@ func file_drip_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drip_v1_broker_proto_rawDesc), len(file_drip_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

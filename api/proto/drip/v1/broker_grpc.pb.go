@@ -24,8 +24,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Broker_Publish_FullMethodName   = "/drip.v1.Broker/Publish"
-	Broker_Subscribe_FullMethodName = "/drip.v1.Broker/Subscribe"
+	Broker_Publish_FullMethodName       = "/drip.v1.Broker/Publish"
+	Broker_PublishStream_FullMethodName = "/drip.v1.Broker/PublishStream"
+	Broker_Subscribe_FullMethodName     = "/drip.v1.Broker/Subscribe"
 )
 
 // BrokerClient is the client API for Broker service.
@@ -41,6 +42,16 @@ type BrokerClient interface {
 	// naming the message's index and what was wrong; messages before it were
 	// published.
 	Publish(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishRequest, PublishSummary], error)
+	// PublishStream is Publish with the broker talking back: a request may
+	// carry a batch of messages, and the broker acknowledges what it has
+	// accepted (cumulative counts) every few requests and whenever the client
+	// half-closes. When the broker shuts down gracefully it stops reading,
+	// sends a final ack with moving set, and ends the stream: every message
+	// after ack.accepted was not published and may be sent to another broker
+	// without risk of a duplicate. A malformed message ends the stream with
+	// InvalidArgument as in Publish. Brokers without it answer Unimplemented;
+	// clients then fall back to Publish.
+	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error)
 	// Subscribe opens a subscription. The first request sets the predicate;
 	// each later request on the same stream replaces it atomically (no
 	// delivery is lost or duplicated across the switch). Deliveries flow until
@@ -76,9 +87,22 @@ func (c *brokerClient) Publish(ctx context.Context, opts ...grpc.CallOption) (gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Broker_PublishClient = grpc.ClientStreamingClient[PublishRequest, PublishSummary]
 
+func (c *brokerClient) PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Broker_ServiceDesc.Streams[1], Broker_PublishStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PublishRequest, PublishResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_PublishStreamClient = grpc.BidiStreamingClient[PublishRequest, PublishResponse]
+
 func (c *brokerClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, Delivery], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Broker_ServiceDesc.Streams[1], Broker_Subscribe_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Broker_ServiceDesc.Streams[2], Broker_Subscribe_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +126,16 @@ type BrokerServer interface {
 	// naming the message's index and what was wrong; messages before it were
 	// published.
 	Publish(grpc.ClientStreamingServer[PublishRequest, PublishSummary]) error
+	// PublishStream is Publish with the broker talking back: a request may
+	// carry a batch of messages, and the broker acknowledges what it has
+	// accepted (cumulative counts) every few requests and whenever the client
+	// half-closes. When the broker shuts down gracefully it stops reading,
+	// sends a final ack with moving set, and ends the stream: every message
+	// after ack.accepted was not published and may be sent to another broker
+	// without risk of a duplicate. A malformed message ends the stream with
+	// InvalidArgument as in Publish. Brokers without it answer Unimplemented;
+	// clients then fall back to Publish.
+	PublishStream(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error
 	// Subscribe opens a subscription. The first request sets the predicate;
 	// each later request on the same stream replaces it atomically (no
 	// delivery is lost or duplicated across the switch). Deliveries flow until
@@ -126,6 +160,9 @@ type UnimplementedBrokerServer struct{}
 
 func (UnimplementedBrokerServer) Publish(grpc.ClientStreamingServer[PublishRequest, PublishSummary]) error {
 	return status.Error(codes.Unimplemented, "method Publish not implemented")
+}
+func (UnimplementedBrokerServer) PublishStream(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error {
+	return status.Error(codes.Unimplemented, "method PublishStream not implemented")
 }
 func (UnimplementedBrokerServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, Delivery]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
@@ -158,6 +195,13 @@ func _Broker_Publish_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Broker_PublishServer = grpc.ClientStreamingServer[PublishRequest, PublishSummary]
 
+func _Broker_PublishStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BrokerServer).PublishStream(&grpc.GenericServerStream[PublishRequest, PublishResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_PublishStreamServer = grpc.BidiStreamingServer[PublishRequest, PublishResponse]
+
 func _Broker_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(BrokerServer).Subscribe(&grpc.GenericServerStream[SubscribeRequest, Delivery]{ServerStream: stream})
 }
@@ -176,6 +220,12 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Publish",
 			Handler:       _Broker_Publish_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "PublishStream",
+			Handler:       _Broker_PublishStream_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 		{

@@ -910,7 +910,16 @@ type Bundle struct {
 	// When the ingress broker accepted the message, Unix nanoseconds.
 	PublishedUnixNano int64 `protobuf:"varint,6,opt,name=published_unix_nano,json=publishedUnixNano,proto3" json:"published_unix_nano,omitempty"`
 	// Hops travelled so far.
-	Hops          uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
+	Hops uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The ingress stamp: (source, epoch, seq) names the message in the mesh
+	// for as long as it travels. epoch is the ingress broker's boot time in
+	// Unix nanoseconds, so a restarted broker never reuses a stamp; seq
+	// counts the messages that broker accepted since it booted, from 1.
+	// Delivering brokers and clients pass each stamp on once
+	// (docs/design.md §10). seq 0 means unstamped (a broker older than the
+	// field): such bundles are delivered without duplicate suppression.
+	Epoch         uint64 `protobuf:"fixed64,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq           uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -994,6 +1003,20 @@ func (x *Bundle) GetHops() uint32 {
 	return 0
 }
 
+func (x *Bundle) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Bundle) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 var File_drip_v1_peer_proto protoreflect.FileDescriptor
 
 const file_drip_v1_peer_proto_rawDesc = "" +
@@ -1064,7 +1087,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\rR\x06origin\"2\n" +
 	"\tDbRequest\x12%\n" +
-	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\xdd\x01\n" +
+	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\x85\x02\n" +
 	"\x06Bundle\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\rR\x06source\x12\"\n" +
 	"\fdestinations\x18\x02 \x03(\x06R\fdestinations\x12\x1b\n" +
@@ -1072,7 +1095,9 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\tbroadcast\x18\x04 \x01(\bR\tbroadcast\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\fR\amessage\x12.\n" +
 	"\x13published_unix_nano\x18\x06 \x01(\x03R\x11publishedUnixNano\x12\x12\n" +
-	"\x04hops\x18\a \x01(\rR\x04hops22\n" +
+	"\x04hops\x18\a \x01(\rR\x04hops\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x06R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq22\n" +
 	"\x04Peer\x12*\n" +
 	"\x04Link\x12\x0e.drip.v1.Frame\x1a\x0e.drip.v1.Frame(\x010\x01B3Z1github.com/dripmesh/drip/api/proto/drip/v1;dripv1b\x06proto3"
 
