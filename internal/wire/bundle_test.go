@@ -44,7 +44,9 @@ func setBits(s *bitset.BitSet) []uint {
 }
 
 func TestBundleFromProtoRejects(t *testing.T) {
-	ok := func() *dripv1.Bundle { return &dripv1.Bundle{Source: 1, Destinations: []uint64{1 << 9}, HopsLeft: 3, Message: []byte("m")} }
+	ok := func() *dripv1.Bundle {
+		return &dripv1.Bundle{Source: 1, Destinations: []uint64{1 << 9}, HopsLeft: 3, Message: []byte("m")}
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*dripv1.Bundle)
