@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dripmesh/drip/internal/experiment"
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/experiment"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 )
 
 func newExperimentCmd() *cobra.Command {

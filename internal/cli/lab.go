@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dripmesh/drip/internal/lab"
+	"github.com/dripmesh/drip/internal/testbed/lab"
 	"github.com/dripmesh/drip/internal/topology"
 )
 

@@ -1,5 +1,5 @@
 // Package experiment runs the comparative experiments of Carzaniga09 §5 on
-// drip, ActiveMQ and NATS (internal/systems) and reports them as §5.1.5
+// drip, ActiveMQ and NATS (internal/testbed/systems) and reports them as §5.1.5
 // and Figs. 3–5 do.
 //
 // Each run follows the experimental program of §5.1.4: deploy one broker

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dripmesh/drip/internal/experiment"
-	"github.com/dripmesh/drip/internal/lab"
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/experiment"
+	"github.com/dripmesh/drip/internal/testbed/lab"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 )
 
 // TestSmokeLab runs the smoke scenario on all three systems in an emulated

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 )
 
 // TestSmoke runs the smoke scenario (3 sites in a line, 12 clients, a

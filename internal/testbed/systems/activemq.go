@@ -21,7 +21,7 @@ import (
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/bench"
 	"github.com/dripmesh/drip/internal/content"
-	"github.com/dripmesh/drip/internal/stomp"
+	"github.com/dripmesh/drip/internal/testbed/stomp"
 )
 
 // ActiveMQOptions configure the ActiveMQ system.
@@ -311,7 +311,7 @@ func (d *amqDeployment) Info() Info {
 			"networkTTL":             strconv.Itoa(d.ttl),
 			"conduitSubscriptions":   strconv.FormatBool(!d.sys.opts.NoConduit),
 			"suppressDuplicateTopic": "true",
-			"clients":                "STOMP 1.2 (internal/stomp); one connection per site for its subscribers, one per publisher; selectors translated by systems.Selector",
+			"clients":                "STOMP 1.2 (internal/testbed/stomp); one connection per site for its subscribers, one per publisher; selectors translated by systems.Selector",
 			"destination":            amqTopic,
 		},
 		Files: d.files,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dripmesh/drip/internal/bench"
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 	"github.com/dripmesh/drip/internal/topology"
 )
 

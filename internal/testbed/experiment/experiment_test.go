@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dripmesh/drip/internal/bench"
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 	"github.com/dripmesh/drip/internal/workload"
 )
 

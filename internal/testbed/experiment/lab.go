@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dripmesh/drip/internal/lab"
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/lab"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 	"github.com/dripmesh/drip/internal/topology"
 )
 
 // LabConfig runs the systems in an emulated wide-area network
-// (internal/lab) instead of on loopback: each scenario gets a lab of its
+// (internal/testbed/lab) instead of on loopback: each scenario gets a lab of its
 // topology, every site a network namespace, every link the scenario's
 // bandwidth (scaled) and the delay below, and the lab's own per-link byte
 // counters measure utilisation for every system alike.

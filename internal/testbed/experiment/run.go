@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dripmesh/drip/internal/bench"
-	"github.com/dripmesh/drip/internal/lab"
-	"github.com/dripmesh/drip/internal/systems"
+	"github.com/dripmesh/drip/internal/testbed/lab"
+	"github.com/dripmesh/drip/internal/testbed/systems"
 )
 
 // Config is one invocation of the runner: a scenario on some systems.

@@ -1,5 +1,5 @@
 // Package stomp is a minimal STOMP 1.2 client: enough to drive Apache
-// ActiveMQ from the experiment runner (internal/systems) the way Carzaniga09
+// ActiveMQ from the experiment runner (internal/testbed/systems) the way Carzaniga09
 // §5.1.3 drives it, with non-persistent messages sent to one topic and
 // non-durable subscriptions that carry a JMS selector.
 //

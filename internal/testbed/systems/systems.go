@@ -93,7 +93,7 @@ type LinkCounter interface {
 }
 
 // Placement says where the processes and connections of a site live. On
-// loopback every site is this host; the lab (internal/lab) gives each site
+// loopback every site is this host; the lab (internal/testbed/lab) gives each site
 // its own network namespace behind emulated WAN links.
 type Placement interface {
 	// Host is the IP address processes of site listen on and are reached
