@@ -4,132 +4,141 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/drp"
-	"github.com/dripmesh/drip/internal/encoding"
-	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
-// Option customises a Broker.
-type Option func(*Broker)
+// Option customises a Broker or a Node.
+type Option func(*options)
 
-// WithLogger sets the logger (default: a no-op logger).
-func WithLogger(l *zap.Logger) Option { return func(b *Broker) { b.log = l } }
-
-// WithRegisterer sets where metrics are registered (default: nowhere).
-func WithRegisterer(r prometheus.Registerer) Option { return func(b *Broker) { b.reg = r } }
-
-// WithDialer sets how neighbours are dialled (default: plaintext gRPC).
-func WithDialer(d transport.Dialer) Option { return func(b *Broker) { b.dialer = d } }
-
-// Broker is one drip broker. Create it with New, serve its services
-// (ClientService, PeerService or HandleLink), and Run it until shutdown.
-type Broker struct {
-	cfg    Config
+type options struct {
 	log    *zap.Logger
 	reg    prometheus.Registerer
-	m      *metrics
 	dialer transport.Dialer
-	open   *dripv1.Open
-	start  time.Time
+	clock  clock.WithTicker
+}
 
-	// Owned by the core goroutine.
-	node    *linkstate.Node
-	table   *encoding.Table
-	current map[uint32]*peerLink // the link the node knows for each peer
-	// The encoded-predicate index is rebuilt whole (tens of ms at 1000
-	// routers × 100 filters), so updates are batched: at most one rebuild
-	// per PredicateRebuildInterval.
-	predsDirty    bool
-	lastBuild     time.Time
-	adPending     bool      // subscriptions changed since the last advertisement
-	lastAd        time.Time // when the last advertisement was originated
-	lastRTTExport time.Time
+func defaults() options {
+	return options{log: zap.NewNop(), dialer: transport.GRPCDialer{}, clock: clock.RealClock{}}
+}
 
-	events    chan coreEvent
-	advertise chan struct{} // coalesced "local predicate changed"
+// WithLogger sets the logger (default: a no-op logger).
+func WithLogger(l *zap.Logger) Option { return func(o *options) { o.log = l } }
 
-	// Snapshots the data plane reads.
-	routes atomic.Pointer[linkstate.Table]
-	preds  atomic.Pointer[encoding.Snapshot]
+// WithRegisterer sets where metrics are registered (default: nowhere).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
-	linksMu sync.RWMutex
-	links   map[uint32]*peerLink
+// WithDialer sets how neighbours are dialled (default: plaintext gRPC).
+func WithDialer(d transport.Dialer) Option { return func(o *options) { o.dialer = d } }
 
-	subs *subscriptions
+// WithClock sets the clock every timer of the broker runs on (default: the
+// real one); tests pass a fake clock to run in virtual time.
+func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
 
-	stopping  atomic.Bool
-	stopped   chan struct{} // closed when Run has finished shutting down
+// Broker runs a Node: one core goroutine owns its control plane, a
+// transport.Link per neighbour carries frames (its reader goroutine runs
+// the data plane for the bundles it receives), a dial loop per configured
+// neighbour keeps links up, and the client service's streams publish and
+// deliver. Create it with New, serve ClientService and PeerService, and
+// Run it until shutdown.
+type Broker struct {
+	node  *Node
+	o     options
+	open  *dripv1.Open
+	clock clock.WithTicker
+
+	events chan coreEvent
+	wakeCh chan struct{} // coalesced "flush soon"
+
+	linksMu sync.Mutex
+	links   map[uint32]*transport.Link // every attached link, by neighbour
+
 	running   atomic.Bool
-	linkGroup sync.WaitGroup // link goroutines
+	stopping  atomic.Bool   // links are draining: attach nothing new
+	coreDone  chan struct{} // closed when the core goroutine has returned
+	stopped   chan struct{} // closed when Run has finished
+	linkGroup sync.WaitGroup
 }
 
 // New validates cfg and returns a broker that is not running yet.
 func New(cfg Config, opts ...Option) (*Broker, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	n, err := newNode(cfg, o)
+	if err != nil {
+		return nil, err
 	}
 	b := &Broker{
-		cfg:       cfg,
-		log:       zap.NewNop(),
-		dialer:    transport.GRPCDialer{},
-		start:     time.Now(),
-		current:   map[uint32]*peerLink{},
-		events:    make(chan coreEvent, 1024),
-		advertise: make(chan struct{}, 1),
-		links:     map[uint32]*peerLink{},
-		stopped:   make(chan struct{}),
-	}
-	for _, o := range opts {
-		o(b)
-	}
-	b.log = b.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID))
-	b.m = newMetrics(b.reg, cfg.Name)
-	node, err := linkstate.New(cfg.linkStateConfig())
-	if err != nil {
-		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
-	}
-	b.node = node
-	b.table = encoding.NewTable(cfg.Encoding)
-	b.routes.Store(node.Routes())
-	b.preds.Store(b.table.Snapshot())
-	b.subs = newSubscriptions(b)
-	b.open = &dripv1.Open{
-		ProtocolVersion: transport.ProtocolVersion,
-		RouterId:        cfg.ID,
-		RouterName:      cfg.Name,
-		Mesh:            cfg.Mesh,
-		BloomBits:       uint32(cfg.Encoding.M),
-		BloomHashes:     uint32(cfg.Encoding.K),
+		node:     n,
+		o:        o,
+		clock:    o.clock,
+		events:   make(chan coreEvent, 1024),
+		wakeCh:   make(chan struct{}, 1),
+		links:    map[uint32]*transport.Link{},
+		coreDone: make(chan struct{}),
+		stopped:  make(chan struct{}),
+		open: &dripv1.Open{
+			ProtocolVersion: transport.ProtocolVersion,
+			RouterId:        cfg.ID,
+			RouterName:      cfg.Name,
+			Mesh:            cfg.Mesh,
+			BloomBits:       uint32(cfg.Encoding.M),
+			BloomHashes:     uint32(cfg.Encoding.K),
+		},
 	}
 	if cfg.PeerCompression {
 		b.open.Compression = []string{transport.CompressionDeflate}
 	}
+	n.SetWake(func() {
+		select {
+		case b.wakeCh <- struct{}{}:
+		default:
+		}
+	})
 	return b, nil
 }
+
+// Node is the broker's logic (tests and diagnostics).
+func (b *Broker) Node() *Node { return b.node }
 
 // Open is how this broker introduces itself on peer links.
 func (b *Broker) Open() *dripv1.Open { return b.open }
 
 // Config returns the broker's configuration.
-func (b *Broker) Config() Config { return b.cfg }
+func (b *Broker) Config() Config { return b.node.cfg }
 
-func (b *Broker) now() time.Duration { return time.Since(b.start) }
+// HandshakeFailures returns the counter of refused links for a reason.
+func (b *Broker) HandshakeFailures(reason string) prometheus.Counter {
+	return b.node.HandshakeFailures(reason)
+}
+
+// PublishedCounter counts messages accepted from local publishers.
+func (b *Broker) PublishedCounter() prometheus.Counter { return b.node.PublishedCounter() }
+
+// DuplicatesSuppressed counts copies not passed on, by verdict.
+func (b *Broker) DuplicatesSuppressed(v dedup.Verdict) prometheus.Counter {
+	return b.node.DuplicatesSuppressed(v)
+}
 
 // coreEvent is an input for the core goroutine.
 type coreEvent struct {
-	kind  eventKind
-	link  *peerLink
-	msgs  []linkstate.Message
-	reply chan<- any
+	kind   eventKind
+	link   *transport.Link
+	weight uint32
+	ctl    []*dripv1.Control
+	reply  chan<- Inspection
 }
 
 type eventKind uint8
@@ -138,22 +147,59 @@ const (
 	evLinkUp eventKind = iota + 1
 	evLinkDown
 	evControl
-	evInspect // reply with an Inspection (tests, debugging)
+	evInspect
 )
 
-// Run drives the broker until ctx ends, then shuts down gracefully:
-// it withdraws the broker from the mesh, drains the link queues for at most
-// DrainTimeout, ends every subscription and closes every link. It returns
-// once all of the broker's goroutines have stopped.
+// toCore hands an event to the core goroutine unless it has returned.
+func (b *Broker) toCore(ev coreEvent) {
+	select {
+	case b.events <- ev:
+	case <-b.coreDone:
+	}
+}
+
+func (b *Broker) handle(ev coreEvent) {
+	n := b.node
+	switch ev.kind {
+	case evLinkUp:
+		n.LinkUp(ev.link, ev.weight)
+	case evLinkDown:
+		n.LinkDown(ev.link)
+	case evControl:
+		if err := n.Control(ev.link, ev.ctl); err != nil {
+			ev.link.Close(err)
+		}
+	case evInspect:
+		ev.reply <- n.Inspect()
+	}
+}
+
+// drainPhase is where a graceful shutdown stands (docs/design.md §10).
+type drainPhase uint8
+
+const (
+	running        drainPhase = iota
+	subscribersMove           // clients move their subscriptions and publishers elsewhere
+	reroute                   // withdrawn; neighbours reroute while in-flight bundles pass
+	linksDrain                // links send what is queued and close
+)
+
+// Run drives the broker until ctx ends, then leaves the mesh without losing
+// messages: it tells publishers and subscribers to move to other brokers
+// and waits until its subscribers have (or half of DrainTimeout), withdraws
+// from the mesh and keeps forwarding for RerouteGrace while neighbours
+// reroute, then drains and closes its links. DrainTimeout bounds the whole.
+// Run returns once all of the broker's goroutines have stopped.
 func (b *Broker) Run(ctx context.Context) error {
 	if !b.running.CompareAndSwap(false, true) {
 		return errors.New("broker is already running")
 	}
-	b.log.Info("broker starting", zap.String("mesh", b.cfg.Mesh), zap.Int("peers", len(b.cfg.Peers)),
-		zap.Int("bloom_bits", b.cfg.Encoding.M), zap.Int("bloom_hashes", b.cfg.Encoding.K))
-	dialCtx, stopDialing := context.WithCancel(ctx)
+	n, cfg := b.node, b.node.cfg
+	n.log.Info("broker starting", zap.String("mesh", cfg.Mesh), zap.Int("peers", len(cfg.Peers)),
+		zap.Int("bloom_bits", cfg.Encoding.M), zap.Int("bloom_hashes", cfg.Encoding.K))
+	dialCtx, stopDialing := context.WithCancel(context.Background())
 	var dialers sync.WaitGroup
-	for _, p := range b.cfg.Peers {
+	for _, p := range cfg.Peers {
 		dialers.Add(1)
 		go func() {
 			defer dialers.Done()
@@ -161,291 +207,245 @@ func (b *Broker) Run(ctx context.Context) error {
 		}()
 	}
 
-	ticker := time.NewTicker(b.cfg.TickInterval)
+	ticker := b.clock.NewTicker(cfg.TickInterval)
 	defer ticker.Stop()
-	b.node.Tick(b.now())
-	b.processReady()
-	for running := true; running; {
+	n.Tick()
+	phase, ctxDone := running, ctx.Done()
+	var drainStart, phaseEnd time.Time
+	for phase != linksDrain {
 		select {
-		case <-ctx.Done():
-			running = false
-		case <-ticker.C:
-			b.node.Tick(b.now())
-			b.observeNeighbors()
+		case <-ctxDone:
+			ctxDone = nil
+			drainStart = b.clock.Now()
+			phase, phaseEnd = subscribersMove, drainStart.Add(cfg.DrainTimeout/2)
+			n.log.Info("broker draining: clients move to other brokers", zap.Int("subscriptions", n.Subscriptions()))
+			n.BeginDrain(drainStart.Add(cfg.DrainTimeout), cfg.DrainOverlap)
+		case <-ticker.C():
+			n.Tick()
 		case ev := <-b.events:
 			b.handle(ev)
-		case <-b.advertise:
-			b.adPending = true
-			b.m.adPending.Set(1)
+		case <-b.wakeCh:
+			n.Flush()
 		}
-		if b.adPending && time.Since(b.lastAd) >= b.cfg.AdvertiseInterval {
-			b.adPending, b.lastAd = false, time.Now()
-			b.m.adPending.Set(0)
-			b.setLocalPredicate()
+		now := b.clock.Now()
+		switch {
+		case phase == subscribersMove && (n.Subscriptions() == 0 || !now.Before(phaseEnd)):
+			n.EndSubscriptions()
+			n.Withdraw()
+			stopDialing()
+			phase, phaseEnd = reroute, now.Add(min(cfg.RerouteGrace, max(0, drainStart.Add(cfg.DrainTimeout).Sub(now))))
+		case phase == reroute && !now.Before(phaseEnd):
+			phase = linksDrain
 		}
-		b.processReady()
 	}
-
+	close(b.coreDone)
 	stopDialing()
 	dialers.Wait()
-	b.shutdown()
+	b.drainLinks(drainStart.Add(cfg.DrainTimeout))
+	close(b.stopped)
+	n.log.Info("broker stopped")
 	return nil
 }
 
-func (b *Broker) handle(ev coreEvent) {
-	now := b.now()
-	switch ev.kind {
-	case evLinkUp:
-		if old := b.current[ev.link.peer]; old != nil {
-			b.node.LinkDown(old.peer, now)
-		}
-		b.current[ev.link.peer] = ev.link
-		if err := b.node.LinkUp(ev.link.peer, ev.link.weight, now); err != nil {
-			b.log.Warn("link-state refused link", zap.String("peer", ev.link.name), zap.Error(err))
-		}
-	case evLinkDown:
-		if b.current[ev.link.peer] == ev.link {
-			delete(b.current, ev.link.peer)
-			b.node.LinkDown(ev.link.peer, now)
-		}
-	case evControl:
-		if b.current[ev.link.peer] != ev.link {
-			return // from a link already replaced: stale
-		}
-		for _, msg := range ev.msgs {
-			if err := b.node.Step(ev.link.peer, msg, now); err != nil {
-				b.log.Debug("control message ignored", zap.String("peer", ev.link.name), zap.Error(err))
-			}
-		}
-	case evInspect:
-		ev.reply <- b.inspect()
-	}
-}
-
-// processReady carries out what the link-state core asks for.
-func (b *Broker) processReady() {
-	for b.node.HasReady() {
-		rd := b.node.Ready()
-		b.sendControl(rd.Messages)
-		if rd.RoutesChanged {
-			t := b.node.Routes()
-			b.routes.Store(t)
-			b.m.routersKnown.Set(float64(t.Known()))
-		}
-		for _, u := range rd.PredicateUpdates {
-			if u.Removed {
-				b.table.Remove(u.Router)
-			} else {
-				b.table.Set(u.Router, u.Filters)
-			}
-			b.predsDirty = true
-		}
-		for _, ev := range rd.Events {
-			b.observe(ev)
-		}
-		b.m.lsdbEntries.Set(float64(b.node.LSDBSize()))
-		// 48 bits survive the float64 exactly.
-		b.m.lsdbDigest.Set(float64(b.node.Digest() & (1<<48 - 1)))
-		b.node.Advance()
-	}
-	if b.predsDirty && time.Since(b.lastBuild) >= b.cfg.PredicateRebuildInterval {
-		b.preds.Store(b.table.Snapshot())
-		b.predsDirty, b.lastBuild = false, time.Now()
-	}
-}
-
-func (b *Broker) sendControl(envs []linkstate.Envelope) {
-	// Floods send one message to many neighbours: convert each once.
-	converted := make(map[linkstate.Message]*dripv1.Control, len(envs))
-	for _, env := range envs {
-		c, ok := converted[env.Msg]
-		if !ok {
-			var err error
-			if c, err = controlToProto(env.Msg); err != nil {
-				b.log.Error("cannot encode control message", zap.Error(err))
-				continue
-			}
-			converted[env.Msg] = c
-		}
-		if l := b.current[env.To]; l != nil {
-			l.queue.PushControl(c)
-			l.m.sentControl.Inc()
-		}
-	}
-}
-
-func (b *Broker) observe(ev linkstate.Event) {
-	b.m.protocolEvents.WithLabelValues(ev.Type.String()).Inc()
-	name := b.peerName(ev.Peer)
-	switch ev.Type {
-	case linkstate.EventSPF:
-		b.m.spfRuns.Inc()
-		b.m.routersKnown.Set(float64(ev.Routers))
-	case linkstate.EventAdjacencyUp:
-		b.log.Info("adjacency up", zap.String("peer", name), zap.Uint32("cost", ev.Cost))
-		b.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
-	case linkstate.EventAdjacencyDown:
-		b.log.Info("adjacency down", zap.String("peer", name), zap.Stringer("reason", ev.Reason))
-	case linkstate.EventCostChanged:
-		b.log.Info("link cost changed", zap.String("peer", name), zap.Uint32("from", ev.OldCost), zap.Uint32("to", ev.Cost), zap.Duration("rtt", ev.RTT))
-		b.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
-	case linkstate.EventVersionMismatch, linkstate.EventParamsMismatch:
-		b.log.Warn("peer incompatible", zap.Stringer("event", ev.Type), zap.String("peer", name), zap.Uint64("seq", ev.Seq))
-	default:
-		b.log.Debug("link-state event", zap.Stringer("event", ev.Type), zap.String("peer", name))
-	}
-}
-
-// observeNeighbors exports each neighbour's smoothed RTT, which hellos
-// refresh every HelloInterval whatever the cost mode, at most once a
-// second.
-func (b *Broker) observeNeighbors() {
-	if time.Since(b.lastRTTExport) < time.Second {
-		return
-	}
-	b.lastRTTExport = time.Now()
-	for _, nb := range b.node.Neighbors() {
-		if l := b.current[nb.ID]; l != nil && nb.Samples > 0 {
-			b.m.linkRTT.WithLabelValues(l.name).Set(nb.RTT.Seconds())
-		}
-	}
-}
-
-func (b *Broker) peerName(id uint32) string {
-	if l := b.current[id]; l != nil {
-		return l.name
-	}
-	return fmt.Sprint(id)
-}
-
-// setLocalPredicate advertises the encoded filters of all local
-// subscriptions, deduplicated and with covered filters removed (docs/design.md §2).
-func (b *Broker) setLocalPredicate() {
-	filters := encoding.Advertise(b.subs.encodedFilters())
-	b.m.advertised.Set(float64(len(filters)))
-	b.m.advertisements.Inc()
-	if err := b.node.SetLocalPredicate(filters); err != nil {
-		b.log.Error("cannot advertise local predicate", zap.Error(err))
-	}
-}
-
-// subscriptionsChanged asks the core goroutine to re-advertise.
-func (b *Broker) subscriptionsChanged() {
-	select {
-	case b.advertise <- struct{}{}:
-	default:
-	}
-}
-
-// shutdown withdraws from the mesh and stops everything Run started.
-func (b *Broker) shutdown() {
+// drainLinks sends what every link has queued, half-closes it and waits for
+// the neighbour to close, until deadline.
+func (b *Broker) drainLinks(deadline time.Time) {
 	b.stopping.Store(true)
-	b.log.Info("broker shutting down: withdrawing from the mesh")
-	b.subs.closeAll()
-	b.node.Shutdown()
-	b.processReady()
-
-	// Drain: no new data, every writer sends what is queued (the
-	// withdrawal included) and stops, then each link is half-closed so the
-	// neighbour reads everything up to EOF and closes its side. Closing at
-	// once would cancel the streams and lose what they still buffer.
 	b.linksMu.Lock()
-	links := make([]*peerLink, 0, len(b.links))
+	links := make([]*transport.Link, 0, len(b.links))
 	for _, l := range b.links {
 		links = append(links, l)
 	}
 	b.linksMu.Unlock()
-	drain, stop := context.WithTimeout(context.Background(), b.cfg.DrainTimeout)
-	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), max(deadline.Sub(b.clock.Now()), time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
 	for _, l := range links {
-		l.queue.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Drain(ctx)
+		}()
 	}
-	for _, l := range links {
-		select {
-		case <-l.writerDone:
-			_ = l.conn.CloseSend()
-		case <-drain.Done():
-		}
-	}
-	for _, l := range links {
-		select {
-		case <-l.conn.Done():
-		case <-drain.Done():
-		}
-		l.close(errors.New("broker shut down"))
-	}
+	wg.Wait()
 	b.linkGroup.Wait()
-	close(b.stopped)
-	b.log.Info("broker stopped")
-}
-
-// Forwarding state for tests and debugging.
-
-// Inspection is a consistent view of the broker's routing state.
-type Inspection struct {
-	Routers    []uint32          // reachable, self included
-	NextHops   map[uint32]uint32 // destination → neighbour
-	Predicates map[uint32]int    // router → advertised filters
-	Links      map[uint32]string // neighbour ID → name of links that are up
-	LSDB       int               // entries
-	Neighbors  []linkstate.NeighborInfo
 }
 
 // Inspect returns the broker's routing state, taken on the core goroutine.
 // It fails if the broker is not running.
 func (b *Broker) Inspect(ctx context.Context) (Inspection, error) {
-	reply := make(chan any, 1)
+	reply := make(chan Inspection, 1)
 	select {
 	case b.events <- coreEvent{kind: evInspect, reply: reply}:
 	case <-ctx.Done():
 		return Inspection{}, ctx.Err()
-	case <-b.stopped:
+	case <-b.coreDone:
 		return Inspection{}, errors.New("broker stopped")
 	}
 	select {
 	case r := <-reply:
-		return r.(Inspection), nil
+		return r, nil
 	case <-ctx.Done():
 		return Inspection{}, ctx.Err()
 	}
 }
 
-func (b *Broker) inspect() Inspection {
-	t := b.node.Routes()
-	in := Inspection{
-		Routers:    t.Routers(),
-		NextHops:   map[uint32]uint32{},
-		Predicates: map[uint32]int{},
-		Links:      map[uint32]string{},
-		LSDB:       b.node.LSDBSize(),
-		Neighbors:  b.node.Neighbors(),
+// HandleLink serves a link a neighbour dialled (transport.Handler). It
+// returns when the link ends.
+func (b *Broker) HandleLink(c transport.Conn) {
+	l, err := b.attach(c, false)
+	if err != nil {
+		c.Close(err)
+		return
 	}
-	for _, r := range in.Routers {
-		if nh, ok := t.NextHop(r); ok {
-			in.NextHops[r] = nh
+	<-l.Done()
+}
+
+// PeerService returns the drip.v1.Peer service of this broker.
+func (b *Broker) PeerService() *transport.PeerServer {
+	ps := transport.NewPeerServer(b.open, b.HandleLink)
+	ps.Rejected = func(remote *dripv1.Open, err error) {
+		reason, _ := transport.IsIncompatible(err)
+		b.node.m.linkHandshakeFails.WithLabelValues(reason).Inc()
+		b.node.log.Warn("refused peer link", zap.String("peer", remote.GetRouterName()), zap.Uint32("peer_router", remote.GetRouterId()), zap.Error(err))
+	}
+	return ps
+}
+
+var errDuplicate = errors.New("a link to this router already exists")
+
+// attach starts a new link and tells the core. When two links to one
+// neighbour race (both sides dialled), the one dialled by the lower router
+// ID wins on both sides, so exactly one survives; a new link in the same
+// direction as an existing one replaces it (the neighbour restarted or
+// redialled).
+func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) {
+	if b.stopping.Load() {
+		return nil, errors.New("broker shutting down")
+	}
+	n := b.node
+	remote := c.Remote()
+	fwd := n.NewForwarder()
+	l, err := transport.NewLink(c, transport.LinkConfig{
+		QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes,
+		Compression: n.cfg.PeerCompression, Dialed: dialed, Metrics: n.linkMetrics(remote.GetRouterName()),
+	}, func(l *transport.Link, f *dripv1.Frame) error {
+		if len(f.Control) > 0 {
+			b.toCore(coreEvent{kind: evControl, link: l, ctl: f.Control})
+		}
+		if len(f.Bundles) > 0 {
+			fwd.Bundles(l, f.Bundles)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	peer := l.Peer()
+	b.linksMu.Lock()
+	if old := b.links[peer]; old != nil {
+		lowerDials := n.cfg.ID < peer
+		if old.Dialed() != dialed && old.Dialed() == lowerDials {
+			b.linksMu.Unlock()
+			n.m.linkHandshakeFails.WithLabelValues("duplicate").Inc()
+			return nil, fmt.Errorf("%w (%s)", errDuplicate, l.Name())
+		}
+		defer old.Close(fmt.Errorf("%w: replaced by a newer link", errDuplicate))
+	}
+	b.links[peer] = l
+	b.linkGroup.Add(1)
+	b.linksMu.Unlock()
+
+	n.m.linkUp.WithLabelValues(l.Name()).Set(1)
+	n.log.Info("link up", zap.String("peer", l.Name()), zap.Uint32("peer_router", peer), zap.Bool("dialed", dialed))
+	b.toCore(coreEvent{kind: evLinkUp, link: l, weight: b.weightOf(peer)})
+	l.Start()
+	go func() {
+		defer b.linkGroup.Done()
+		<-l.Done()
+		l.Wait()
+		b.detach(l)
+	}()
+	return l, nil
+}
+
+func (b *Broker) weightOf(peer uint32) uint32 {
+	for _, p := range b.node.cfg.Peers {
+		if p.ID == peer && p.Weight > 0 {
+			return p.Weight
 		}
 	}
-	// The data plane's view, which may trail the protocol's by up to
-	// PredicateRebuildInterval.
-	snap := b.preds.Load()
-	for _, r := range snap.Routers() {
-		f, _ := snap.Filters(r)
-		in.Predicates[r] = len(f)
-	}
-	for id, l := range b.current {
-		in.Links[id] = l.name
-	}
-	return in
+	return 1
 }
 
-var _ drp.Routing = (*linkstate.Table)(nil)
-
-// HandshakeFailures returns the counter of refused links for a reason
-// (tests and diagnostics).
-func (b *Broker) HandshakeFailures(reason string) prometheus.Counter {
-	return b.m.linkHandshakeFails.WithLabelValues(reason)
+func (b *Broker) detach(l *transport.Link) {
+	n := b.node
+	b.linksMu.Lock()
+	if b.links[l.Peer()] == l {
+		delete(b.links, l.Peer())
+		n.m.linkUp.WithLabelValues(l.Name()).Set(0)
+	}
+	b.linksMu.Unlock()
+	l.Close(nil) // counts what was still queued
+	n.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()))
+	b.toCore(coreEvent{kind: evLinkDown, link: l})
 }
 
-// PublishedCounter is the counter of messages accepted from local
-// publishers (tests and diagnostics).
-func (b *Broker) PublishedCounter() prometheus.Counter { return b.m.published }
+// link returns the current link to a neighbour, or nil.
+func (b *Broker) link(peer uint32) *transport.Link {
+	b.linksMu.Lock()
+	defer b.linksMu.Unlock()
+	return b.links[peer]
+}
+
+// dialLoop keeps a link to one configured neighbour, redialling with
+// jittered exponential backoff whenever it is down.
+func (b *Broker) dialLoop(ctx context.Context, p Peer) {
+	n := b.node
+	backoff := n.cfg.DialBackoffMin
+	failures := 0
+	for ctx.Err() == nil {
+		if l := b.link(p.ID); l != nil {
+			select {
+			case <-l.Done():
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
+		c, err := b.o.dialer.Dial(dctx, p.Addr, b.open)
+		cancel()
+		if err == nil {
+			if c.Remote().RouterId != p.ID {
+				err = fmt.Errorf("peer at %s is router %d (%s), configured as router %d", p.Addr, c.Remote().RouterId, c.Remote().RouterName, p.ID)
+				c.Close(err)
+			} else if _, err = b.attach(c, true); err != nil {
+				c.Close(err)
+			}
+		}
+		if err == nil {
+			backoff, failures = n.cfg.DialBackoffMin, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		if reason, ok := transport.IsIncompatible(err); ok {
+			n.m.linkHandshakeFails.WithLabelValues(reason).Inc()
+			n.log.Warn("peer refused or incompatible", zap.String("addr", p.Addr), zap.Error(err))
+		} else if failures == 1 || failures%20 == 0 {
+			// The first failure and then every twentieth: a neighbour that
+			// is down for long must not flood the log.
+			n.log.Info("cannot reach peer, retrying", zap.String("addr", p.Addr), zap.Int("attempts", failures), zap.Error(err))
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-b.clock.After(sleep):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, n.cfg.DialBackoffMax)
+	}
+}

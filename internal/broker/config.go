@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
@@ -27,6 +28,10 @@ type Config struct {
 	// ID is the router ID: unique in the mesh, and small, because
 	// destination sets are bitsets over router IDs (Carzaniga09 §2.3).
 	ID uint32
+	// MaxRouterID is the largest router ID the mesh admits. Bundles naming
+	// a larger one are refused, so no peer can make per-message state grow
+	// with an arbitrary ID.
+	MaxRouterID uint32
 	// Name labels the broker in logs, metrics and clients' acks.
 	Name string
 	// Mesh names the mesh; links form only between brokers of one mesh.
@@ -88,9 +93,22 @@ type Config struct {
 	// Messages bound what a publisher may send.
 	Messages wire.MessageLimits
 
-	// DrainTimeout bounds graceful shutdown: how long queued data and the
-	// withdrawal of this broker from the mesh may take to leave.
+	// Dedup bounds the duplicate filter that passes each message on once
+	// while routes disagree (docs/design.md §10).
+	Dedup dedup.Config
+
+	// DrainTimeout bounds graceful shutdown: clients moving to other
+	// brokers (at most half of it), the withdrawal from the mesh, and the
+	// links sending what they hold.
 	DrainTimeout time.Duration
+	// DrainOverlap is how long a moving subscriber keeps its subscription
+	// here after its new one elsewhere is acknowledged: the time the mesh
+	// needs to learn the new location (an advertise interval, a PREDICATES
+	// rebuild, the flood across the mesh).
+	DrainOverlap time.Duration
+	// RerouteGrace is how long a withdrawn broker keeps forwarding the
+	// bundles still on their way while its neighbours reroute around it.
+	RerouteGrace time.Duration
 }
 
 // DefaultConfig returns a configuration for broker id with sane defaults:
@@ -98,6 +116,7 @@ type Config struct {
 func DefaultConfig(id uint32, name string) Config {
 	return Config{
 		ID:                       id,
+		MaxRouterID:              1<<16 - 1,
 		Name:                     name,
 		Mesh:                     "drip",
 		LinkState:                linkstate.DefaultConfig(id, name),
@@ -117,7 +136,10 @@ func DefaultConfig(id uint32, name string) Config {
 		MaxSubscriptions:         100000,
 		Predicates:               content.DefaultLimits(),
 		Messages:                 wire.DefaultMessageLimits(),
-		DrainTimeout:             5 * time.Second,
+		Dedup:                    dedup.DefaultConfig(),
+		DrainTimeout:             10 * time.Second,
+		DrainOverlap:             2 * time.Second,
+		RerouteGrace:             time.Second,
 	}
 }
 
@@ -130,6 +152,9 @@ func (c Config) Validate() error {
 	if c.Mesh == "" {
 		errs = append(errs, errors.New("mesh name is empty"))
 	}
+	if c.ID > c.MaxRouterID {
+		errs = append(errs, fmt.Errorf("router ID %d is beyond the largest router ID %d", c.ID, c.MaxRouterID))
+	}
 	seen := map[uint32]bool{}
 	for i, p := range c.Peers {
 		switch {
@@ -137,6 +162,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("peer %d (%s) has this broker's own ID %d", i, p.Addr, c.ID))
 		case seen[p.ID]:
 			errs = append(errs, fmt.Errorf("peer %d (%s): router ID %d listed twice", i, p.Addr, p.ID))
+		case p.ID > c.MaxRouterID:
+			errs = append(errs, fmt.Errorf("peer %d (%s): router ID %d is beyond the largest router ID %d", i, p.Addr, p.ID, c.MaxRouterID))
 		case p.Addr == "":
 			errs = append(errs, fmt.Errorf("peer %d (router %d) has no address", i, p.ID))
 		}
@@ -147,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.DRP.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("drp: %w", err))
+	}
+	if err := c.Dedup.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("duplicate filter: %w", err))
 	}
 	ls := c.linkStateConfig()
 	if err := ls.Validate(); err != nil {
@@ -162,7 +192,10 @@ func (c Config) Validate() error {
 		{"max frame bytes", int64(c.MaxFrameBytes)}, {"dial backoff min", int64(c.DialBackoffMin)},
 		{"dial timeout", int64(c.DialTimeout)}, {"subscriber queue", int64(c.SubscriberQueue)},
 		{"subscriber queue bytes", int64(c.SubscriberQueueBytes)}, {"max subscriptions", int64(c.MaxSubscriptions)},
-		{"drain timeout", int64(c.DrainTimeout)},
+		{"drain timeout", int64(c.DrainTimeout)}, {"drain overlap", int64(c.DrainOverlap)},
+	}
+	if c.RerouteGrace < 0 {
+		errs = append(errs, fmt.Errorf("reroute grace must not be negative, got %v", c.RerouteGrace))
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

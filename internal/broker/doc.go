@@ -1,25 +1,42 @@
-// Package broker is a running drip broker: it drives the link-state core
-// (internal/linkstate) from one goroutine, keeps a link per neighbour
-// (internal/transport), serves publishers and subscribers (drip.v1.Broker),
-// and forwards messages with B-DRP (Carzaniga09 §2.2): exact local delivery,
-// one encoded match at the ingress broker, dynamic receiver partitioning
-// hop by hop, exact matching again wherever a bundle is delivered, so Bloom
-// false positives are counted and never reach a client.
+// Package broker is a running drip broker. It forwards messages with B-DRP
+// (Carzaniga09 §2.2): exact local delivery, one encoded match at the
+// ingress broker, dynamic receiver partitioning hop by hop, exact matching
+// again wherever a bundle is delivered, so Bloom false positives are counted
+// and never reach a client; and it delivers each message once however the
+// mesh changes (docs/design.md §10).
+//
+// # Layers
+//
+//   - Node is the broker's logic with no goroutine, socket or timer of its
+//     own: the link-state core (internal/linkstate), the PREDICATES table,
+//     the local subscriptions, forwarding (Forwarder) and the duplicate
+//     filter (internal/dedup). Time comes from an injected clock. It sends
+//     through the Link interface and receives what its driver hands it.
+//   - Broker drives a Node in production: one core goroutine owns the
+//     control plane, a transport.Link per neighbour runs a writer and a
+//     reader goroutine, a dial loop per configured neighbour keeps links up,
+//     and Run leaves the mesh gracefully.
+//   - The client service (service.go) and Server (listeners, TLS, health,
+//     metrics) put the gRPC API in front.
+//
+// internal/broker/brokertest drives Nodes in virtual time instead, with
+// transport.Links moved frame by frame, so whole meshes run
+// deterministically by seed.
 //
 // # Concurrency
 //
-// The control plane runs on the core goroutine, which alone touches the
-// linkstate.Node and the PREDICATES table builder; after every change it
-// publishes immutable snapshots (routing table, encoded-predicate index)
-// through atomic pointers. The data plane runs on the goroutines that
-// receive messages — one per publishing client stream and one reader per
-// peer link — and reads only those snapshots, so forwarding never waits
-// for the routing protocol. Each link has one writer goroutine draining its
-// transport.Queue: control first, data bounded in bytes and dropped
+// The control plane runs on one goroutine, which alone touches the
+// linkstate.Node, the PREDICATES table builder and the link set; after every
+// change it publishes immutable snapshots (routing table, encoded-predicate
+// index, links) through atomic pointers. The data plane runs on the
+// goroutines that receive messages — one per publishing client stream and
+// one reader per peer link, each with its own Forwarder — and reads only
+// those snapshots, so forwarding never waits for the routing protocol. Each
+// link's queue sends control first and bounds data in bytes, dropping
 // (counted, per reason) when full. Each subscriber has a bounded queue: a
 // slow subscriber loses messages (counted and reported to it) and slows
 // nobody else.
 //
-// Lock order: subscriptions.mu, then linksMu; neither is held while
-// sending on a channel that can block.
+// Lock order: the subscriptions' mutex, then Broker.linksMu; neither is held
+// while sending on a channel that can block.
 package broker

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dripmesh/drip/internal/buildinfo"
+	"github.com/dripmesh/drip/internal/transport"
 )
 
 // Metric names and labels are documented in docs/metrics.md; the Grafana
@@ -49,6 +50,11 @@ type metrics struct {
 	filters                  prometheus.Gauge
 	advertised               prometheus.Gauge
 	protocolEvents           *prometheus.CounterVec // event
+	duplicates               *prometheus.CounterVec // verdict
+	dedupOrigins             prometheus.Gauge
+	dedupWindows             prometheus.Gauge
+	dedupBytes               prometheus.Gauge
+	malformedBundles         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
@@ -92,6 +98,16 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		filters:        f.gauge("filters", "Filters installed by local subscriptions."),
 		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),
 		protocolEvents: f.counterVec("linkstate_events_total", "Link-state protocol events, by type.", []string{"event"}),
+		duplicates: f.counterVec("duplicates_suppressed_total",
+			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed, or two-path redundancy) "+
+				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
+		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
+		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
+		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
+		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
+	}
+	for _, v := range []string{"duplicate", "stale"} {
+		m.duplicates.WithLabelValues(v)
 	}
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
@@ -146,25 +162,18 @@ func (f factory) histogramVec(name, help string, labels []string, buckets []floa
 	return h
 }
 
-// linkMetrics are one link's children of the vectors, resolved once so the
-// data path does not look labels up per bundle.
-type linkMetrics struct {
-	sentBytes, sentPlainBytes, recvBytes  prometheus.Counter
-	sentBundles, recvBundles, sentControl prometheus.Counter
-	queueBytes                            prometheus.Gauge
-	droppedFull, droppedDown              prometheus.Counter
-}
-
-func (m *metrics) forLink(peer string) linkMetrics {
-	return linkMetrics{
-		sentBytes:      m.linkSentBytes.WithLabelValues(peer),
-		sentPlainBytes: m.linkSentPlainBytes.WithLabelValues(peer),
-		recvBytes:      m.linkRecvBytes.WithLabelValues(peer),
-		sentBundles:    m.linkSentBundles.WithLabelValues(peer),
-		recvBundles:    m.linkRecvBundles.WithLabelValues(peer),
-		sentControl:    m.linkSentControl.WithLabelValues(peer),
-		queueBytes:     m.linkQueueBytes.WithLabelValues(peer),
-		droppedFull:    m.linkDropped.WithLabelValues(peer, "queue_full"),
-		droppedDown:    m.linkDropped.WithLabelValues(peer, "link_down"),
+// forLink resolves one link's children of the vectors, so the data path
+// does not look labels up per bundle.
+func (m *metrics) forLink(peer string) transport.LinkMetrics {
+	return transport.LinkMetrics{
+		SentBytes:      m.linkSentBytes.WithLabelValues(peer),
+		SentPlainBytes: m.linkSentPlainBytes.WithLabelValues(peer),
+		RecvBytes:      m.linkRecvBytes.WithLabelValues(peer),
+		SentBundles:    m.linkSentBundles.WithLabelValues(peer),
+		RecvBundles:    m.linkRecvBundles.WithLabelValues(peer),
+		SentControl:    m.linkSentControl.WithLabelValues(peer),
+		QueueBytes:     m.linkQueueBytes.WithLabelValues(peer),
+		DroppedFull:    m.linkDropped.WithLabelValues(peer, "queue_full"),
+		DroppedDown:    m.linkDropped.WithLabelValues(peer, "link_down"),
 	}
 }

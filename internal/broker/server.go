@@ -144,7 +144,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.b, s.log = b, b.log
+	s.b, s.log = b, b.node.log
 
 	// Keepalives detect a dead neighbour or client whose TCP connection
 	// lingers (a pod that vanished); the link-state dead interval catches

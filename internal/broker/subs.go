@@ -1,12 +1,9 @@
 package broker
 
 import (
-	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -15,63 +12,85 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/match"
-	"github.com/dripmesh/drip/internal/wire"
 )
+
+type subscriptionsConfig struct {
+	max, queue, queueBytes int
+	enc                    encoding.Params
+	broker                 string // name, for acknowledgements
+}
 
 // subscriptions is the LOCAL-PREDICATES table (Carzaniga09 §2.2): the exact
 // index used for local delivery plus each subscription's encoded filters
-// for the advertisement.
+// for the advertisement. It tells its owner about every change through
+// changed, never through a pointer back.
 type subscriptions struct {
-	b *Broker
+	cfg     subscriptionsConfig
+	m       *metrics
+	changed func()
 
-	mu      sync.Mutex // guards all below; match.Index is not concurrent
-	index   *match.Index
-	byID    map[match.SubscriberID]*subscription
-	nextID  match.SubscriberID
-	closed  bool
-	filters int
+	mu       sync.Mutex // guards all below; match.Index is not concurrent
+	index    *match.Index
+	byID     map[match.SubscriberID]*Subscription
+	nextID   match.SubscriberID
+	closed   bool
+	draining *dripv1.Delivery // the notice, once the broker drains
+	filters  int
 }
 
-// subscription is one client's subscription and its bounded queue.
-type subscription struct {
+// Subscription is one local subscriber: its predicate and its bounded queue
+// of deliveries. The stream serving it reads Deliveries and reports losses;
+// a harness may read it directly.
+type Subscription struct {
+	s       *subscriptions
 	id      match.SubscriberID
 	client  string
-	queue   chan queued
+	queue   chan Queued
 	bytes   atomic.Int64 // encoded bytes queued
 	lost    atomic.Uint64
 	wake    chan struct{} // a loss to report
 	done    chan struct{} // closed when the broker ends the subscription
+	drain   chan struct{} // closed when the broker starts draining
+	notice  atomic.Pointer[dripv1.Delivery]
 	encoded []encoding.Bloom
 	pred    content.Predicate
 }
 
-type queued struct {
-	d    *dripv1.Delivery
-	size int
+// Queued is one delivery waiting for its subscriber.
+type Queued struct {
+	Delivery *dripv1.Delivery
+	size     int
 }
 
-func newSubscriptions(b *Broker) *subscriptions {
-	return &subscriptions{b: b, index: match.New(), byID: map[match.SubscriberID]*subscription{}}
+func newSubscriptions(cfg subscriptionsConfig, m *metrics, changed func()) *subscriptions {
+	return &subscriptions{cfg: cfg, m: m, changed: changed, index: match.New(), byID: map[match.SubscriberID]*Subscription{}}
 }
 
-var errShuttingDown = status.Error(codes.Unavailable, "broker is shutting down")
+var (
+	errShuttingDown = status.Error(codes.Unavailable, "broker is shutting down")
+	errDraining     = status.Error(codes.Unavailable, "broker is draining: subscribe at another broker")
+)
 
-func (s *subscriptions) add(p content.Predicate, client string) (*subscription, error) {
+func (s *subscriptions) add(p content.Predicate, client string) (*Subscription, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	switch {
+	case s.closed:
 		return nil, errShuttingDown
-	}
-	if len(s.byID) >= s.b.cfg.MaxSubscriptions {
-		return nil, status.Errorf(codes.ResourceExhausted, "broker holds its limit of %d subscriptions", s.b.cfg.MaxSubscriptions)
+	case s.draining != nil:
+		return nil, errDraining
+	case len(s.byID) >= s.cfg.max:
+		return nil, status.Errorf(codes.ResourceExhausted, "broker holds its limit of %d subscriptions", s.cfg.max)
 	}
 	s.nextID++
-	sub := &subscription{
+	sub := &Subscription{
+		s:      s,
 		id:     s.nextID,
 		client: client,
-		queue:  make(chan queued, s.b.cfg.SubscriberQueue),
+		queue:  make(chan Queued, s.cfg.queue),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		drain:  make(chan struct{}),
 	}
 	if err := s.setLocked(sub, p, true); err != nil {
 		return nil, err
@@ -80,18 +99,7 @@ func (s *subscriptions) add(p content.Predicate, client string) (*subscription, 
 	return sub, nil
 }
 
-// replace swaps the subscription's predicate atomically: every message is
-// matched against either the old or the new predicate, never both.
-func (s *subscriptions) replace(sub *subscription, p content.Predicate) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errShuttingDown
-	}
-	return s.setLocked(sub, p, false)
-}
-
-func (s *subscriptions) setLocked(sub *subscription, p content.Predicate, isNew bool) error {
+func (s *subscriptions) setLocked(sub *Subscription, p content.Predicate, isNew bool) error {
 	var err error
 	if isNew {
 		err = s.index.Add(sub.id, p)
@@ -103,31 +111,37 @@ func (s *subscriptions) setLocked(sub *subscription, p content.Predicate, isNew 
 	}
 	s.filters += len(p) - len(sub.pred)
 	sub.pred = p
-	sub.encoded = s.b.cfg.Encoding.EncodePredicate(p)
-	s.b.m.subscriptions.Set(float64(s.index.Len()))
-	s.b.m.filters.Set(float64(s.filters))
-	s.b.subscriptionsChanged()
+	sub.encoded = s.cfg.enc.EncodePredicate(p)
+	s.m.subscriptions.Set(float64(s.index.Len()))
+	s.m.filters.Set(float64(s.filters))
+	s.changed()
 	return nil
 }
 
-func (s *subscriptions) remove(sub *subscription) {
+func (s *subscriptions) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byID[sub.id] != sub {
-		return
+	return len(s.byID)
+}
+
+// drain tells every subscriber, now and later, that the broker drains.
+func (s *subscriptions) drain(notice *dripv1.Draining) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = &dripv1.Delivery{Event: &dripv1.Delivery_Draining{Draining: notice}}
+	for _, sub := range s.byID {
+		sub.notice.Store(s.draining)
+		close(sub.drain)
 	}
-	delete(s.byID, sub.id)
-	s.index.Remove(sub.id)
-	s.filters -= len(sub.pred)
-	s.b.m.subscriptions.Set(float64(s.index.Len()))
-	s.b.m.filters.Set(float64(s.filters))
-	s.b.subscriptionsChanged()
 }
 
 // closeAll ends every subscription (shutdown).
 func (s *subscriptions) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.closed = true
 	for _, sub := range s.byID {
 		close(sub.done)
@@ -150,7 +164,7 @@ func (s *subscriptions) encodedFilters() []encoding.Bloom {
 func (s *subscriptions) deliver(m content.Message, d *dripv1.Delivery, ids []match.SubscriberID) (int, []match.SubscriberID) {
 	s.mu.Lock()
 	ids = s.index.Match(m, ids[:0])
-	targets := make([]*subscription, 0, len(ids))
+	targets := make([]*Subscription, 0, len(ids))
 	for _, id := range ids {
 		targets = append(targets, s.byID[id])
 	}
@@ -160,169 +174,92 @@ func (s *subscriptions) deliver(m content.Message, d *dripv1.Delivery, ids []mat
 	}
 	size := proto.Size(d)
 	for _, sub := range targets {
-		sub.offer(queued{d, size}, s.b)
+		sub.offer(Queued{d, size})
 	}
 	return len(targets), ids
 }
 
+// ID identifies the subscription in the broker's logs.
+func (sub *Subscription) ID() uint64 { return uint64(sub.id) }
+
+// Replace swaps the predicate atomically: every message is matched against
+// either the old or the new predicate, never both.
+func (sub *Subscription) Replace(p content.Predicate) error {
+	s := sub.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errShuttingDown
+	}
+	return s.setLocked(sub, p, false)
+}
+
+// Close removes the subscription.
+func (sub *Subscription) Close() {
+	s := sub.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID[sub.id] != sub {
+		return
+	}
+	delete(s.byID, sub.id)
+	s.index.Remove(sub.id)
+	s.filters -= len(sub.pred)
+	s.m.subscriptions.Set(float64(s.index.Len()))
+	s.m.filters.Set(float64(s.filters))
+	s.changed()
+}
+
+// Acknowledgement is the Subscribed event for the current predicate.
+func (sub *Subscription) Acknowledgement() *dripv1.Delivery {
+	s := sub.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &dripv1.Delivery{Event: &dripv1.Delivery_Subscribed{Subscribed: &dripv1.Subscribed{
+		SubscriptionId: uint64(sub.id), Predicate: sub.pred.String(), Broker: s.cfg.broker,
+	}}}
+}
+
+// Deliveries is the subscription's queue. Call Dequeued for each item
+// taken, which frees its bytes.
+func (sub *Subscription) Deliveries() <-chan Queued { return sub.queue }
+
+// Dequeued releases a taken delivery's bytes from the queue's bound.
+func (sub *Subscription) Dequeued(q Queued) { sub.bytes.Add(-int64(q.size)) }
+
+// LossSignal receives when a delivery was dropped since it last did.
+func (sub *Subscription) LossSignal() <-chan struct{} { return sub.wake }
+
+// Lost is the number of deliveries dropped over the subscription's life.
+func (sub *Subscription) Lost() uint64 { return sub.lost.Load() }
+
+// Done is closed when the broker ends the subscription.
+func (sub *Subscription) Done() <-chan struct{} { return sub.done }
+
+// Draining is closed when the broker starts draining; DrainNotice then
+// returns the event to send.
+func (sub *Subscription) Draining() <-chan struct{} { return sub.drain }
+
+// DrainNotice is the Draining event, once Draining is closed.
+func (sub *Subscription) DrainNotice() *dripv1.Delivery { return sub.notice.Load() }
+
 // offer queues a delivery without ever blocking: a full queue drops it
 // and records the loss for the subscriber.
-func (sub *subscription) offer(q queued, b *Broker) {
-	if sub.bytes.Add(int64(q.size)) <= int64(b.cfg.SubscriberQueueBytes) {
+func (sub *Subscription) offer(q Queued) {
+	m := sub.s.m
+	if sub.bytes.Add(int64(q.size)) <= int64(sub.s.cfg.queueBytes) {
 		select {
 		case sub.queue <- q:
-			b.m.delivered.Inc()
+			m.delivered.Inc()
 			return
 		default:
 		}
 	}
 	sub.bytes.Add(-int64(q.size))
 	sub.lost.Add(1)
-	b.m.subscriberDropped.Inc()
+	m.subscriberDropped.Inc()
 	select {
 	case sub.wake <- struct{}{}:
 	default:
 	}
-}
-
-// clientService implements drip.v1.Broker.
-type clientService struct {
-	dripv1.UnimplementedBrokerServer
-	b *Broker
-}
-
-// ClientService returns the drip.v1.Broker service of this broker.
-func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{b: b} }
-
-func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
-	b := c.b
-	in := newForwarding(b)
-	var summary dripv1.PublishSummary
-	for i := 0; ; i++ {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return stream.SendAndClose(&summary)
-		}
-		if err != nil {
-			return err
-		}
-		if b.stopping.Load() {
-			return errShuttingDown
-		}
-		m, err := wire.MessageFromProto(req.Message, b.cfg.Messages)
-		if err != nil {
-			b.m.publishRejected.Inc()
-			return status.Errorf(codes.InvalidArgument, "message %d: %v", i, err)
-		}
-		summary.Accepted++
-		if !in.ingress(m, req.Message) {
-			summary.Unmatched++
-		}
-	}
-}
-
-func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
-	b := c.b
-	req, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	pred, err := wire.PredicateFromProto(req.GetPredicate(), b.cfg.Predicates)
-	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "predicate: %v", err)
-	}
-	sub, err := b.subs.add(pred, req.GetClientName())
-	if err != nil {
-		return err
-	}
-	defer b.subs.remove(sub)
-	log := b.log.With(zap.Uint64("subscription", uint64(sub.id)), zap.String("client", sub.client))
-	log.Debug("subscribed", zap.Stringer("predicate", pred))
-	if err := stream.Send(subscribed(sub, b)); err != nil {
-		return err
-	}
-
-	// Later requests replace the predicate. Their acks go through the
-	// sending loop below, the only goroutine that sends on the stream.
-	acks := make(chan *dripv1.Delivery, 1)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			pred, err := wire.PredicateFromProto(req.GetPredicate(), b.cfg.Predicates)
-			if err != nil {
-				recvErr <- status.Errorf(codes.InvalidArgument, "predicate: %v", err)
-				return
-			}
-			if err := b.subs.replace(sub, pred); err != nil {
-				recvErr <- err
-				return
-			}
-			log.Debug("predicate replaced", zap.Stringer("predicate", pred))
-			select {
-			case acks <- subscribed(sub, b):
-			case <-stream.Context().Done():
-				return
-			}
-		}
-	}()
-
-	var reported uint64
-	reportLoss := func() error {
-		if total := sub.lost.Load(); total > reported {
-			ev := &dripv1.Delivery{Event: &dripv1.Delivery_Lost{Lost: &dripv1.Lost{Count: total - reported, Total: total}}}
-			reported = total
-			return stream.Send(ev)
-		}
-		return nil
-	}
-	for {
-		select {
-		case q := <-sub.queue:
-			sub.bytes.Add(-int64(q.size))
-			if err := reportLoss(); err != nil {
-				return err
-			}
-			if err := stream.Send(q.d); err != nil {
-				return err
-			}
-		case <-sub.wake:
-			if err := reportLoss(); err != nil {
-				return err
-			}
-		case ack := <-acks:
-			if err := stream.Send(ack); err != nil {
-				return err
-			}
-		case err := <-recvErr:
-			if errors.Is(err, io.EOF) {
-				// The client has nothing more to say (grpcurl closes its
-				// side after one request) but may still be listening; it
-				// leaves by cancelling the stream.
-				recvErr = nil
-				continue
-			}
-			return err
-		case <-sub.done:
-			return errShuttingDown
-		case <-stream.Context().Done():
-			return stream.Context().Err()
-		}
-	}
-}
-
-func subscribed(sub *subscription, b *Broker) *dripv1.Delivery {
-	return &dripv1.Delivery{Event: &dripv1.Delivery_Subscribed{Subscribed: &dripv1.Subscribed{
-		SubscriptionId: uint64(sub.id), Predicate: sub.predicateText(b), Broker: b.cfg.Name,
-	}}}
-}
-
-func (sub *subscription) predicateText(b *Broker) string {
-	b.subs.mu.Lock()
-	defer b.subs.mu.Unlock()
-	return sub.pred.String()
 }

@@ -23,12 +23,13 @@ type Bundle struct {
 	Message     []byte
 }
 
-// NewBundle builds the wire form of one forwarding decision. dest is
-// copied, so the caller's set may be reused.
+// NewBundle builds the wire form of one forwarding decision. It shares
+// b.Dest's words: the caller must not change the set afterwards (each
+// drp.Forward owns its set).
 func NewBundle(b drp.Bundle, s dedup.Stamp, publishedAt int64, hops uint32, msg []byte) *dripv1.Bundle {
 	return &dripv1.Bundle{
 		Source:            b.Source,
-		Destinations:      append([]uint64(nil), b.Dest.Words()...),
+		Destinations:      b.Dest.Words(),
 		HopsLeft:          uint32(b.HopsLeft),
 		Broadcast:         b.Broadcast,
 		Message:           msg,

@@ -1,0 +1,459 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// Link is what a Node sends through: an established link to a neighbour.
+// transport.Link implements it; virtual-time harnesses pass their own.
+type Link interface {
+	Peer() uint32
+	Name() string
+	// PushControl queues a control message; it is never dropped.
+	PushControl(*dripv1.Control)
+	// PushBundle queues a bundle of the given encoded size and reports
+	// whether it was queued; the link counts what it refuses.
+	PushBundle(b *dripv1.Bundle, size int) bool
+}
+
+// Node is one broker's logic with no goroutine, socket or timer of its own:
+// the routing protocol, the PREDICATES table, local subscriptions, B-DRP
+// forwarding and duplicate suppression. Its driver feeds it link events,
+// control messages and time; Broker is the production driver, and
+// internal/broker/brokertest runs whole meshes of Nodes in virtual time.
+//
+// Control-plane methods (LinkUp, LinkDown, Control, Tick, Flush, Withdraw,
+// Inspect) must be called by one goroutine at a time. The data plane
+// (Forwarder, Subscribe and the Subscription methods) is safe for
+// concurrent use and reads only snapshots the control plane publishes.
+type Node struct {
+	cfg   Config
+	log   *zap.Logger
+	m     *metrics
+	clock clock.PassiveClock
+	start time.Time
+	// epoch and seq stamp every accepted message (docs/design.md §10).
+	epoch uint64
+	seq   atomic.Uint64
+
+	// Control plane, owned by the driver's single caller.
+	ls            *linkstate.Node
+	table         *encoding.Table
+	current       map[uint32]Link // the link the protocol knows per neighbour
+	predsDirty    bool
+	lastBuild     time.Time
+	lastAd        time.Time
+	lastRTTExport time.Time
+	lastExpire    time.Time
+	withdrawn     bool
+
+	// Data plane snapshots, replaced whole by the control plane.
+	routes atomic.Pointer[linkstate.Table]
+	preds  atomic.Pointer[encoding.Snapshot]
+	links  atomic.Pointer[map[uint32]Link]
+
+	subs      *subscriptions
+	dups      *dedup.Filter
+	adPending atomic.Bool   // local subscriptions changed since the last advertisement
+	wake      func()        // tells the driver a Flush is due; may be nil
+	drain     chan struct{} // closed by BeginDrain
+	draining  atomic.Bool
+}
+
+// NewNode validates cfg and returns a node that knows only itself. Of the
+// options, WithLogger, WithRegisterer and WithClock apply.
+func NewNode(cfg Config, opts ...Option) (*Node, error) {
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newNode(cfg, o)
+}
+
+func newNode(cfg Config, o options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
+	}
+	ls, err := linkstate.New(cfg.linkStateConfig())
+	if err != nil {
+		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
+	}
+	dups, err := dedup.New(cfg.Dedup)
+	if err != nil {
+		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
+	}
+	now := o.clock.Now()
+	n := &Node{
+		cfg:     cfg,
+		log:     o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
+		m:       newMetrics(o.reg, cfg.Name),
+		clock:   o.clock,
+		start:   now,
+		epoch:   uint64(now.UnixNano()),
+		ls:      ls,
+		table:   encoding.NewTable(cfg.Encoding),
+		current: map[uint32]Link{},
+		dups:    dups,
+		drain:   make(chan struct{}),
+	}
+	n.subs = newSubscriptions(subscriptionsConfig{
+		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
+		enc: cfg.Encoding, broker: cfg.Name,
+	}, n.m, n.subscriptionsChanged)
+	n.routes.Store(ls.Routes())
+	n.preds.Store(n.table.Snapshot())
+	n.links.Store(&map[uint32]Link{})
+	return n, nil
+}
+
+// Config returns the node's configuration.
+func (n *Node) Config() Config { return n.cfg }
+
+// Epoch is the node's boot epoch, part of every stamp it gives.
+func (n *Node) Epoch() uint64 { return n.epoch }
+
+// SetWake installs the function the node calls when local subscriptions
+// change and a Flush should follow soon (the advertisement may be due). It
+// must not block. Call it before the node is used.
+func (n *Node) SetWake(f func()) { n.wake = f }
+
+func (n *Node) now() time.Duration { return n.clock.Since(n.start) }
+
+// LinkUp tells the node that l is established. A second link to the same
+// neighbour replaces the first.
+func (n *Node) LinkUp(l Link, weight uint32) {
+	now := n.now()
+	peer := l.Peer()
+	if old := n.current[peer]; old != nil {
+		n.ls.LinkDown(peer, now)
+	}
+	n.current[peer] = l
+	n.publishLinks()
+	if !n.withdrawn {
+		if err := n.ls.LinkUp(peer, weight, now); err != nil {
+			n.log.Warn("link-state refused link", zap.String("peer", l.Name()), zap.Error(err))
+		}
+	}
+	n.flush()
+}
+
+// LinkDown tells the node that l has ended. A link that was already
+// replaced is ignored.
+func (n *Node) LinkDown(l Link) {
+	peer := l.Peer()
+	if n.current[peer] != l {
+		return
+	}
+	delete(n.current, peer)
+	n.publishLinks()
+	n.ls.LinkDown(peer, n.now())
+	n.flush()
+}
+
+// publishLinks hands the data plane a fresh copy of the link set.
+func (n *Node) publishLinks() {
+	m := make(map[uint32]Link, len(n.current))
+	for id, l := range n.current {
+		m[id] = l
+	}
+	n.links.Store(&m)
+}
+
+// Control processes the control messages of one frame from l. A malformed
+// message is an error: a peer that sends one is broken, and the driver
+// should close the link rather than let it corrupt routing.
+func (n *Node) Control(l Link, cs []*dripv1.Control) error {
+	if n.current[l.Peer()] != l {
+		return nil // from a link already replaced: stale
+	}
+	now := n.now()
+	for _, c := range cs {
+		msg, err := wire.ControlFromProto(c)
+		if err != nil {
+			return fmt.Errorf("malformed control message from %s: %w", l.Name(), err)
+		}
+		if err := n.ls.Step(l.Peer(), msg, now); err != nil && !errors.Is(err, linkstate.ErrShutdown) {
+			n.log.Debug("control message ignored", zap.String("peer", l.Name()), zap.Error(err))
+		}
+	}
+	n.flush()
+	return nil
+}
+
+// Tick drives the protocol's timers (hellos, dead intervals, refresh,
+// aging) and the node's housekeeping. Call it every TickInterval.
+func (n *Node) Tick() {
+	n.ls.Tick(n.now())
+	now := n.clock.Now()
+	if now.Sub(n.lastRTTExport) >= time.Second {
+		n.lastRTTExport = now
+		n.exportNeighbors()
+	}
+	if now.Sub(n.lastExpire) >= time.Minute {
+		n.lastExpire = now
+		n.dups.Expire(now)
+		origins, windows, bytes := n.dups.Stats()
+		n.m.dedupOrigins.Set(float64(origins))
+		n.m.dedupWindows.Set(float64(windows))
+		n.m.dedupBytes.Set(float64(bytes))
+	}
+	n.flush()
+}
+
+// Flush does what is due now: a pending advertisement once the advertise
+// interval allows it, the protocol's output, a pending rebuild of the
+// PREDICATES index. Drivers call it when SetWake's function has run.
+func (n *Node) Flush() { n.flush() }
+
+func (n *Node) flush() {
+	now := n.clock.Now()
+	if !n.withdrawn && n.adPending.Load() && now.Sub(n.lastAd) >= n.cfg.AdvertiseInterval {
+		n.adPending.Store(false)
+		n.lastAd = now
+		n.m.adPending.Set(0)
+		n.setLocalPredicate()
+	}
+	n.processReady()
+	if n.predsDirty && now.Sub(n.lastBuild) >= n.cfg.PredicateRebuildInterval {
+		n.preds.Store(n.table.Snapshot())
+		n.predsDirty, n.lastBuild = false, now
+	}
+}
+
+// AdvertisementPending reports whether local subscription changes wait to
+// be advertised (tests and readiness).
+func (n *Node) AdvertisementPending() bool { return n.adPending.Load() || n.predsDirty }
+
+func (n *Node) processReady() {
+	for n.ls.HasReady() {
+		rd := n.ls.Ready()
+		n.sendControl(rd.Messages)
+		if rd.RoutesChanged {
+			t := n.ls.Routes()
+			n.routes.Store(t)
+			n.m.routersKnown.Set(float64(t.Known()))
+		}
+		for _, u := range rd.PredicateUpdates {
+			if u.Removed {
+				n.table.Remove(u.Router)
+			} else {
+				n.table.Set(u.Router, u.Filters)
+			}
+			n.predsDirty = true
+		}
+		for _, ev := range rd.Events {
+			n.observe(ev)
+		}
+		n.m.lsdbEntries.Set(float64(n.ls.LSDBSize()))
+		// 48 bits survive the float64 exactly.
+		n.m.lsdbDigest.Set(float64(n.ls.Digest() & (1<<48 - 1)))
+		n.ls.Advance()
+	}
+}
+
+func (n *Node) sendControl(envs []linkstate.Envelope) {
+	// Floods send one message to many neighbours: convert each once.
+	converted := make(map[linkstate.Message]*dripv1.Control, len(envs))
+	for _, env := range envs {
+		c, ok := converted[env.Msg]
+		if !ok {
+			var err error
+			if c, err = wire.ControlToProto(env.Msg); err != nil {
+				n.log.Error("cannot encode control message", zap.Error(err))
+				continue
+			}
+			converted[env.Msg] = c
+		}
+		if l := n.current[env.To]; l != nil {
+			l.PushControl(c)
+		}
+	}
+}
+
+func (n *Node) observe(ev linkstate.Event) {
+	n.m.protocolEvents.WithLabelValues(ev.Type.String()).Inc()
+	name := n.peerName(ev.Peer)
+	switch ev.Type {
+	case linkstate.EventSPF:
+		n.m.spfRuns.Inc()
+		n.m.routersKnown.Set(float64(ev.Routers))
+	case linkstate.EventAdjacencyUp:
+		n.log.Info("adjacency up", zap.String("peer", name), zap.Uint32("cost", ev.Cost))
+		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
+	case linkstate.EventAdjacencyDown:
+		n.log.Info("adjacency down", zap.String("peer", name), zap.Stringer("reason", ev.Reason))
+	case linkstate.EventCostChanged:
+		n.log.Info("link cost changed", zap.String("peer", name), zap.Uint32("from", ev.OldCost), zap.Uint32("to", ev.Cost), zap.Duration("rtt", ev.RTT))
+		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
+	case linkstate.EventVersionMismatch, linkstate.EventParamsMismatch:
+		n.log.Warn("peer incompatible", zap.Stringer("event", ev.Type), zap.String("peer", name), zap.Uint64("seq", ev.Seq))
+	default:
+		n.log.Debug("link-state event", zap.Stringer("event", ev.Type), zap.String("peer", name))
+	}
+}
+
+// exportNeighbors exports each neighbour's smoothed RTT, which hellos
+// refresh every HelloInterval whatever the cost mode.
+func (n *Node) exportNeighbors() {
+	for _, nb := range n.ls.Neighbors() {
+		if l := n.current[nb.ID]; l != nil && nb.Samples > 0 {
+			n.m.linkRTT.WithLabelValues(l.Name()).Set(nb.RTT.Seconds())
+		}
+	}
+}
+
+// MaxNeighborRTT is the largest smoothed RTT to a neighbour (zero before
+// the first sample).
+func (n *Node) MaxNeighborRTT() time.Duration {
+	var rtt time.Duration
+	for _, nb := range n.ls.Neighbors() {
+		rtt = max(rtt, nb.RTT)
+	}
+	return rtt
+}
+
+func (n *Node) peerName(id uint32) string {
+	if l := n.current[id]; l != nil {
+		return l.Name()
+	}
+	return fmt.Sprint(id)
+}
+
+// setLocalPredicate advertises the encoded filters of all local
+// subscriptions, deduplicated and with covered filters removed
+// (docs/design.md §2).
+func (n *Node) setLocalPredicate() {
+	filters := encoding.Advertise(n.subs.encodedFilters())
+	n.m.advertised.Set(float64(len(filters)))
+	n.m.advertisements.Inc()
+	if err := n.ls.SetLocalPredicate(filters); err != nil {
+		n.log.Error("cannot advertise local predicate", zap.Error(err))
+	}
+}
+
+func (n *Node) subscriptionsChanged() {
+	if !n.adPending.Swap(true) {
+		n.m.adPending.Set(1)
+	}
+	if n.wake != nil {
+		n.wake()
+	}
+}
+
+// Subscribe installs a local subscription (Carzaniga09 §2.2's
+// LOCAL-PREDICATES). It fails with codes.Unavailable once the node drains.
+func (n *Node) Subscribe(p content.Predicate, client string) (*Subscription, error) {
+	return n.subs.add(p, client)
+}
+
+// Subscriptions counts the local subscriptions.
+func (n *Node) Subscriptions() int { return n.subs.count() }
+
+// BeginDrain starts a graceful departure: new subscriptions are refused,
+// each local subscriber is told to move (Draining, with the overlap its
+// client should keep both subscriptions for), and Draining() is closed so
+// publish streams can hand their publishers over.
+func (n *Node) BeginDrain(deadline time.Time, overlap time.Duration) {
+	if n.draining.Swap(true) {
+		return
+	}
+	n.subs.drain(&dripv1.Draining{DeadlineUnixNano: deadline.UnixNano(), OverlapNs: int64(overlap)})
+	close(n.drain)
+}
+
+// Draining is closed once BeginDrain has run.
+func (n *Node) Draining() <-chan struct{} { return n.drain }
+
+// EndSubscriptions ends every local subscription (their streams end with
+// codes.Unavailable).
+func (n *Node) EndSubscriptions() { n.subs.closeAll() }
+
+// Withdraw floods a withdrawal of this router so that neighbours reroute
+// around it at once, and stops the routing protocol. The data plane keeps
+// forwarding with the last routes, for the bundles still on their way.
+func (n *Node) Withdraw() {
+	if n.withdrawn {
+		return
+	}
+	n.withdrawn = true
+	n.log.Info("withdrawing from the mesh")
+	n.ls.Shutdown()
+	n.processReady()
+}
+
+// Inspection is a consistent view of the broker's routing state.
+type Inspection struct {
+	Routers    []uint32          // reachable, self included
+	NextHops   map[uint32]uint32 // destination → neighbour
+	Predicates map[uint32]int    // router → advertised filters
+	Links      map[uint32]string // neighbour ID → name of links that are up
+	LSDB       int               // entries
+	Digest     uint64            // LSDB digest: equal on converged brokers
+	Neighbors  []linkstate.NeighborInfo
+}
+
+// Inspect returns the routing state (a control-plane call).
+func (n *Node) Inspect() Inspection {
+	t := n.ls.Routes()
+	in := Inspection{
+		Routers:    t.Routers(),
+		NextHops:   map[uint32]uint32{},
+		Predicates: map[uint32]int{},
+		Links:      map[uint32]string{},
+		LSDB:       n.ls.LSDBSize(),
+		Digest:     n.ls.Digest(),
+		Neighbors:  n.ls.Neighbors(),
+	}
+	for _, r := range in.Routers {
+		if nh, ok := t.NextHop(r); ok {
+			in.NextHops[r] = nh
+		}
+	}
+	// The data plane's view, which may trail the protocol's by up to
+	// PredicateRebuildInterval.
+	snap := n.preds.Load()
+	for _, r := range snap.Routers() {
+		f, _ := snap.Filters(r)
+		in.Predicates[r] = len(f)
+	}
+	for id, l := range n.current {
+		in.Links[id] = l.Name()
+	}
+	return in
+}
+
+// HandshakeFailures returns the counter of refused links for a reason
+// (tests and diagnostics).
+func (n *Node) HandshakeFailures(reason string) prometheus.Counter {
+	return n.m.linkHandshakeFails.WithLabelValues(reason)
+}
+
+// PublishedCounter counts messages accepted from local publishers.
+func (n *Node) PublishedCounter() prometheus.Counter { return n.m.published }
+
+// DuplicatesSuppressed counts copies not passed on, by verdict (duplicate,
+// stale).
+func (n *Node) DuplicatesSuppressed(verdict dedup.Verdict) prometheus.Counter {
+	return n.m.duplicates.WithLabelValues(verdict.String())
+}
+
+// linkMetrics resolves one link's counters.
+func (n *Node) linkMetrics(peer string) transport.LinkMetrics { return n.m.forLink(peer) }
+
+var _ drp.Routing = (*linkstate.Table)(nil)
