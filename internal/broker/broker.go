@@ -178,10 +178,10 @@ func (b *Broker) handle(ev coreEvent) {
 type drainPhase uint8
 
 const (
-	running        drainPhase = iota
-	subscribersMove           // clients move their subscriptions and publishers elsewhere
-	reroute                   // withdrawn; neighbours reroute while in-flight bundles pass
-	linksDrain                // links send what is queued and close
+	running         drainPhase = iota
+	subscribersMove            // clients move their subscriptions and publishers elsewhere
+	reroute                    // withdrawn; neighbours reroute while in-flight bundles pass
+	linksDrain                 // links send what is queued and close
 )
 
 // Run drives the broker until ctx ends, then leaves the mesh without losing
