@@ -18,9 +18,12 @@ type Limits struct {
 }
 
 // DefaultLimits are generous for people and small enough that one predicate
-// cannot exhaust a broker.
+// cannot exhaust a broker. A string value may be as long as one a message
+// carries by default (64 KiB, wire.DefaultMessageLimits), so that a
+// predicate can name any value a message can hold; drip broker and drip
+// local then share one default (internal/cli tests that they agree).
 func DefaultLimits() Limits {
-	return Limits{MaxFilters: 1024, MaxConstraints: 64, MaxString: 4096, MaxName: 256, MaxText: 1 << 20}
+	return Limits{MaxFilters: 1024, MaxConstraints: 64, MaxString: 64 << 10, MaxName: 256, MaxText: 1 << 20}
 }
 
 // ParseError is a malformed or over-limit predicate: Offset is the byte

@@ -278,7 +278,7 @@ func TestParseDefaultLimits(t *testing.T) {
 	}{
 		{"filters", join(d.MaxFilters, "a exists", " || "), join(d.MaxFilters+1, "a exists", " || "), "more than 1024 filters"},
 		{"constraints", join(d.MaxConstraints, "a exists", " && "), join(d.MaxConstraints+1, "a exists", " && "), "more than 64 constraints"},
-		{"string", `a = "` + strings.Repeat("x", d.MaxString) + `"`, `a = "` + strings.Repeat("x", d.MaxString+1) + `"`, "string value is 4097 bytes"},
+		{"string", `a = "` + strings.Repeat("x", d.MaxString) + `"`, `a = "` + strings.Repeat("x", d.MaxString+1) + `"`, "string value is 65537 bytes"},
 		{"name", strings.Repeat("n", d.MaxName) + " exists", strings.Repeat("n", d.MaxName+1) + " exists", "attribute name is 257 bytes"},
 		{"text", `a = "x"` + strings.Repeat(" ", d.MaxText-7), `a = "x"` + strings.Repeat(" ", d.MaxText-6), "over the limit of 1048576"},
 	} {
