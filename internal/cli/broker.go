@@ -17,7 +17,7 @@ import (
 )
 
 type brokerFlags struct {
-	log logFlags
+	log LogFlags
 
 	topology string
 	id       uint32
@@ -68,7 +68,7 @@ The broker's identity and neighbours come either from a topology file
 			if err != nil {
 				return err
 			}
-			log, err := f.log.logger(cmd.ErrOrStderr())
+			log, err := f.log.Logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -83,7 +83,7 @@ The broker's identity and neighbours come either from a topology file
 		},
 	}
 	fl := cmd.Flags()
-	f.log.register(cmd)
+	f.log.Register(cmd)
 	fl.StringVar(&f.topology, "topology", "", "topology file (YAML); the broker is the one named by --name")
 	fl.Uint32Var(&f.id, "id", 0, "router ID (unique in the mesh, small: destination sets are bitsets over IDs)")
 	fl.StringVar(&f.name, "name", "", "broker name (required)")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/topology"
 )
 
 func TestParsePeer(t *testing.T) {
@@ -130,17 +132,64 @@ func freeTopology(t *testing.T) string {
 }
 
 // TestLocalDemo runs `drip local --demo` on a free-port topology: the
-// README's first command, end to end in-process.
+// README's first command, end to end in-process. At its default log level
+// the demo's output stands alone: the brokers' routine events stay out of
+// stderr.
 func TestLocalDemo(t *testing.T) {
 	noLeaks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, errOut, err := execute(ctx, "", "local", "--demo", "--duration", "3s", "--topology", freeTopology(t), "--log-level", "warn")
+	out, errOut, err := execute(ctx, "", "local", "--demo", "--duration", "3s", "--topology", freeTopology(t))
 	require.NoError(t, err, "stderr: %s", errOut)
+	assert.Regexp(t, `^mesh clitest: 3 brokers in this process, clients at b0 127\.0\.0\.1:\d+ b1 `, out)
 	assert.Contains(t, out, "subscribed at b0")
 	assert.Contains(t, out, "published at b1")
 	assert.Contains(t, out, " ← ")
-	assert.Regexp(t, `demo: published \d+ messages, [1-9]\d* deliveries`, out)
+	assert.Contains(t, out, "(router 1, 1 hop, ", "b1's neighbours are one hop away, in the singular")
+	assert.NotContains(t, out, "1 hops")
+	assert.Regexp(t, `demo: published \d+ messages?, [1-9]\d* deliver(y|ies)\n`, out)
+	assert.NotContains(t, errOut, `"level":"info"`, "info logs at the default level")
+}
+
+// Ctrl-C stops drip local cleanly (exit 0), also before the demo has its
+// routes: the interruption is not the demo failing.
+func TestLocalInterrupted(t *testing.T) {
+	noLeaks(t)
+	for _, tc := range []struct {
+		after     time.Duration
+		published bool // the demo had published when interrupted
+	}{{50 * time.Millisecond, false}, {1500 * time.Millisecond, true}} {
+		t.Run(tc.after.String(), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stop := time.AfterFunc(tc.after, cancel)
+			defer stop.Stop()
+			out, errOut, err := execute(ctx, "", "local", "--demo", "--topology", freeTopology(t))
+			require.NoError(t, err, "stderr: %s", errOut)
+			if tc.published {
+				assert.Contains(t, out, "demo: published")
+			}
+		})
+	}
+}
+
+// drip local runs its brokers as drip broker does without flags: one
+// default bounds string values in predicates and in messages, the one
+// drip broker --help shows for --max-string.
+func TestLocalConfigIsBrokerDefault(t *testing.T) {
+	topo := freeTopology(t)
+	t0, err := topology.Load(topo)
+	require.NoError(t, err)
+	local, _, err := localConfig(t0, t0.Brokers[0])
+	require.NoError(t, err)
+	brk, _, err := brokerConfig(t, "--topology", topo, "--name", "b0")
+	require.NoError(t, err)
+	assert.Equal(t, brk.Predicates, local.Predicates)
+	assert.Equal(t, brk.Messages, local.Messages)
+
+	shown := newBrokerCmd().Flags().Lookup("max-string").DefValue
+	assert.Equal(t, shown, strconv.Itoa(local.Predicates.MaxString), "drip local's predicate strings")
+	assert.Equal(t, shown, strconv.Itoa(local.Messages.MaxString), "drip local's message strings")
 }
 
 func TestLocalPrintTopology(t *testing.T) {

@@ -10,20 +10,27 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// logFlags are the logging flags every long-running command shares.
-type logFlags struct {
+// LogFlags are the logging flags every long-running command shares. They
+// are exported for the driplab commands (internal/testbed/cli), so that
+// both binaries log alike.
+type LogFlags struct {
 	level  string
 	format string
 }
 
-func (f *logFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.level, "log-level", "info", "log level: debug, info, warn or error")
+// Register adds --log-level (default info) and --log-format to cmd.
+func (f *LogFlags) Register(cmd *cobra.Command) { f.RegisterLevel(cmd, "info") }
+
+// RegisterLevel is Register with another default level, for a command
+// whose own output matters more than its log.
+func (f *LogFlags) RegisterLevel(cmd *cobra.Command, level string) {
+	cmd.Flags().StringVar(&f.level, "log-level", level, "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&f.format, "log-format", "auto", "log format: json, console, or auto (console on a terminal, JSON otherwise)")
 }
 
-// logger builds a zap logger writing to w: JSON when w is not a terminal
+// Logger builds a zap logger writing to w: JSON when w is not a terminal
 // (Kubernetes collects it), human-readable console output when it is.
-func (f *logFlags) logger(w io.Writer) (*zap.Logger, error) {
+func (f *LogFlags) Logger(w io.Writer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(f.level)
 	if err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)

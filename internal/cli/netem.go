@@ -19,7 +19,7 @@ import (
 )
 
 type netemFlags struct {
-	log      logFlags
+	log      LogFlags
 	topology string
 	name     string
 	dev      string
@@ -59,7 +59,7 @@ change is logged, so a repeated --once shows what still differs; inspect with
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
 	fl := cmd.Flags()
-	f.log.register(cmd)
+	f.log.Register(cmd)
 	fl.StringVar(&f.topology, "topology", "", "topology file (YAML), re-read every interval (required)")
 	fl.StringVar(&f.name, "name", "", "the broker whose egress is shaped, as named in the topology (required)")
 	fl.StringVar(&f.dev, "dev", "eth0", "network device to shape")
@@ -86,7 +86,7 @@ func (f *netemFlags) run(cmd *cobra.Command) error {
 	if _, ok := t.Find(f.name); !ok {
 		return fmt.Errorf("%s has no broker named %q", f.topology, f.name)
 	}
-	log, err := f.log.logger(cmd.ErrOrStderr())
+	log, err := f.log.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/dripmesh/drip/internal/buildinfo"
 )
 
-// NewRoot returns the drip command tree.
+// NewRoot returns the drip command tree: the broker and what ships with it
+// (clients, benchmark, self-test, netem sidecar). The testbed — the lab and
+// the comparative experiments — is the driplab binary (internal/testbed/cli).
 func NewRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "drip",
@@ -17,21 +17,8 @@ ingress broker, and message bundles forwarded with dynamic receiver partitioning
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newBrokerCmd(), newLocalCmd())
+	root.AddCommand(NewVersionCmd("drip"), newBrokerCmd(), newLocalCmd())
 	root.AddCommand(newPubCmd(), newSubCmd(), newBenchCmd())
-	root.AddCommand(newNetemCmd(), newLabCmd(), newSelftestCmd())
-	root.AddCommand(newExperimentCmd())
+	root.AddCommand(newNetemCmd(), newSelftestCmd())
 	return root
-}
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the drip version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.Println(buildinfo.String())
-			return nil
-		},
-	}
 }

@@ -187,16 +187,17 @@ func runSelftest(ctx context.Context, f *selftestFlags, out io.Writer) error {
 			st.counts[j][i] = make([]int, f.messages)
 		}
 	}
-	fmt.Fprintf(out, "drip selftest: %d brokers, %d messages each, token %s\n", n, f.messages, st.token)
+	fmt.Fprintf(out, "drip selftest: %s, %s each, token %s\n", Plural(int64(n), "broker", "brokers"),
+		Plural(int64(f.messages), "message", "messages"), st.token)
 	err = st.run(ctx)
 	st.close()
 	if err != nil {
 		st.report(false, "%v", err)
 	}
 	if st.failed > 0 {
-		return fmt.Errorf("selftest failed: %d of %d checks", st.failed, st.checks)
+		return fmt.Errorf("selftest failed: %d of %s", st.failed, Plural(int64(st.checks), "check", "checks"))
 	}
-	fmt.Fprintf(out, "drip selftest: passed, %d checks\n", st.checks)
+	fmt.Fprintf(out, "drip selftest: passed, %s\n", Plural(int64(st.checks), "check", "checks"))
 	return nil
 }
 
@@ -473,7 +474,7 @@ func (st *selftest) reportDeliveries() {
 					got++
 				}
 			}
-			line := fmt.Sprintf("%s → %s: %d/%d messages", st.labels[i], st.labels[j], got, st.f.messages)
+			line := fmt.Sprintf("%s → %s: %d/%s", st.labels[i], st.labels[j], got, Plural(int64(st.f.messages), "message", "messages"))
 			if len(missing) > 0 {
 				line += ", missing seq " + abbreviate(missing)
 			}

@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	dripcli "github.com/dripmesh/drip/internal/cli"
 	"github.com/dripmesh/drip/internal/testbed/experiment"
 	"github.com/dripmesh/drip/internal/testbed/systems"
 )
@@ -78,7 +82,7 @@ func newExperimentRunCmd() *cobra.Command {
 		Use:   "run --scenario NAME [--systems drip,activemq,nats]",
 		Short: "Run a scenario (or a group of scenarios) on some systems and write JSON and PNG results",
 		Long: `Run a scenario, or a group of scenarios, on each system in turn, on loopback
-or, with --lab, in an emulated wide-area network (drip lab; needs root).
+or, with --lab, in an emulated wide-area network (driplab lab; needs root).
 
 Rates are the paper's per-client rates times --scale: the paper ramps 80 clients
 from 1 to 100 messages/s each on 42 machines; --scale 0.1 ramps them from 0.1 to
@@ -86,14 +90,16 @@ from 1 to 100 messages/s each on 42 machines; --scale 0.1 ramps them from 0.1 to
 network namespace per site, where that site's broker and clients run, and links
 of the paper's 1 MB/s times --lab-bandwidth-scale (default: --scale, so load and
 capacity shrink together) with --lab-delay one-way delay. The lab's link counters
-measure utilisation, and drip runs one broker process per site; drip-uncompressed
-is drip with --peer-compression=false. Results go to --out: SCENARIO-SYSTEM.json
+measure utilisation, and drip runs one drip broker process per site (the drip
+binary beside this one, as make build puts bin/drip beside bin/driplab, else
+drip on PATH; or --drip-binary); drip-uncompressed is drip with
+--peer-compression=false. Results go to --out: SCENARIO-SYSTEM.json
 and .png per run, SCENARIO-compare.png per scenario, and GROUP-grid.png and
 GROUP-links.png for a group. A system that is not installed or fails is reported and skipped.`,
-		Example: `  drip experiment run --scenario smoke
-  drip experiment run --scenario scaling --systems drip,activemq,nats --scale 0.1 --duration 60s --out results/
-  drip experiment run --scenario single-broker --systems drip,activemq
-  sudo drip experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats --scale 0.1`,
+		Example: `  driplab experiment run --scenario smoke
+  driplab experiment run --scenario scaling --systems drip,activemq,nats --scale 0.1 --duration 60s --out results/
+  driplab experiment run --scenario single-broker --systems drip,activemq
+  sudo bin/driplab experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats --scale 0.1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			scenarios, err := experiment.Lookup(scenario)
@@ -103,8 +109,8 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 			if onLab && dripBinary == "" {
 				// Brokers run in the sites' namespaces as processes, like
 				// the peers they are compared with.
-				if dripBinary, err = os.Executable(); err != nil {
-					return fmt.Errorf("find the drip executable for the lab's brokers: %w", err)
+				if dripBinary, err = findDrip(); err != nil {
+					return err
 				}
 			}
 			var syss []systems.System
@@ -122,14 +128,14 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 					syss = append(syss, s)
 				}
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := dripcli.SignalContext(cmd.Context())
 			defer stop()
 			cfg := experiment.Config{Systems: syss, Scale: scale, Duration: duration, Dir: keep, PlacementName: "loopback"}
 			if onLab {
 				cfg.Lab = &labCfg
 			}
 			if !quiet {
-				cfg.Progress = &lockedWriter{w: cmd.ErrOrStderr()}
+				cfg.Progress = dripcli.NewLockedWriter(cmd.ErrOrStderr())
 			}
 			var all [][]*experiment.Result
 			failed := 0
@@ -160,22 +166,22 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&scenario, "scenario", "", "scenario or group to run (see drip experiment list)")
+	fl.StringVar(&scenario, "scenario", "", "scenario or group to run (see driplab experiment list)")
 	fl.StringSliceVar(&systemList, "systems", []string{"drip"}, "systems to run, comma-separated: "+strings.Join(systems.Names(), ", "))
 	fl.DurationVar(&duration, "duration", 0, "sending time (default: the scenario's)")
 	fl.Float64Var(&scale, "scale", 0.1, "factor applied to the paper's per-client rates, to fit this machine")
 	fl.StringVar(&out, "out", "experiment-results", "directory for the JSON and PNG results")
 	fl.StringVar(&keep, "keep", "", "keep the systems' configuration, logs and data in this directory (default: a temporary one, removed)")
-	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this binary instead of in this process")
+	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this drip binary (drip broker ...) instead of in this process")
 	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
-	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default drip-binary: this executable)")
+	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default --drip-binary: the drip beside this executable, else on PATH)")
 	fl.StringVar(&labCfg.Name, "lab-name", "experiment", "name of the lab --lab builds")
 	fl.DurationVar(&labCfg.Delay, "lab-delay", 10*time.Millisecond, "one-way delay of every lab link")
 	fl.Float64Var(&labCfg.BandwidthScale, "lab-bandwidth-scale", 0, "factor applied to the paper's 1 MB/s lab links (default: --scale)")
 	fl.DurationVar(&labCfg.QueueTime, "lab-queue", 0, "lab link queue size as time at the link rate (default: the lab's)")
 	_ = cmd.MarkFlagRequired("scenario")
-	_ = cmd.RegisterFlagCompletionFunc("systems", fixedCompletions(systems.Names()...))
+	_ = cmd.RegisterFlagCompletionFunc("systems", dripcli.FixedCompletions(systems.Names()...))
 	return cmd
 }
 
@@ -192,7 +198,7 @@ func newExperimentPlotCmd() *cobra.Command {
 each system from --dir, recompute each run's summary from its series, and write
 the JSON and the plots run would have written. Use it after re-running one
 system or one scenario into a directory of results.`,
-		Example: `  drip experiment plot --scenario scaling --systems drip,activemq,nats --dir docs/results/experiments`,
+		Example: `  driplab experiment plot --scenario scaling --systems drip,activemq,nats --dir docs/results/experiments`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			results, err := experiment.Load(dir, scenario, systemList)
@@ -212,4 +218,21 @@ system or one scenario into a directory of results.`,
 	fl.StringVar(&dir, "dir", "experiment-results", "directory holding the JSON results; plots are written there")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd
+}
+
+// findDrip finds the drip binary whose `drip broker` the lab's sites run:
+// the one beside this executable (make build writes bin/drip and
+// bin/driplab), else drip on PATH. Brokers are drip's, not driplab's: the
+// experiment measures the binary that ships.
+func findDrip() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "drip")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("drip"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("--lab runs each site's broker as a drip broker process, and no drip binary is beside this executable or on PATH: run make build (bin/drip beside bin/driplab) or give --drip-binary")
 }

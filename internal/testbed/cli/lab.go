@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	dripcli "github.com/dripmesh/drip/internal/cli"
 	"github.com/dripmesh/drip/internal/testbed/lab"
 	"github.com/dripmesh/drip/internal/topology"
 )
@@ -29,13 +30,13 @@ func newLabCmd() *cobra.Command {
 the packets between sites along the topology's links, applying each link's
 bandwidth, one-way delay, jitter and loss in userspace (no sch_netem needed).
 See docs/lab.md.`,
-		Example: `  drip lab gen --shape square --bandwidth 1MBps --delay 20ms > square.yaml
-  drip lab up square.yaml
-  drip lab exec b0 -- drip broker --topology square.yaml --name b0
-  drip lab set b0 b1 --delay 50ms --loss 1%
-  drip lab cut b0 b2
-  drip lab status
-  drip lab down`,
+		Example: `  driplab lab gen --shape square --bandwidth 1MBps --delay 20ms > square.yaml
+  driplab lab up square.yaml
+  driplab lab exec b0 -- drip broker --topology square.yaml --name b0
+  driplab lab set b0 b1 --delay 50ms --loss 1%
+  driplab lab cut b0 b2
+  driplab lab status
+  driplab lab down`,
 	}
 	cmd.PersistentFlags().StringVar(&name, "name", lab.DefaultName, "lab name; labs with different names coexist")
 	cmd.AddCommand(
@@ -67,8 +68,8 @@ func newLabGenCmd() *cobra.Command {
           (the paper's large network: --n 42 --diameter 11)
 Every link gets --bandwidth, --delay, --jitter and --loss; with brite,
 --delay geo uses distance-based delays instead.`,
-		Example: `  drip lab gen --shape line --n 3 --delay 20ms > line.yaml
-  drip lab gen --shape brite --n 42 --diameter 11 --delay geo > paper.yaml`,
+		Example: `  driplab lab gen --shape line --n 3 --delay 20ms > line.yaml
+  driplab lab gen --shape brite --n 42 --diameter 11 --delay geo > paper.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -210,7 +211,7 @@ func newLabStatusCmd(name *string) *cobra.Command {
 			}
 			s, err := l.Status(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("lab %s: %w (if the daemon died, run `drip lab down %s`)", *name, err, *name)
+				return fmt.Errorf("lab %s: %w (if the daemon died, run `driplab lab down %s`)", *name, err, *name)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -225,8 +226,8 @@ func newLabStatusCmd(name *string) *cobra.Command {
 }
 
 func printLabStatus(out io.Writer, s *lab.Status) error {
-	fmt.Fprintf(out, "lab %s: daemon pid %d, up %v, prefix %s, %d packets in flight\n\n",
-		s.Name, s.PID, s.Uptime.Round(time.Second), s.Prefix, s.InFlight)
+	fmt.Fprintf(out, "lab %s: daemon pid %d, up %v, prefix %s, %s in flight\n\n",
+		s.Name, s.PID, s.Uptime.Round(time.Second), s.Prefix, dripcli.Plural(int64(s.InFlight), "packet", "packets"))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SITE\tNAMESPACE\tADDRESS\tUNROUTABLE\tNO ROUTE")
 	for _, site := range s.Sites {
@@ -273,7 +274,7 @@ func newLabSetCmd(name *string) *cobra.Command {
 		Short: "Change a running lab's link between sites A and B (both directions)",
 		Long: `Change the link's bandwidth, delay, jitter or loss while the lab runs; flags
 not given keep their value. Packets already queued keep their schedule.`,
-		Example: `  drip lab set b0 b1 --bandwidth 500KBps --delay 40ms --loss 0.5%`,
+		Example: `  driplab lab set b0 b1 --bandwidth 500KBps --delay 40ms --loss 0.5%`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c lab.Change
@@ -354,12 +355,12 @@ func newLabExecCmd(name *string) *cobra.Command {
 		Long: `Replace this process with COMMAND running inside SITE's network namespace,
 where the site's address and the routes to every other site are. The
 command is terminated when the lab goes down.`,
-		Example: `  drip lab exec b0 -- ping -c 3 10.77.0.3
-  drip lab exec b2 -- drip broker --topology square.yaml --name b2`,
+		Example: `  driplab lab exec b0 -- ping -c 3 10.77.0.3
+  driplab lab exec b2 -- drip broker --topology square.yaml --name b2`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
-				return errors.New("usage: drip lab exec SITE -- COMMAND [ARGS...]")
+				return errors.New("usage: driplab lab exec SITE -- COMMAND [ARGS...]")
 			}
 			l, err := lab.Open(*name)
 			if err != nil {
@@ -371,19 +372,19 @@ command is terminated when the lab goes down.`,
 }
 
 func newLabDaemonCmd(name *string) *cobra.Command {
-	var log logFlags
+	var log dripcli.LogFlags
 	cmd := &cobra.Command{
 		Use:    "daemon",
-		Short:  "Run a lab's daemon in the foreground (started by `drip lab up`)",
+		Short:  "Run a lab's daemon in the foreground (started by `driplab lab up`)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := log.logger(cmd.ErrOrStderr())
+			logger, err := log.Logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer func() { _ = logger.Sync() }()
-			ctx, cancel := signalContext(cmd.Context())
+			ctx, cancel := dripcli.SignalContext(cmd.Context())
 			defer cancel()
 			if err := lab.RunDaemon(ctx, *name, logger); err != nil {
 				fmt.Fprintln(os.Stderr, "lab daemon:", err)
@@ -392,6 +393,6 @@ func newLabDaemonCmd(name *string) *cobra.Command {
 			return nil
 		},
 	}
-	log.register(cmd)
+	log.Register(cmd)
 	return cmd
 }

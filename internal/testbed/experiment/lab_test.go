@@ -17,7 +17,7 @@ import (
 )
 
 // TestSmokeLab runs the smoke scenario on all three systems in an emulated
-// WAN, as `drip experiment run --lab` does: each site in a network
+// WAN, as `driplab experiment run --lab` does: each site in a network
 // namespace, drip as one broker process per site, links of the scenario's
 // bandwidth and 5 ms one-way delay. Every system must deliver exactly what
 // the oracle expects, the lab's counters must see the traffic on the
@@ -26,7 +26,7 @@ func TestSmokeLab(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: builds a lab of network namespaces and TUN devices")
 	}
-	all := []systems.System{systems.NewDrip(systems.DripOptions{Binary: os.Args[0], Env: []string{actAsDrip + "=1"}})}
+	all := []systems.System{systems.NewDrip(systems.DripOptions{Binary: os.Args[0], Env: []string{actAs + "=drip"}})}
 	for _, s := range systems.All() {
 		if strings.HasPrefix(s.Name(), "drip") {
 			continue // drip runs above, as processes
@@ -49,7 +49,7 @@ func TestSmokeLab(t *testing.T) {
 		Scenario: scenarios[0], Systems: all, Scale: 1, Dir: t.TempDir(),
 		Lab: &experiment.LabConfig{
 			Name: name, Delay: 5 * time.Millisecond,
-			Executable: os.Args[0], Args: []string{"lab", "daemon"}, Env: []string{actAsDrip + "=1"},
+			Executable: os.Args[0], Args: []string{"lab", "daemon"}, Env: []string{actAs + "=driplab"},
 		},
 	})
 	require.NoError(t, err)

@@ -5,21 +5,33 @@ import (
 	"os"
 	"testing"
 
-	"github.com/dripmesh/drip/internal/cli"
+	"github.com/spf13/cobra"
+
+	dripcli "github.com/dripmesh/drip/internal/cli"
+	labcli "github.com/dripmesh/drip/internal/testbed/cli"
 )
 
-// actAsDrip makes the test binary act as the drip binary, so that the lab
-// smoke test can start the lab daemon (`drip lab daemon`) and one broker
-// process per site (`drip broker`) without building drip first.
-const actAsDrip = "DRIP_EXPERIMENT_TEST_ACT_AS_DRIP"
+// actAs makes the test binary act as one of the project's binaries, so that
+// the lab smoke test can start the lab daemon (driplab: `lab daemon`) and
+// one broker process per site (drip: `broker`) without building either.
+const actAs = "DRIP_EXPERIMENT_TEST_ACT_AS"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(actAsDrip) == "1" {
-		if err := cli.NewRoot().Execute(); err != nil {
-			fmt.Fprintln(os.Stderr, "drip:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	var root *cobra.Command
+	switch os.Getenv(actAs) {
+	case "":
+		os.Exit(m.Run())
+	case "drip":
+		root = dripcli.NewRoot()
+	case "driplab":
+		root = labcli.NewRoot()
+	default:
+		fmt.Fprintf(os.Stderr, "%s=%q: want drip or driplab\n", actAs, os.Getenv(actAs))
+		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Getenv(actAs), err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }

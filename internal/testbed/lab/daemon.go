@@ -31,7 +31,7 @@ func RunDaemon(ctx context.Context, name string, log *zap.Logger) error {
 	dir := StateDir(name)
 	var cfg daemonConfig
 	if err := readJSON(filepath.Join(dir, configFile), &cfg); err != nil {
-		return fmt.Errorf("lab %s: read the configuration `drip lab up` writes: %w", name, err)
+		return fmt.Errorf("lab %s: read the configuration `driplab lab up` writes: %w", name, err)
 	}
 	t, err := topology.Parse([]byte(cfg.Topology))
 	if err != nil {

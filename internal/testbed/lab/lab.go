@@ -38,7 +38,7 @@ type UpOptions struct {
 	// socket's /metrics.
 	MetricsAddr string
 	// Executable and Args start the daemon, with "--name", Name appended;
-	// by default this executable with "lab", "daemon" (`drip lab daemon`).
+	// by default this executable with "lab", "daemon" (`driplab lab daemon`).
 	// Tests point them at the test binary.
 	Executable string
 	Args       []string
@@ -73,7 +73,7 @@ func Up(ctx context.Context, o UpOptions) (*Lab, error) {
 		return nil, err
 	}
 	if pid, ok := daemonPID(o.Name); ok {
-		return nil, fmt.Errorf("lab %s is already up (daemon pid %d); run `drip lab down %s` first", o.Name, pid, o.Name)
+		return nil, fmt.Errorf("lab %s is already up (daemon pid %d); run `driplab lab down %s` first", o.Name, pid, o.Name)
 	}
 	if err := Down(ctx, o.Name); err != nil {
 		return nil, fmt.Errorf("remove the leftovers of lab %s: %w", o.Name, err)
@@ -104,7 +104,7 @@ func start(ctx context.Context, o UpOptions) (*Lab, error) {
 	exe, args := o.Executable, o.Args
 	if exe == "" {
 		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find the drip executable to run the lab daemon: %w", err)
+			return nil, fmt.Errorf("find the driplab executable to run the lab daemon: %w", err)
 		}
 		args = []string{"lab", "daemon"}
 	}
@@ -321,7 +321,7 @@ func Open(name string) (*Lab, error) {
 	var t siteTable
 	if err := readJSON(filepath.Join(dir, sitesFile), &t); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("lab %s is not up (no %s; start it with `drip lab up`)", name, filepath.Join(dir, sitesFile))
+			return nil, fmt.Errorf("lab %s is not up (no %s; start it with `driplab lab up`)", name, filepath.Join(dir, sitesFile))
 		}
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // testDaemonEnv makes the test binary act as the lab daemon, so Up can
-// start one in tests without a drip binary: Up runs
+// start one in tests without a driplab binary: Up runs
 // `<test binary> --name <lab>` with it set.
 const testDaemonEnv = "DRIP_LAB_TEST_DAEMON"
 

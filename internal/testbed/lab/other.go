@@ -10,7 +10,7 @@ import (
 )
 
 // The lab needs Linux: network namespaces, TUN devices and timerfd. These
-// stubs keep the drip binary building elsewhere.
+// stubs keep the driplab binary building elsewhere.
 
 var errNotLinux = errors.New("the lab needs Linux (network namespaces, TUN devices)")
 

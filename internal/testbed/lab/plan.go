@@ -88,7 +88,7 @@ func Addresses(t *topology.Topology, prefix netip.Prefix) ([]netip.Addr, error) 
 				return nil, err
 			}
 		} else if !prefix.Contains(a) {
-			return nil, fmt.Errorf("broker %q: address %s is outside the lab prefix %s (generate the file with `drip lab gen`, or leave the broker's addresses empty)", b.Name, a, prefix)
+			return nil, fmt.Errorf("broker %q: address %s is outside the lab prefix %s (generate the file with `driplab lab gen`, or leave the broker's addresses empty)", b.Name, a, prefix)
 		}
 		if other, dup := owner[a]; dup {
 			return nil, fmt.Errorf("brokers %q and %q both have lab address %s", other, b.Name, a)

@@ -1,0 +1,25 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	dripcli "github.com/dripmesh/drip/internal/cli"
+)
+
+// NewRoot returns the driplab command tree.
+func NewRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "driplab",
+		Short: "driplab measures drip: an emulated WAN lab and experiments against ActiveMQ and NATS",
+		Long: `driplab is drip's testbed, a binary of its own so that the broker ships
+without it. lab runs a topology as an emulated wide-area network in network
+namespaces (root only; docs/lab.md); experiment runs Carzaniga09 §5's
+scenarios on drip, ActiveMQ and NATS and plots them (docs/experiments.md).
+The brokers it measures are drip's own: drip broker processes in the lab, or
+the broker package in this process on loopback.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd())
+	return root
+}

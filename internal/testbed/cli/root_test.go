@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// execute runs the driplab command tree in-process.
+func execute(ctx context.Context, stdin string, args ...string) (stdout, stderr string, err error) {
+	root := NewRoot()
+	var out, errOut bytes.Buffer
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// noLeaks checks at the end of a test that its commands left no goroutine.
+func noLeaks(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+func TestRootCommands(t *testing.T) {
+	var names []string
+	for _, c := range NewRoot().Commands() {
+		names = append(names, c.Name())
+	}
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment"}, names)
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := execute(context.Background(), "", "version")
+	require.NoError(t, err)
+	assert.Regexp(t, `^driplab \S+ \(go\S+ \w+/\w+\)\n$`, out)
+}
+
+// The lab's brokers are the drip binary beside driplab (make build puts
+// both in bin/), else drip on PATH, and without either the error says how
+// to get one.
+func TestFindDrip(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	_, err := findDrip()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run make build")
+	assert.Contains(t, err.Error(), "--drip-binary")
+
+	drip := filepath.Join(dir, "drip")
+	require.NoError(t, os.WriteFile(drip, []byte("#!/bin/sh\n"), 0o755))
+	got, err := findDrip()
+	require.NoError(t, err)
+	assert.Equal(t, drip, got)
+}
