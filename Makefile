@@ -2,6 +2,8 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin/drip
+# The testbed (lab, experiments) is a binary of its own, so drip ships without it.
+LAB_BIN := bin/driplab
 PKGS := ./...
 STATICCHECK_VERSION := v0.8.2
 HELM_VERSION := v3.22.0
@@ -13,7 +15,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 BENCH ?= .
 COUNT ?= 5
 BENCHTIME ?= 1s
-# Lab experiments (`make experiments`, root): where results go and how rates are scaled.
+# Lab experiments (`make experiments`, root, bin/driplab): where results go and how rates are scaled.
 EXPERIMENTS_OUT ?= docs/results/experiments
 EXPERIMENT_ARGS ?= --scale 0.1 --duration 60s
 # The overload runs offer the 8-broker mesh twice and four times the paper's load for its links.
@@ -23,20 +25,27 @@ OVERLOAD4_ARGS ?= --scale 0.4 --lab-bandwidth-scale 0.1 --duration 60s
 .DEFAULT_GOAL := help
 
 .PHONY: help
+# Target names are coloured only on a terminal, in a column as wide as the longest.
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@if [ -t 1 ]; then on='\033[36m'; off='\033[0m'; else on=; off=; fi; \
+	  awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "} \
+	    /^[a-zA-Z0-9_.-]+:.*## / {name[++n] = $$1; text[n] = $$2; if (length($$1) > w) w = length($$1)} \
+	    END {for (i = 1; i <= n; i++) printf "  %s%-" w "s%s  %s\n", on, name[i], off, text[i]}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the drip binary into bin/.
+build: ## Build bin/drip (the broker and its tools) and bin/driplab (the lab and experiments).
 	$(GO) build -trimpath -o $(BIN) ./cmd/drip
+	$(GO) build -trimpath -o $(LAB_BIN) ./cmd/driplab
 
 .PHONY: run
-run: ## Run a 4-broker mesh on loopback with a demo publisher and subscribers (Ctrl-C stops it).
-	$(GO) run ./cmd/drip local --demo
+# The built binary, not `go run`: go run exits 1 when interrupted, and make
+# would report that as an error on every Ctrl-C.
+run: build ## Run a 4-broker mesh on loopback with a demo publisher and subscribers (Ctrl-C stops it).
+	$(BIN) local --demo
 
 .PHONY: demo
-demo: ## The same demo for 5 seconds; fails if nothing is delivered (CI smoke test).
-	$(GO) run ./cmd/drip local --demo --duration 5s --log-level warn
+demo: build ## The same demo for 5 seconds; fails if nothing is delivered (CI smoke test).
+	$(BIN) local --demo --duration 5s
 
 .PHONY: test
 test: ## Run all tests with the race detector (what CI runs).
@@ -51,11 +60,13 @@ bench: ## Run benchmarks (BENCH=regexp COUNT=n BENCHTIME=d); see docs/results/.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: experiments
-experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~75 min) into EXPERIMENTS_OUT.
-	$(BIN) experiment run --lab --scenario scaling --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
-	$(BIN) experiment run --lab --scenario single-broker --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
-	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
-	$(BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD4_ARGS) --out $(EXPERIMENTS_OUT)/overload4
+# 28 runs of about 75 s each (60 s of sending, start-up, drain): about 35 minutes.
+# driplab runs the brokers as bin/drip processes, the drip it finds beside it.
+experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the emulated WAN lab (root, ~35 min) into EXPERIMENTS_OUT.
+	$(LAB_BIN) experiment run --lab --scenario scaling --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
+	$(LAB_BIN) experiment run --lab --scenario single-broker --systems drip,drip-uncompressed,activemq,nats $(EXPERIMENT_ARGS) --out $(EXPERIMENTS_OUT)
+	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
+	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD4_ARGS) --out $(EXPERIMENTS_OUT)/overload4
 
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).

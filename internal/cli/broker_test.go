@@ -141,7 +141,7 @@ func TestLocalDemo(t *testing.T) {
 	defer cancel()
 	out, errOut, err := execute(ctx, "", "local", "--demo", "--duration", "3s", "--topology", freeTopology(t))
 	require.NoError(t, err, "stderr: %s", errOut)
-	assert.Regexp(t, `^mesh clitest: 3 brokers in this process, clients at b0 127\.0\.0\.1:\d+ b1 `, out)
+	assert.Regexp(t, `^mesh clitest: 3 brokers in this process, clients at b0 127\.0\.0\.1:\d+, b1 `, out)
 	assert.Contains(t, out, "subscribed at b0")
 	assert.Contains(t, out, "published at b1")
 	assert.Contains(t, out, " ← ")

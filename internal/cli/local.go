@@ -118,10 +118,14 @@ func runLocal(ctx context.Context, t *topology.Topology, logger *zap.Logger, dem
 	}
 	logger.Info("local mesh running", zap.Int("brokers", len(servers)), zap.String("mesh", t.Mesh))
 	fmt.Fprintf(out, "mesh %s: %s in this process, clients at", t.Mesh, Plural(int64(len(servers)), "broker", "brokers"))
-	for _, srv := range servers {
-		fmt.Fprintf(out, " %s %s", srv.Broker().Config().Name, srv.ClientAddr())
+	for i, srv := range servers {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(out, "%s %s %s", sep, srv.Broker().Config().Name, srv.ClientAddr())
 	}
-	fmt.Fprintln(out, "; Ctrl-C stops it")
+	fmt.Fprintln(out, " (Ctrl-C stops it)")
 
 	var demoErr error
 	if demo {
