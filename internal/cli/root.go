@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 )
 
@@ -20,5 +22,21 @@ ingress broker, and message bundles forwarded with dynamic receiver partitioning
 	root.AddCommand(NewVersionCmd("drip"), newBrokerCmd(), newLocalCmd())
 	root.AddCommand(newPubCmd(), newSubCmd(), newBenchCmd())
 	root.AddCommand(newNetemCmd(), newSelftestCmd())
+	for _, name := range []string{"lab", "experiment"} {
+		root.AddCommand(movedToDriplab(name))
+	}
 	return root
+}
+
+// movedToDriplab is a hidden stand-in for a testbed command that drip had
+// before the testbed became its own binary: it says where the command is.
+func movedToDriplab(name string) *cobra.Command {
+	return &cobra.Command{
+		Use:                name,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("%s is a driplab command: run driplab %s (make build writes bin/driplab beside bin/drip)", name, name)
+		},
+	}
 }

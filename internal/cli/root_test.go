@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"testing"
@@ -40,9 +41,20 @@ func TestVersion(t *testing.T) {
 func TestRootCommands(t *testing.T) {
 	var names []string
 	for _, c := range NewRoot().Commands() {
-		names = append(names, c.Name())
+		if !c.Hidden {
+			names = append(names, c.Name())
+		}
 	}
 	assert.ElementsMatch(t, []string{"version", "broker", "local", "pub", "sub", "bench", "netem", "selftest"}, names)
+}
+
+// Someone following older instructions learns where the testbed went.
+func TestTestbedCommandsMoved(t *testing.T) {
+	for _, args := range [][]string{{"lab", "up", "square.yaml"}, {"experiment", "run", "--lab", "--scenario", "smoke"}} {
+		_, _, err := execute(context.Background(), "", args...)
+		require.Error(t, err)
+		assert.Equal(t, args[0]+" is a driplab command: run driplab "+args[0]+" (make build writes bin/driplab beside bin/drip)", err.Error())
+	}
 }
 
 func TestPlural(t *testing.T) {
