@@ -244,12 +244,18 @@ func (n *Node) processReady() {
 	for n.ls.HasReady() {
 		rd := n.ls.Ready()
 		n.sendControl(rd.Messages)
-		if rd.RoutesChanged {
+		// Once withdrawn, the protocol's tables shrink to this router alone;
+		// the data plane keeps the last real ones for the bundles still on
+		// their way.
+		if rd.RoutesChanged && !n.withdrawn {
 			t := n.ls.Routes()
 			n.routes.Store(t)
 			n.m.routersKnown.Set(float64(t.Known()))
 		}
 		for _, u := range rd.PredicateUpdates {
+			if n.withdrawn {
+				break
+			}
 			if u.Removed {
 				n.table.Remove(u.Router)
 			} else {

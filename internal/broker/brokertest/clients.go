@@ -1,0 +1,283 @@
+package brokertest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// reconnectDelay bounds a client's backoff before it subscribes or
+// publishes again after its broker died (the Go client's first retries).
+const reconnectDelay = 300 * time.Millisecond
+
+// subscriber is a client holding one logical subscription, as the Go
+// client does: it subscribes again elsewhere when its broker dies, moves
+// make-before-break when its broker drains, and passes each stamp on once.
+type subscriber struct {
+	idx   int
+	pred  content.Predicate
+	home  int
+	conns []*subConn
+	dedup *dedup.Filter
+	// gapStart is when the subscriber lost its last subscription; -1 while
+	// it has one.
+	gapStart   time.Duration
+	retrying   bool
+	movedUntil time.Duration // closing a drained subscription is scheduled
+}
+
+type subConn struct {
+	node int
+	inc  int
+	sub  *broker.Subscription
+	seen map[dedup.Stamp]bool // on this stream: a repeat is the broker's fault
+	// moving is set once the broker said it drains.
+	moving bool
+	lost   uint64 // losses the stream has reported
+}
+
+// publisher sends a Poisson stream of messages at one broker at a time.
+type publisher struct {
+	idx  int
+	home int
+	node int
+	inc  int
+	fwd  *broker.Forwarder
+	gen  *workload.Generator
+	rng  *rand.Rand
+	rate float64
+}
+
+func (s *Sim) addClients() error {
+	gen, err := workload.New(s.opts.Workload)
+	if err != nil {
+		return err
+	}
+	for j := range s.opts.Subscribers {
+		d, err := dedup.New(dedup.ClientConfig())
+		if err != nil {
+			return err
+		}
+		sub := &subscriber{idx: j, pred: gen.Predicate(), home: j % len(s.nodes), dedup: d, gapStart: 0}
+		s.subs = append(s.subs, sub)
+		s.ledger.subs = append(s.ledger.subs, &subRecord{pred: sub.pred, received: map[uint64]int{}})
+		s.subscribe(sub)
+	}
+	for i := range s.opts.Publishers {
+		wc := s.opts.Workload
+		wc.Seed += 1 + int64(i)
+		g, err := workload.New(wc)
+		if err != nil {
+			return err
+		}
+		p := &publisher{idx: i, home: i % len(s.nodes), node: -1, gen: g,
+			rng: rand.New(rand.NewPCG(s.opts.Seed, uint64(i)+1)), rate: s.opts.Rate}
+		s.pubs = append(s.pubs, p)
+		if p.rate > 0 {
+			s.after(s.nextGap(p), func() { s.publish(p) })
+		}
+	}
+	return nil
+}
+
+func (s *Sim) nextGap(p *publisher) time.Duration {
+	return time.Duration(p.rng.ExpFloat64() / p.rate * float64(time.Second))
+}
+
+// pick returns the broker a client should use now: from preferred on, the
+// first that runs and does not drain, skipping avoid; -1 if none.
+func (s *Sim) pick(preferred, avoid int) int {
+	for k := range s.nodes {
+		i := (preferred + k) % len(s.nodes)
+		if i != avoid && s.nodes[i].state == up {
+			return i
+		}
+	}
+	return -1
+}
+
+// subscribe opens a subscription for sub, preferring its home broker.
+func (s *Sim) subscribe(sub *subscriber) bool {
+	avoid := -1
+	for _, c := range sub.conns {
+		avoid = c.node
+	}
+	i := s.pick(sub.home, avoid)
+	if i < 0 {
+		return false
+	}
+	n := s.nodes[i]
+	bs, err := n.node.Subscribe(sub.pred, fmt.Sprintf("sub%d", sub.idx))
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("subscriber %d at %s: %w", sub.idx, n.name, err))
+		return false
+	}
+	sub.conns = append(sub.conns, &subConn{node: i, inc: n.inc, sub: bs, seen: map[dedup.Stamp]bool{}})
+	if sub.gapStart >= 0 {
+		s.ledger.subs[sub.idx].gaps = append(s.ledger.subs[sub.idx].gaps, [2]time.Duration{sub.gapStart, s.now})
+		sub.gapStart = -1
+	}
+	return true
+}
+
+// pollSubscriber reads what sub's streams hold and reacts to their ends.
+func (s *Sim) pollSubscriber(sub *subscriber) {
+	rec := s.ledger.subs[sub.idx]
+	kept := sub.conns[:0]
+	for _, c := range sub.conns {
+		n := s.nodes[c.node]
+		broken := n.inc != c.inc // the broker died: its stream ends without a word
+		if !broken {
+			s.read(sub, c, rec)
+		}
+		ended := broken
+		select {
+		case <-c.sub.Done():
+			ended = true
+		default:
+		}
+		if !ended && !c.moving {
+			select {
+			case <-c.sub.Draining():
+				c.moving = true
+				s.move(sub, c)
+			default:
+			}
+		}
+		if !ended {
+			kept = append(kept, c)
+		}
+	}
+	sub.conns = kept
+	if len(sub.conns) == 0 && sub.gapStart < 0 {
+		sub.gapStart = s.now
+	}
+	if len(sub.conns) == 0 && !sub.retrying {
+		sub.retrying = true
+		s.after(reconnectDelay/3+time.Duration(s.rng.Int64N(int64(reconnectDelay))), func() {
+			sub.retrying = false
+			if len(sub.conns) == 0 && !s.subscribe(sub) {
+				s.pollSubscriber(sub) // schedules the next try
+			}
+		})
+	}
+}
+
+func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
+	for {
+		select {
+		case q := <-c.sub.Deliveries():
+			c.sub.Dequeued(q)
+			p := q.Delivery.GetMessage()
+			if p == nil {
+				continue
+			}
+			st := dedup.Stamp{Origin: p.GetIngressRouter(), Epoch: p.GetIngressEpoch(), Seq: p.GetSeq()}
+			if c.seen[st] {
+				rec.streamDuplicates++
+				continue
+			}
+			c.seen[st] = true
+			if sub.dedup.Admit(st, s.base.Add(s.now)) != dedup.First {
+				rec.clientSuppressed++
+				continue
+			}
+			id := binary.BigEndian.Uint64(p.GetMessage().GetPayload())
+			rec.received[id]++
+		default:
+			if l := c.sub.Lost(); l > c.lost {
+				rec.lost += l - c.lost
+				c.lost = l
+			}
+			return
+		}
+	}
+}
+
+// move subscribes elsewhere while the drained subscription still delivers,
+// and closes that one after the overlap the broker asked for.
+func (s *Sim) move(sub *subscriber, old *subConn) {
+	if !s.subscribe(sub) {
+		return // nowhere to go: keep the old one until it ends
+	}
+	overlap := time.Duration(old.sub.DrainNotice().GetDraining().GetOverlapNs())
+	s.after(overlap, func() {
+		old.sub.Close()
+		for i, c := range sub.conns {
+			if c == old {
+				s.read(sub, c, s.ledger.subs[sub.idx])
+				sub.conns = append(sub.conns[:i], sub.conns[i+1:]...)
+				break
+			}
+		}
+	})
+}
+
+// publish sends publisher p's next message and schedules the one after.
+func (s *Sim) publish(p *publisher) {
+	if s.publishUntil > 0 && s.now >= s.publishUntil {
+		return
+	}
+	defer s.after(s.nextGap(p), func() { s.publish(p) })
+	if p.node >= 0 {
+		n := s.nodes[p.node]
+		if n.inc != p.inc || n.state != up {
+			// Dead, or draining: a draining broker's final acknowledgement
+			// is exact, so the publisher moves without losing a message.
+			p.node = -1
+		}
+	}
+	if p.node < 0 {
+		i := s.pick(p.home, -1)
+		if i < 0 {
+			return
+		}
+		p.node, p.inc, p.fwd = i, s.nodes[i].inc, s.nodes[i].node.NewForwarder()
+	}
+	m := p.gen.Message()
+	id := uint64(len(s.ledger.msgs))
+	var expected []int
+	for j, sub := range s.subs {
+		if sub.pred.Matches(m) {
+			expected = append(expected, j)
+		}
+	}
+	s.ledger.msgs = append(s.ledger.msgs, msgRecord{at: s.now, ingress: p.node, expected: expected})
+	pm := wire.MessageToProto(m)
+	pm.Payload = binary.BigEndian.AppendUint64(nil, id)
+	p.fwd.Publish(m, pm)
+	s.dirty = true
+}
+
+// Ledger records what was published and what each subscriber received.
+type Ledger struct {
+	msgs       []msgRecord
+	subs       []*subRecord
+	converged  []time.Duration // convergence checks that found the mesh converged
+	checks     []time.Duration // every convergence check
+	disruptive []time.Duration // kills, cuts, partitions, restarts, heals
+}
+
+type msgRecord struct {
+	at       time.Duration
+	ingress  int
+	expected []int
+}
+
+type subRecord struct {
+	pred             content.Predicate
+	received         map[uint64]int     // message ID → copies passed to the application
+	gaps             [][2]time.Duration // [lost, back]; a gap still open has no entry
+	streamDuplicates int
+	clientSuppressed int
+	lost             uint64
+}
+
+func newLedger() *Ledger { return &Ledger{} }

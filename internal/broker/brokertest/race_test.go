@@ -1,0 +1,5 @@
+//go:build race
+
+package brokertest
+
+const raceEnabled = true

@@ -1,0 +1,707 @@
+package brokertest
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	testingclock "k8s.io/utils/clock/testing"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/pq"
+	"github.com/dripmesh/drip/internal/sim"
+	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// Options describe a simulated mesh and its clients.
+type Options struct {
+	Seed uint64
+	// Topology gives the routers (their IDs) and links (weights, one-way
+	// delays). sim.RandomConnected and friends make them.
+	Topology sim.Topology
+	// Config adjusts each broker's configuration after SimConfig.
+	Config func(*broker.Config)
+	// Workload draws predicates and messages.
+	Workload workload.Config
+	// Subscribers and Publishers are spread round-robin over the brokers;
+	// each publisher sends Rate messages per second as a Poisson process.
+	Subscribers, Publishers int
+	Rate                    float64
+	// Logger receives the brokers' logs (default: none).
+	Logger *zap.Logger
+}
+
+// SimConfig is the configuration brokers run with in the simulator: the
+// production defaults, which virtual time makes cheap.
+func SimConfig(id uint32, name string) broker.Config {
+	cfg := broker.DefaultConfig(id, name)
+	cfg.Mesh = "sim"
+	return cfg
+}
+
+// dialDelay stands for a dial and handshake after a link could come up.
+const dialDelay = 100 * time.Millisecond
+
+// Sim is a mesh of broker Nodes in virtual time; see the package
+// documentation. It is not safe for concurrent use.
+type Sim struct {
+	opts   Options
+	rng    *rand.Rand
+	clock  *testingclock.FakeClock
+	base   time.Time
+	now    time.Duration
+	queue  pq.Heap[event]
+	seq    uint64
+	dirty  bool // something may have been delivered to a subscriber
+	nodes  []*simNode
+	index  map[uint32]int
+	links  []*simLink
+	group  []int // partition group per node; equal groups talk
+	subs   []*subscriber
+	pubs   []*publisher
+	ledger *Ledger
+	errs   []error
+	// publishUntil stops the publishers (0: never).
+	publishUntil time.Duration
+	// registries holds every broker incarnation's metrics, for Counters.
+	registries []*prometheus.Registry
+}
+
+type event struct {
+	at  time.Duration
+	seq uint64
+	do  func()
+}
+
+type nodeState uint8
+
+const (
+	down nodeState = iota
+	up
+	draining  // clients are moving away (docs/design.md §10)
+	rerouting // withdrawn; neighbours reroute
+)
+
+type simNode struct {
+	idx   int
+	id    uint32
+	name  string
+	cfg   broker.Config
+	node  *broker.Node
+	inc   int // incarnation: bumped at every kill, stop and restart
+	state nodeState
+	// drainAt is when the current drain phase ends.
+	drainStart, phaseEnd time.Duration
+}
+
+// alive says whether the node runs (it may be draining).
+func (n *simNode) alive() bool { return n.state != down }
+
+type simLink struct {
+	a, b   int
+	weight uint32
+	delay  time.Duration
+	extra  time.Duration
+	cut    bool
+	gen    int // bumped whenever the connection ends
+	ends   [2]*transport.Link
+	lastAt [2]time.Duration // FIFO per direction: the last scheduled arrival
+	dialAt bool             // a connect is scheduled
+	// held are frames that reached a partition: the stream stalls, as TCP
+	// does, and delivers them once the partition ends.
+	held [2][]heldFrame
+}
+
+type heldFrame struct {
+	gen int
+	raw []byte
+}
+
+func (l *simLink) other(i int) int {
+	if l.a == i {
+		return l.b
+	}
+	return l.a
+}
+
+func (l *simLink) side(i int) int {
+	if l.a == i {
+		return 0
+	}
+	return 1
+}
+
+// New builds the mesh and its clients and boots every broker at virtual
+// time zero; nothing runs until RunUntil.
+func New(opts Options) (*Sim, error) {
+	if err := opts.Topology.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := &Sim{
+		opts:   opts,
+		rng:    rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
+		clock:  testingclock.NewFakeClock(base),
+		base:   base,
+		queue:  pq.New(func(a, b event) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }, 1024),
+		index:  map[uint32]int{},
+		ledger: newLedger(),
+	}
+	for i, id := range opts.Topology.Routers {
+		cfg := SimConfig(id, fmt.Sprintf("b%d", id))
+		if opts.Config != nil {
+			opts.Config(&cfg)
+		}
+		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg})
+		s.index[id] = i
+		s.group = append(s.group, 0)
+	}
+	for _, l := range opts.Topology.Links {
+		s.links = append(s.links, &simLink{a: s.index[l.A], b: s.index[l.B], weight: l.Weight, delay: max(l.Delay, time.Microsecond)})
+	}
+	for _, n := range s.nodes {
+		if err := s.boot(n); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.addClients(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Now is the virtual time since the start.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// Errors lists what went wrong in the harness itself (not verdicts).
+func (s *Sim) Errors() []error { return s.errs }
+
+// Ledger is the record of published messages and deliveries.
+func (s *Sim) Ledger() *Ledger { return s.ledger }
+
+// Node returns router id's node, nil while it is down.
+func (s *Sim) Node(id uint32) *broker.Node { return s.nodes[s.index[id]].node }
+
+func (s *Sim) after(d time.Duration, do func()) { s.at(s.now+d, do) }
+
+func (s *Sim) at(t time.Duration, do func()) {
+	s.seq++
+	s.queue.Push(event{at: max(t, s.now), seq: s.seq, do: do})
+}
+
+// RunUntil processes events up to virtual time t.
+func (s *Sim) RunUntil(t time.Duration) {
+	for s.queue.Len() > 0 && s.queue.Peek().at <= t {
+		ev := s.queue.Pop()
+		s.now = ev.at
+		s.clock.SetTime(s.base.Add(s.now))
+		ev.do()
+		s.settle()
+	}
+	s.now = max(s.now, t)
+	s.clock.SetTime(s.base.Add(s.now))
+}
+
+// settle does what production's goroutines would do at once after an
+// input: flush nodes whose subscriptions changed, move queued frames onto
+// the wire, and let clients read.
+func (s *Sim) settle() {
+	for range 100 {
+		progress := false
+		for _, n := range s.nodes {
+			if n.node != nil && n.node.AdvertisementPending() {
+				n.node.Flush()
+			}
+		}
+		for _, l := range s.links {
+			progress = s.pump(l) || progress
+		}
+		if s.dirty {
+			s.dirty = false
+			for _, sub := range s.subs {
+				s.pollSubscriber(sub)
+			}
+			progress = true
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+func (s *Sim) boot(n *simNode) error {
+	reg := prometheus.NewRegistry()
+	s.registries = append(s.registries, reg)
+	node, err := broker.NewNode(n.cfg, broker.WithClock(s.clock), broker.WithLogger(s.opts.Logger), broker.WithRegisterer(reg))
+	if err != nil {
+		return err
+	}
+	n.node, n.state = node, up
+	n.inc++
+	inc := n.inc
+	// Each node ticks at its own phase, as independent processes would.
+	var tick func()
+	tick = func() {
+		if n.inc != inc || n.node == nil {
+			return
+		}
+		n.node.Tick()
+		s.advanceDrain(n)
+		if n.inc == inc && n.node != nil {
+			s.after(n.cfg.TickInterval, tick)
+		}
+	}
+	s.after(time.Duration(s.rng.Int64N(int64(n.cfg.TickInterval)))+1, tick)
+	s.reconcile()
+	return nil
+}
+
+// reconcile schedules a connect for every link that could be up and is not.
+func (s *Sim) reconcile() {
+	for _, l := range s.links {
+		if l.ends[0] != nil || l.dialAt || l.cut || !s.canLink(s.nodes[l.a]) || !s.canLink(s.nodes[l.b]) {
+			continue
+		}
+		l.dialAt = true
+		s.after(dialDelay+time.Duration(s.rng.Int64N(int64(dialDelay))), func() {
+			l.dialAt = false
+			s.connect(l)
+		})
+	}
+}
+
+// canLink says whether a node accepts new links: not once it is withdrawn.
+func (s *Sim) canLink(n *simNode) bool { return n.state == up || n.state == draining }
+
+func (s *Sim) open(n *simNode) *dripv1.Open {
+	o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: n.id, RouterName: n.name, Mesh: n.cfg.Mesh,
+		BloomBits: uint32(n.cfg.Encoding.M), BloomHashes: uint32(n.cfg.Encoding.K)}
+	if n.cfg.PeerCompression {
+		o.Compression = []string{transport.CompressionDeflate}
+	}
+	return o
+}
+
+func (s *Sim) connect(l *simLink) {
+	a, b := s.nodes[l.a], s.nodes[l.b]
+	if l.ends[0] != nil || l.cut || !s.canLink(a) || !s.canLink(b) {
+		return
+	}
+	if err := transport.Compatible(s.open(a), s.open(b)); err != nil {
+		s.errs = append(s.errs, fmt.Errorf("link %s–%s: %w", a.name, b.name, err))
+		return
+	}
+	for side, n := range []*simNode{a, b} {
+		peer := []*simNode{b, a}[side]
+		fwd := n.node.NewForwarder()
+		node, inc := n.node, n.inc
+		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
+			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression, Dialed: side == 0,
+		}, func(tl *transport.Link, f *dripv1.Frame) error {
+			if n.inc != inc {
+				return errors.New("broker is down")
+			}
+			if len(f.Control) > 0 {
+				if err := node.Control(tl, f.Control); err != nil {
+					return err
+				}
+			}
+			if len(f.Bundles) > 0 {
+				fwd.Bundles(tl, f.Bundles)
+				s.dirty = true
+			}
+			return nil
+		})
+		if err != nil {
+			s.errs = append(s.errs, err)
+			return
+		}
+		l.ends[side] = end
+	}
+	l.lastAt = [2]time.Duration{s.now, s.now}
+	a.node.LinkUp(l.ends[0], l.weight)
+	b.node.LinkUp(l.ends[1], l.weight)
+}
+
+// pump moves what each end of l has queued onto the wire.
+func (s *Sim) pump(l *simLink) bool {
+	moved := false
+	for side := range 2 {
+		end := l.ends[side]
+		if end == nil || !s.nodes[[2]int{l.a, l.b}[side]].alive() {
+			continue
+		}
+		for {
+			f, ok, err := end.TakeFrame()
+			if err != nil {
+				s.disconnect(l, err)
+				return true
+			}
+			if !ok {
+				break
+			}
+			moved = true
+			raw, err := proto.Marshal(f)
+			if err != nil {
+				s.errs = append(s.errs, err)
+				continue
+			}
+			at := max(s.now+l.delay+l.extra, l.lastAt[side])
+			l.lastAt[side] = at
+			gen := l.gen
+			s.at(at, func() { s.deliver(l, side, gen, raw) })
+		}
+	}
+	return moved
+}
+
+func (s *Sim) deliver(l *simLink, side, gen int, raw []byte) {
+	if l.gen != gen || l.ends[0] == nil {
+		return // lost with the connection
+	}
+	if s.group[l.a] != s.group[l.b] {
+		l.held[side] = append(l.held[side], heldFrame{gen, raw})
+		return
+	}
+	var f dripv1.Frame
+	if err := proto.Unmarshal(raw, &f); err != nil {
+		s.errs = append(s.errs, err)
+		return
+	}
+	if err := l.ends[1-side].Deliver(&f); err != nil {
+		s.disconnect(l, err)
+	}
+}
+
+// disconnect ends the connection of l at both ends at once.
+func (s *Sim) disconnect(l *simLink, reason error) {
+	if l.ends[0] == nil {
+		return
+	}
+	ends := l.ends
+	l.ends = [2]*transport.Link{}
+	l.gen++
+	for side, end := range ends {
+		end.Close(reason)
+		if n := s.nodes[[2]int{l.a, l.b}[side]]; n.node != nil {
+			n.node.LinkDown(end)
+		}
+	}
+	s.reconcile()
+}
+
+// closeLater ends l's connection once the frames already sent from node
+// from have arrived, as TCP delivers data before the close.
+func (s *Sim) closeLater(l *simLink, from int, reason error) {
+	gen := l.gen
+	s.at(max(s.now+l.delay+l.extra, l.lastAt[l.side(from)])+1, func() {
+		if l.gen == gen {
+			s.disconnect(l, reason)
+		}
+	})
+}
+
+func (s *Sim) linksOf(i int) []*simLink {
+	var out []*simLink
+	for _, l := range s.links {
+		if l.a == i || l.b == i {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Kill crashes router id: its streams close (frames it had sent still
+// arrive, frames to it are lost), its clients lose their connections.
+func (s *Sim) Kill(id uint32) {
+	n := s.nodes[s.index[id]]
+	if !n.alive() {
+		return
+	}
+	n.node, n.state = nil, down
+	n.inc++
+	for _, l := range s.linksOf(n.idx) {
+		if l.ends[0] != nil {
+			s.closeLater(l, n.idx, errors.New("neighbour killed"))
+		}
+	}
+	s.dirty = true
+}
+
+// Restart boots router id afresh: a new epoch, an empty database.
+func (s *Sim) Restart(id uint32) {
+	n := s.nodes[s.index[id]]
+	if n.alive() {
+		return
+	}
+	if err := s.boot(n); err != nil {
+		s.errs = append(s.errs, err)
+	}
+}
+
+// Stop shuts router id down gracefully (docs/design.md §10): clients are
+// told to move, then it withdraws, lets neighbours reroute, and closes its
+// links after what they hold has left.
+func (s *Sim) Stop(id uint32) {
+	n := s.nodes[s.index[id]]
+	if n.state != up {
+		return
+	}
+	if s.separates(n.idx) {
+		// Leaving splits the running mesh: messages between the parts
+		// cannot be delivered, graceful or not.
+		s.disrupted()
+	}
+	n.state, n.drainStart = draining, s.now
+	n.phaseEnd = s.now + n.cfg.DrainTimeout/2
+	n.node.BeginDrain(s.base.Add(s.now+n.cfg.DrainTimeout), n.cfg.DrainOverlap)
+	s.dirty = true
+}
+
+// separates says whether the running brokers other than i would lose their
+// connectivity without i (i is a cut vertex of the working mesh).
+func (s *Sim) separates(i int) bool {
+	start := -1
+	running := 0
+	for j, n := range s.nodes {
+		if j != i && n.state == up {
+			running++
+			if start < 0 {
+				start = j
+			}
+		}
+	}
+	if running == 0 {
+		return false
+	}
+	seen := map[int]bool{start: true}
+	stack := []int{start}
+	for len(stack) > 0 {
+		j := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, l := range s.linksOf(j) {
+			k := l.other(j)
+			if k == i || seen[k] || l.cut || s.nodes[k].state != up || s.group[l.a] != s.group[l.b] {
+				continue
+			}
+			seen[k] = true
+			stack = append(stack, k)
+		}
+	}
+	return len(seen) < running
+}
+
+// advanceDrain moves a stopping node through the phases of Broker.Run.
+func (s *Sim) advanceDrain(n *simNode) {
+	switch {
+	case n.state == draining && (n.node.Subscriptions() == 0 || s.now >= n.phaseEnd):
+		n.node.EndSubscriptions()
+		n.node.Withdraw()
+		n.state, n.phaseEnd = rerouting, s.now+min(n.cfg.RerouteGrace, max(0, n.drainStart+n.cfg.DrainTimeout-s.now))
+		s.dirty = true
+	case n.state == rerouting && s.now >= n.phaseEnd:
+		// Links drain: what is queued was pumped already; each closes once
+		// its last frame has arrived.
+		for _, l := range s.linksOf(n.idx) {
+			if l.ends[0] != nil {
+				s.closeLater(l, n.idx, errors.New("neighbour stopped"))
+			}
+		}
+		n.node, n.state = nil, down
+		n.inc++
+		s.dirty = true
+	}
+}
+
+// Cut breaks the link between a and b until Heal.
+func (s *Sim) Cut(a, b uint32) {
+	if l := s.link(a, b); l != nil {
+		l.cut = true
+		s.disconnect(l, errors.New("cut"))
+	}
+}
+
+// Heal lets a cut link come back.
+func (s *Sim) Heal(a, b uint32) {
+	if l := s.link(a, b); l != nil && l.cut {
+		l.cut = false
+		s.reconcile()
+	}
+}
+
+// SetExtraDelay adds delay to both directions of a link.
+func (s *Sim) SetExtraDelay(a, b uint32, d time.Duration) {
+	if l := s.link(a, b); l != nil {
+		l.extra = d
+	}
+}
+
+// Partition splits the routers into groups that cannot talk: streams stay
+// open but stall (their frames wait, and adjacencies die by the dead
+// interval), as TCP connections do across a partition shorter than the
+// keepalive timeout. Routers in no group form one more group. Merge ends it.
+func (s *Sim) Partition(groups ...[]uint32) {
+	for i := range s.group {
+		s.group[i] = 0
+	}
+	for g, ids := range groups {
+		for _, id := range ids {
+			s.group[s.index[id]] = g + 1
+		}
+	}
+}
+
+// Merge ends a partition: stalled streams deliver what they hold.
+func (s *Sim) Merge() {
+	s.Partition()
+	for _, l := range s.links {
+		for side := range 2 {
+			for _, h := range l.held[side] {
+				at := max(s.now+l.delay+l.extra, l.lastAt[side])
+				l.lastAt[side] = at
+				s.at(at, func() { s.deliver(l, side, h.gen, h.raw) })
+			}
+			l.held[side] = nil
+		}
+	}
+}
+
+func (s *Sim) link(a, b uint32) *simLink {
+	ia, ib := s.index[a], s.index[b]
+	for _, l := range s.links {
+		if l.a == ia && l.b == ib || l.a == ib && l.b == ia {
+			return l
+		}
+	}
+	return nil
+}
+
+// Converged reports whether every running broker agrees on one database,
+// has nothing to advertise, and holds a full adjacency over every link
+// that can work; a stopping broker or a partition means no.
+func (s *Sim) Converged() bool {
+	var digest uint64
+	first := true
+	for _, n := range s.nodes {
+		switch n.state {
+		case down:
+			continue
+		case draining, rerouting:
+			return false
+		}
+		if n.node.AdvertisementPending() {
+			return false
+		}
+		in := n.node.Inspect()
+		if first {
+			digest, first = in.Digest, false
+		} else if in.Digest != digest {
+			return false
+		}
+		// The adjacencies must be exactly the links that can work: one to
+		// a broker that is gone means the news has not arrived.
+		full := map[uint32]bool{}
+		for _, nb := range in.Neighbors {
+			if nb.State == linkstate.StateFull {
+				full[nb.ID] = true
+			}
+		}
+		for _, l := range s.linksOf(n.idx) {
+			peer := s.nodes[l.other(n.idx)]
+			works := peer.state != down && !l.cut && s.group[l.a] == s.group[l.b]
+			if works != full[peer.id] {
+				return false
+			}
+			delete(full, peer.id)
+		}
+		if len(full) > 0 {
+			return false
+		}
+	}
+	return !first
+}
+
+// sortedIDs lists the routers in ID order.
+func (s *Sim) sortedIDs() []uint32 {
+	ids := make([]uint32, len(s.nodes))
+	for i, n := range s.nodes {
+		ids[i] = n.id
+	}
+	slices.SortFunc(ids, func(a, b uint32) int { return cmp.Compare(a, b) })
+	return ids
+}
+
+// stepConn is a transport.Conn for links whose frames the simulator moves:
+// only its identity and its closing matter.
+type stepConn struct {
+	remote *dripv1.Open
+	done   chan struct{}
+	err    error
+}
+
+func newStepConn(remote *dripv1.Open) *stepConn {
+	return &stepConn{remote: remote, done: make(chan struct{})}
+}
+
+func (c *stepConn) Remote() *dripv1.Open { return c.remote }
+func (c *stepConn) Send(*dripv1.Frame) error {
+	return errors.New("brokertest: frames are moved with TakeFrame")
+}
+func (c *stepConn) Recv() (*dripv1.Frame, error) {
+	return nil, errors.New("brokertest: frames are moved with Deliver")
+}
+func (c *stepConn) CloseSend() error { return nil }
+func (c *stepConn) Close(reason error) {
+	select {
+	case <-c.done:
+	default:
+		if reason == nil {
+			reason = transport.ErrClosed
+		}
+		c.err = reason
+		close(c.done)
+	}
+}
+func (c *stepConn) Done() <-chan struct{} { return c.done }
+func (c *stepConn) Err() error            { return c.err }
+
+// Counters sums a counter over every broker incarnation of the run, by the
+// value of one label ("" for none): how the brokers account for what they
+// dropped or suppressed.
+func (s *Sim) Counters(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, reg := range s.registries {
+		mfs, err := reg.Gather()
+		if err != nil {
+			s.errs = append(s.errs, err)
+			continue
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				key := ""
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == label {
+						key = lp.GetValue()
+					}
+				}
+				out[key] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
