@@ -48,8 +48,16 @@ demo: build ## The same demo for 5 seconds; fails if nothing is delivered (CI sm
 	$(BIN) local --demo --duration 5s
 
 .PHONY: test
-test: ## Run all tests with the race detector (what CI runs).
+test: ## Run all tests with the race detector, then the 200 churn schedules without it (what CI runs).
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -timeout 20m ./internal/broker/brokertest/ -run TestChurnProperty -args -seeds 200
+
+# Churn schedules for make soak: SOAK_SEEDS random fault schedules from seed 1.
+SOAK_SEEDS ?= 3000
+
+.PHONY: soak
+soak: ## Run SOAK_SEEDS (3000) random churn schedules in virtual time (about 20 minutes on 2 cores).
+	$(GO) test -count=1 -timeout 3h ./internal/broker/brokertest/ -run TestChurnProperty -args -seeds $(SOAK_SEEDS)
 
 .PHONY: test-short
 test-short: ## Run the fast subset of the tests.
