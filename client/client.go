@@ -5,11 +5,19 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 )
@@ -18,14 +26,25 @@ import (
 // between its receive goroutine and Next.
 const DefaultBufferSize = 256
 
+// DefaultMaxInFlight is how many messages a Publisher sends ahead of the
+// broker's acknowledgements before Publish waits.
+const DefaultMaxInFlight = 8192
+
 // Option configures Dial.
 type Option func(*options)
 
 type options struct {
-	tls        *tls.Config
-	dialOpts   []grpc.DialOption
-	name       string
-	bufferSize int
+	tls          *tls.Config
+	dialOpts     []grpc.DialOption
+	name         string
+	bufferSize   int
+	maxInFlight  int
+	backoffMin   time.Duration
+	backoffMax   time.Duration
+	onGap        func(Gap)
+	onFailover   func(Failover)
+	lookupHost   func(ctx context.Context, host string) ([]string, error)
+	failoverWait time.Duration
 }
 
 // WithTLS connects over TLS with cfg (nil cfg means the system roots and the
@@ -40,7 +59,8 @@ func WithTLS(cfg *tls.Config) Option {
 }
 
 // WithDialOptions adds gRPC dial options, applied after the client's own
-// (transport credentials, user agent), so they can override them.
+// (transport credentials, user agent, reconnect backoff), so they can
+// override them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }
@@ -58,61 +78,302 @@ func WithBufferSize(n int) Option {
 	return func(o *options) { o.bufferSize = max(n, 1) }
 }
 
-// Client is a connection to one broker. Publishers and subscriptions made
-// from it share the connection.
-type Client struct {
-	conn *grpc.ClientConn
-	api  dripv1.BrokerClient
-	addr string
-	opts options
+// WithMaxInFlight sets how many messages a Publisher sends ahead of the
+// broker's acknowledgements before Publish waits; values below 1 mean 1.
+// They are what a publisher resends to another broker when its broker
+// drains, and what it reports in flight when its broker dies.
+func WithMaxInFlight(n int) Option {
+	return func(o *options) { o.maxInFlight = max(n, 1) }
 }
 
-// Dial connects to the broker at addr (host:port, or any gRPC target) and
-// waits until the connection is up, the first attempt has failed, or ctx
-// ends.
-func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
-	o := options{name: "drip-go", bufferSize: DefaultBufferSize}
+// WithReconnectBackoff bounds the jittered exponential backoff between
+// rounds of attempts over the brokers' addresses after every one failed
+// (default 100 ms to 2 s). A round tries each address once, at once.
+func WithReconnectBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) {
+		o.backoffMin, o.backoffMax = max(minDelay, time.Millisecond), max(maxDelay, minDelay)
+	}
+}
+
+// WithGapHandler is called, from the subscription's goroutine, each time a
+// subscription is installed again after its broker failed: the Gap says
+// how long no broker held it. It must not block.
+func WithGapHandler(f func(Gap)) Option { return func(o *options) { o.onGap = f } }
+
+// WithFailoverHandler is called, from the publishing goroutine, each time a
+// Publisher moves to another broker. It must not block.
+func WithFailoverHandler(f func(Failover)) Option { return func(o *options) { o.onFailover = f } }
+
+// WithLookupHost replaces the DNS lookup of dns:/// targets (default
+// net.DefaultResolver.LookupHost), for a registry of your own or tests.
+func WithLookupHost(f func(ctx context.Context, host string) ([]string, error)) Option {
+	return func(o *options) { o.lookupHost = f }
+}
+
+// WithFailoverWait bounds how long Publish and Subscribe keep trying to
+// reach a broker before they return the last error (default: until their
+// context ends).
+func WithFailoverWait(d time.Duration) Option { return func(o *options) { o.failoverWait = d } }
+
+// Client is a connection to a mesh through one broker at a time, chosen
+// from the addresses Dial was given. Publishers and subscriptions made from
+// it share its connections, and each moves to the next address on its own
+// when its broker fails or drains.
+type Client struct {
+	opts   options
+	target string
+	dns    string // host:port to resolve again at each round, for dns:/// targets
+
+	mu     sync.Mutex
+	addrs  []string
+	conns  map[string]*grpc.ClientConn
+	cur    int // index into addrs of the address to use next
+	closed bool
+}
+
+// Dial connects to a mesh and waits until one broker answers, every
+// address has failed, or ctx ends. target is
+//
+//   - one broker, host:port;
+//   - several, comma-separated (host1:port,host2:port), tried in order and
+//     failed over in turn;
+//   - dns:///name:port, whose addresses (a Kubernetes headless Service has
+//     one per broker) are looked up again whenever all have failed;
+//   - any other gRPC target with a scheme (unix:, passthrough:///), used
+//     as given.
+//
+// An address without a port is an error rather than gRPC's default 443.
+func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
+	o := options{name: "drip-go", bufferSize: DefaultBufferSize, maxInFlight: DefaultMaxInFlight,
+		backoffMin: 100 * time.Millisecond, backoffMax: 2 * time.Second, lookupHost: net.DefaultResolver.LookupHost}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	c := &Client{opts: o, target: target, conns: map[string]*grpc.ClientConn{}}
+	addrs, dns, err := parseTarget(target)
+	if err != nil {
+		return nil, fmt.Errorf("drip client: %w", err)
+	}
+	c.addrs, c.dns = addrs, dns
+	if dns != "" {
+		if err := c.resolve(ctx); err != nil {
+			return nil, fmt.Errorf("drip client: %w", err)
+		}
+	}
+	var errs []error
+	for range len(c.addrs) {
+		cc, addr, err := c.use()
+		if err == nil {
+			if err = waitReady(ctx, cc); err == nil {
+				return c, nil
+			}
+			c.failed(addr)
+		}
+		if ctx.Err() != nil {
+			c.Close()
+			return nil, ctx.Err()
+		}
+		errs = append(errs, fmt.Errorf("connecting to broker %s: %w", addr, err))
+	}
+	c.Close()
+	return nil, fmt.Errorf("drip client: %w", errors.Join(errs...))
+}
+
+// parseTarget splits a target into addresses, or names the DNS host to
+// resolve.
+func parseTarget(target string) (addrs []string, dns string, err error) {
+	if rest, ok := strings.CutPrefix(target, "dns:///"); ok {
+		if _, port, err := net.SplitHostPort(rest); err != nil || port == "" {
+			return nil, "", fmt.Errorf("broker address %q has no port (want dns:///name:port)", target)
+		}
+		return nil, rest, nil
+	}
+	for _, a := range strings.Split(target, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if strings.Contains(a, "://") || strings.HasPrefix(a, "unix:") {
+			addrs = append(addrs, a) // a gRPC target of its own
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return nil, "", fmt.Errorf("broker address %q has no port (want host:port, for example 127.0.0.1:7000)", a)
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) == 0 {
+		return nil, "", fmt.Errorf("no broker address in %q", target)
+	}
+	return addrs, "", nil
+}
+
+// resolve looks the DNS target up again; the new list replaces the old.
+func (c *Client) resolve(ctx context.Context) error {
+	host, port, _ := net.SplitHostPort(c.dns)
+	ips, err := c.opts.lookupHost(ctx, host)
+	if err != nil {
+		return fmt.Errorf("looking up brokers %s: %w", c.dns, err)
+	}
+	if len(ips) == 0 {
+		return fmt.Errorf("looking up brokers %s: no addresses", c.dns)
+	}
+	addrs := make([]string, len(ips))
+	for i, ip := range ips {
+		addrs[i] = net.JoinHostPort(ip, port)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addrs, c.cur = addrs, 0
+	return nil
+}
+
+// use returns the connection to the address to try now.
+func (c *Client) use() (*grpc.ClientConn, string, error) {
+	return c.useOther("")
+}
+
+// useOther returns the connection to the current address, or, if that is
+// avoid, to the next one (a subscription moving off a draining broker).
+func (c *Client) useOther(avoid string) (*grpc.ClientConn, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, "", errors.New("drip client: client closed")
+	}
+	addr := c.addrs[c.cur%len(c.addrs)]
+	if addr == avoid {
+		if len(c.addrs) == 1 {
+			return nil, "", fmt.Errorf("no broker other than %s to move to", avoid)
+		}
+		addr = c.addrs[(c.cur+1)%len(c.addrs)]
+	}
+	cc := c.conns[addr]
+	if cc == nil {
+		var err error
+		if cc, err = c.newConn(addr); err != nil {
+			return nil, addr, err
+		}
+		c.conns[addr] = cc
+	}
+	return cc, addr, nil
+}
+
+func (c *Client) newConn(addr string) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
-	if o.tls != nil {
-		creds = credentials.NewTLS(o.tls)
+	if c.opts.tls != nil {
+		cfg := c.opts.tls.Clone()
+		if cfg.ServerName == "" && c.dns != "" {
+			// Addresses looked up from a name are verified against the name.
+			cfg.ServerName, _, _ = net.SplitHostPort(c.dns)
+		}
+		creds = credentials.NewTLS(cfg)
 	}
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithUserAgent("drip-go-client/" + o.name),
-	}, o.dialOpts...)
-	conn, err := grpc.NewClient(addr, dialOpts...)
+		grpc.WithUserAgent("drip-go-client/" + c.opts.name),
+		// A restarted broker is dialled again within a second.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}, c.opts.dialOpts...)
+	target := addr
+	if !strings.Contains(addr, "://") && !strings.HasPrefix(addr, "unix:") {
+		// One address is one broker: no resolver of gRPC's in between (the
+		// client does its own failover), and the dialer resolves host names.
+		target = "passthrough:///" + addr
+	}
+	cc, err := grpc.NewClient(target, dialOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("drip client: broker address %q: %w", addr, err)
+		return nil, fmt.Errorf("broker address %q: %w", addr, err)
 	}
-	c := &Client{conn: conn, api: dripv1.NewBrokerClient(conn), addr: addr, opts: o}
-	if err := c.waitReady(ctx); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("drip client: connecting to broker %s: %w", addr, err)
+	return cc, nil
+}
+
+// failed records that addr did not answer: the next use takes the next
+// address.
+func (c *Client) failed(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.addrs) > 0 && c.addrs[c.cur%len(c.addrs)] == addr {
+		c.cur = (c.cur + 1) % len(c.addrs)
 	}
-	return c, nil
+}
+
+// moved records that a stream left addr for another: prefer that one.
+func (c *Client) moved(to string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, a := range c.addrs {
+		if a == to {
+			c.cur = i
+		}
+	}
+}
+
+// addressCount is how many addresses one round tries.
+func (c *Client) addressCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.addrs)
+}
+
+// retrier paces attempts to reach a broker: a round tries each address at
+// once; between rounds it waits a jittered exponential backoff and looks a
+// DNS target up again.
+type retrier struct {
+	c        *Client
+	tries    int // in this round
+	delay    time.Duration
+	deadline time.Time // zero: none
+}
+
+func (c *Client) newRetrier() *retrier {
+	r := &retrier{c: c, delay: c.opts.backoffMin}
+	if c.opts.failoverWait > 0 {
+		r.deadline = time.Now().Add(c.opts.failoverWait)
+	}
+	return r
+}
+
+// next returns how long to wait before the next attempt, and false when
+// the failover wait is over.
+func (r *retrier) next(ctx context.Context) (time.Duration, bool) {
+	r.tries++
+	if !r.deadline.IsZero() && time.Now().After(r.deadline) {
+		return 0, false
+	}
+	if r.tries < r.c.addressCount() {
+		return 0, true
+	}
+	r.tries = 0
+	wait := r.delay/2 + rand.N(r.delay/2+1)
+	r.delay = min(2*r.delay, r.c.opts.backoffMax)
+	if r.c.dns != "" {
+		_ = r.c.resolve(ctx) // the next round uses the new list, or the old one
+	}
+	return wait, true
 }
 
 // waitReady waits for the first connection attempt to settle. gRPC keeps
 // retrying in the background after a failure, but a caller that has just
 // asked to connect is better served by the reason now.
-func (c *Client) waitReady(ctx context.Context) error {
-	c.conn.Connect()
+func waitReady(ctx context.Context, cc *grpc.ClientConn) error {
+	cc.Connect()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		switch s := c.conn.GetState(); s {
+		switch s := cc.GetState(); s {
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure:
-			return c.connectError(ctx)
+			return connectError(ctx, cc)
 		case connectivity.Shutdown:
 			return errors.New("connection shut down")
 		default:
-			if !c.conn.WaitForStateChange(ctx, s) {
+			if !cc.WaitForStateChange(ctx, s) {
 				return ctx.Err()
 			}
 		}
@@ -123,10 +384,10 @@ func (c *Client) waitReady(ctx context.Context) error {
 // not expose the reason, but a fail-fast call on a failed connection returns
 // it (for example "connection refused" or a TLS verification error) without
 // reaching the broker.
-func (c *Client) connectError(ctx context.Context) error {
+func connectError(ctx context.Context, cc *grpc.ClientConn) error {
 	probeCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := c.api.Publish(probeCtx); err != nil {
+	if _, err := dripv1.NewBrokerClient(cc).Publish(probeCtx); err != nil {
 		return ctxOr(ctx, err)
 	}
 	// The connection came up meanwhile; the probe stream is cancelled unused.
@@ -143,9 +404,30 @@ func ctxOr(ctx context.Context, err error) error {
 	return err
 }
 
-// Addr returns the address the client was dialled with.
-func (c *Client) Addr() string { return c.addr }
+// permanent says whether a broker's error ends a stream for good: moving
+// to another broker would get the same answer.
+func permanent(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition,
+		codes.OutOfRange, codes.Unimplemented:
+		return true
+	}
+	return false
+}
 
-// Close closes the connection, which ends every publisher and subscription
-// made from the client; close those first to get their results.
-func (c *Client) Close() error { return c.conn.Close() }
+// Addr returns the target the client was dialled with.
+func (c *Client) Addr() string { return c.target }
+
+// Close closes every connection, which ends every publisher and
+// subscription made from the client; close those first to get their
+// results.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for addr, cc := range c.conns {
+		_ = cc.Close()
+		delete(c.conns, addr)
+	}
+	return nil
+}

@@ -14,17 +14,22 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/broker/brokertest"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/wire"
 )
@@ -39,47 +44,83 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestPublishAndSubscribe(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t), WithName("tester"))
-	ctx := testContext(t)
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
 
-	sub, err := c.Subscribe(ctx, `s = "x" &&  i > 2 || b = true`)
+// line starts n real brokers in a line (b0–b1–…) with the test limits:
+// payloads up to 1 MiB, predicates of at most 4 filters.
+func line(t *testing.T, n int, configure func(*broker.Config)) *brokertest.Cluster {
+	t.Helper()
+	var edges [][2]int
+	for i := 1; i < n; i++ {
+		edges = append(edges, [2]int{i - 1, i})
+	}
+	cl := brokertest.NewCluster(t, n, edges, func(c *broker.Config) {
+		c.Messages.MaxPayload = 1 << 20
+		c.Predicates.MaxFilters = 4
+		if configure != nil {
+			configure(c)
+		}
+	})
+	require.NoError(t, cl.WaitConverged(testContext(t)))
+	return cl
+}
+
+// dialAt connects to the cluster through broker first, failing over to the
+// others in turn.
+func dialAt(t *testing.T, cl *brokertest.Cluster, first int, opts ...Option) *Client {
+	t.Helper()
+	opts = append([]Option{WithDialOptions(cl.DialOption()), WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond)}, opts...)
+	c, err := Dial(testContext(t), cl.Target(first), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// converged waits until the cluster's routing has settled, so that a
+// subscription just made is known everywhere.
+func converged(t *testing.T, cl *brokertest.Cluster) {
+	t.Helper()
+	require.NoError(t, cl.WaitConverged(testContext(t)))
+}
+
+func TestPublishAndSubscribe(t *testing.T) {
+	cl := line(t, 2, nil)
+	sc, pc := dialAt(t, cl, 1), dialAt(t, cl, 0)
+	ctx := testContext(t)
+	sub, err := sc.Subscribe(ctx, `symbol = "DRIP" && price > 10`)
 	require.NoError(t, err)
 	defer sub.Close()
-	assert.Equal(t, `s = "x" && i > 2 || b = true`, sub.Predicate(), "canonical text from the acknowledgement")
-	assert.Equal(t, uint64(1), sub.ID())
-	assert.Equal(t, "fake", sub.Broker())
+	assert.Equal(t, "b1", sub.Broker())
+	assert.Equal(t, `symbol = "DRIP" && price > 10`, sub.Predicate())
+	converged(t, cl)
 
-	before := time.Now()
-	sum, err := c.Publish(ctx,
-		Message{Attrs: Attrs{"s": "x", "i": 3, "f": 2.5}, Payload: []byte("one")},
-		Message{Attrs: Attrs{"s": "x", "i": int64(2)}, Payload: []byte("no")},
-		Message{Attrs: Attrs{"b": true, "i": int64(-1)}, Payload: []byte("two")},
-		Message{Attrs: Attrs{"b": false}},
+	sum, err := pc.Publish(ctx,
+		Message{Attrs: Attrs{"symbol": "DRIP", "price": 12.5}, Payload: []byte("yes")},
+		// No broker's encoded predicate matches OTHER, so it is routed
+		// nowhere (price 9 would be: a range maps to price's existence).
+		Message{Attrs: Attrs{"symbol": "OTHER", "price": 12.5}},
 	)
 	require.NoError(t, err)
-	assert.Equal(t, Summary{Accepted: 4, Unmatched: 2}, sum)
-
+	assert.Equal(t, Summary{Accepted: 2, Unmatched: 1}, sum)
 	d, err := sub.Next(ctx)
 	require.NoError(t, err)
-	// Integers come back as int64, whatever Go type was sent.
-	assert.Equal(t, Attrs{"s": "x", "i": int64(3), "f": 2.5}, d.Attrs)
-	assert.Equal(t, "one", string(d.Payload))
-	assert.Equal(t, uint32(7), d.Ingress)
-	assert.Equal(t, 2, d.Hops)
-	assert.False(t, d.PublishedAt.Before(before.Truncate(time.Second)), "published at %v", d.PublishedAt)
-	assert.Zero(t, d.Lost)
-
-	d, err = sub.Next(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Attrs{"b": true, "i": int64(-1)}, d.Attrs)
-	assert.Equal(t, "two", string(d.Payload))
+	assert.Equal(t, Attrs{"symbol": "DRIP", "price": 12.5}, d.Attrs)
+	assert.Equal(t, []byte("yes"), d.Payload)
+	assert.Equal(t, uint32(0), d.Ingress)
+	assert.Equal(t, 1, d.Hops)
+	assert.NotZero(t, d.Seq)
+	assert.NotZero(t, d.IngressEpoch)
+	assert.WithinDuration(t, time.Now(), d.PublishedAt, time.Minute)
 }
 
 func TestPublisherStream(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `n >= 0`)
 	require.NoError(t, err)
@@ -120,8 +161,8 @@ func TestPublishEncodingErrors(t *testing.T) {
 		{"struct", Attrs{"t": time.Time{}}, `attribute "t": value of type time.Time`},
 		{"empty name", Attrs{"": "x"}, "attribute with an empty name"},
 	}
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	p, err := c.NewPublisher(ctx)
 	require.NoError(t, err)
@@ -142,15 +183,12 @@ func TestPublishEncodingErrors(t *testing.T) {
 	sum, err := p.Close()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), sum.Accepted)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	assert.Equal(t, 1, f.published)
+	assert.Equal(t, 1.0, testutil.ToFloat64(cl.Broker(0).PublishedCounter()))
 }
 
 func TestPublishAbortedByBroker(t *testing.T) {
-	f := newFakeBroker()
-	f.msgLimits.MaxPayload = 4
-	c := dial(t, f.start(t))
+	cl := line(t, 1, func(c *broker.Config) { c.Messages.MaxPayload = 4 })
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	p, err := c.NewPublisher(ctx)
 	require.NoError(t, err)
@@ -187,8 +225,8 @@ func TestPublishAbortedByBroker(t *testing.T) {
 }
 
 func TestSubscribeRejected(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	tests := []struct{ pred, want string }{
 		{`a = `, "at byte 4: expected a value"},
@@ -207,18 +245,9 @@ func TestSubscribeRejected(t *testing.T) {
 	}
 }
 
-func TestSubscribeProtocolViolation(t *testing.T) {
-	f := newFakeBroker()
-	f.firstEvent = &dripv1.Delivery{Event: &dripv1.Delivery_Lost{Lost: &dripv1.Lost{Count: 1, Total: 1}}}
-	c := dial(t, f.start(t))
-	_, err := c.Subscribe(testContext(t), `a = 1`)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "before acknowledging the predicate")
-}
-
 func TestUpdate(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `a = 1`)
 	require.NoError(t, err)
@@ -263,8 +292,8 @@ func TestUpdate(t *testing.T) {
 // full and that nobody reads: the acknowledgement sits behind undelivered
 // messages on the stream, and Update must still return.
 func TestUpdateNotStuckBehindFullBuffer(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t), WithBufferSize(1))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0, WithBufferSize(1))
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `a exists`)
 	require.NoError(t, err)
@@ -302,11 +331,10 @@ func TestUpdateNotStuckBehindFullBuffer(t *testing.T) {
 // buffers without bound), and every message is accounted for as delivered
 // or lost.
 func TestSlowReaderLosesAtBroker(t *testing.T) {
-	f := newFakeBroker()
-	f.queue = 2
+	cl := line(t, 1, func(c *broker.Config) { c.SubscriberQueue = 2 })
 	// A fixed window disables gRPC's window growth, so that the stream
 	// stalls after a few large messages.
-	c := dial(t, f.start(t), WithBufferSize(1), WithDialOptions(grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10)))
+	c := dialAt(t, cl, 0, WithBufferSize(1), WithDialOptions(grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10)))
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `n >= 0`)
 	require.NoError(t, err)
@@ -314,7 +342,7 @@ func TestSlowReaderLosesAtBroker(t *testing.T) {
 
 	const n = 200
 	payload := make([]byte, 16<<10)
-	pc := dial(t, f.start(t))
+	pc := dialAt(t, cl, 0)
 	p, err := pc.NewPublisher(ctx)
 	require.NoError(t, err)
 	for i := range n {
@@ -350,8 +378,8 @@ func TestSlowReaderLosesAtBroker(t *testing.T) {
 
 func TestNextEnds(t *testing.T) {
 	t.Run("Close", func(t *testing.T) {
-		f := newFakeBroker()
-		c := dial(t, f.start(t))
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0)
 		ctx := testContext(t)
 		sub, err := c.Subscribe(ctx, `a = 1`)
 		require.NoError(t, err)
@@ -373,8 +401,8 @@ func TestNextEnds(t *testing.T) {
 		require.NoError(t, sub.Close(), "Close is idempotent")
 	})
 	t.Run("Next context", func(t *testing.T) {
-		f := newFakeBroker()
-		c := dial(t, f.start(t))
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0)
 		sub, err := c.Subscribe(testContext(t), `a = 1`)
 		require.NoError(t, err)
 		defer sub.Close()
@@ -384,8 +412,8 @@ func TestNextEnds(t *testing.T) {
 		assert.ErrorIs(t, err, context.Canceled)
 	})
 	t.Run("Subscribe context", func(t *testing.T) {
-		f := newFakeBroker()
-		c := dial(t, f.start(t))
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0)
 		ctx, cancel := context.WithCancel(context.Background())
 		sub, err := c.Subscribe(ctx, `a = 1`)
 		require.NoError(t, err)
@@ -395,15 +423,11 @@ func TestNextEnds(t *testing.T) {
 		assert.ErrorIs(t, err, context.Canceled)
 	})
 	t.Run("broker ends cleanly after buffered deliveries", func(t *testing.T) {
-		f := newFakeBroker()
-		c := dial(t, f.start(t))
 		ctx := testContext(t)
+		c := dialScripted(t, &scriptedBroker{events: []*dripv1.Delivery{published(1), published(2)}, end: true})
 		sub, err := c.Subscribe(ctx, `a = 1`)
 		require.NoError(t, err)
 		defer sub.Close()
-		_, err = c.Publish(ctx, Message{Attrs: Attrs{"a": 1}}, Message{Attrs: Attrs{"a": 1}})
-		require.NoError(t, err)
-		f.end(nil)
 		for range 2 {
 			_, err := sub.Next(ctx)
 			require.NoError(t, err)
@@ -411,19 +435,77 @@ func TestNextEnds(t *testing.T) {
 		_, err = sub.Next(ctx)
 		assert.ErrorIs(t, err, io.EOF)
 	})
-	t.Run("broker error", func(t *testing.T) {
-		f := newFakeBroker()
-		c := dial(t, f.start(t))
+	t.Run("no broker within the failover wait", func(t *testing.T) {
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0, WithFailoverWait(300*time.Millisecond))
 		ctx := testContext(t)
 		sub, err := c.Subscribe(ctx, `a = 1`)
 		require.NoError(t, err)
 		defer sub.Close()
-		f.end(status.Error(codes.Unavailable, "broker shutting down"))
+		cl.Kill(0)
 		_, err = sub.Next(ctx)
-		assert.Equal(t, codes.Unavailable, status.Code(err))
-		assert.Contains(t, err.Error(), "subscription 1 ended")
-		assert.Contains(t, err.Error(), "broker shutting down")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no broker reachable since")
 	})
+}
+
+// scriptedBroker answers Subscribe with an acknowledgement and then the
+// given events, to test the client against brokers that misbehave; it is
+// not a broker.
+type scriptedBroker struct {
+	dripv1.UnimplementedBrokerServer
+	first  *dripv1.Delivery // sent instead of the acknowledgement
+	events []*dripv1.Delivery
+	end    bool // end the stream cleanly after the events
+}
+
+func (s *scriptedBroker) Subscribe(stream dripv1.Broker_SubscribeServer) error {
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	first := s.first
+	if first == nil {
+		first = &dripv1.Delivery{Event: &dripv1.Delivery_Subscribed{Subscribed: &dripv1.Subscribed{SubscriptionId: 1, Broker: "scripted"}}}
+	}
+	if err := stream.Send(first); err != nil {
+		return err
+	}
+	for _, ev := range s.events {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	if s.end {
+		return nil
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+func published(a int64) *dripv1.Delivery {
+	return &dripv1.Delivery{Event: &dripv1.Delivery_Message{Message: &dripv1.Published{Message: wire.MessageToProto(
+		content.MessageFrom(map[string]content.Value{"a": content.Int(a)}))}}}
+}
+
+func dialScripted(t *testing.T, s *scriptedBroker) *Client {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	dripv1.RegisterBrokerServer(srv, s)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	c, err := Dial(testContext(t), "passthrough:///scripted", WithDialOptions(grpc.WithContextDialer(
+		func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestSubscribeProtocolViolation(t *testing.T) {
+	c := dialScripted(t, &scriptedBroker{first: &dripv1.Delivery{Event: &dripv1.Delivery_Lost{Lost: &dripv1.Lost{Count: 1, Total: 1}}}})
+	_, err := c.Subscribe(testContext(t), `a = 1`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "before acknowledging the predicate")
 }
 
 func TestMalformedDeliveryEndsSubscription(t *testing.T) {
@@ -442,13 +524,12 @@ func TestMalformedDeliveryEndsSubscription(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeBroker()
-			c := dial(t, f.start(t))
+			c := dialScripted(t, &scriptedBroker{events: []*dripv1.Delivery{
+				{Event: &dripv1.Delivery_Message{Message: &dripv1.Published{Message: tt.msg}}}}})
 			ctx := testContext(t)
 			sub, err := c.Subscribe(ctx, `a = 1`)
 			require.NoError(t, err)
 			defer sub.Close()
-			f.inject(&dripv1.Delivery{Event: &dripv1.Delivery_Message{Message: &dripv1.Published{Message: tt.msg}}})
 			_, err = sub.Next(ctx)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "malformed delivery: "+tt.want)
@@ -458,8 +539,8 @@ func TestMalformedDeliveryEndsSubscription(t *testing.T) {
 
 // TestCloseReleasesBroker checks that Close ends the stream at the broker.
 func TestCloseReleasesBroker(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	subs := make([]*Subscription, 5)
 	for i := range subs {
@@ -467,16 +548,17 @@ func TestCloseReleasesBroker(t *testing.T) {
 		subs[i], err = c.Subscribe(ctx, fmt.Sprintf("a = %d", i))
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 5, f.subscriptions())
+	count := func() int { return cl.Broker(0).Node().Subscriptions() }
+	assert.Equal(t, 5, count())
 	for _, s := range subs {
 		require.NoError(t, s.Close())
 	}
-	require.Eventually(t, func() bool { return f.subscriptions() == 0 }, hangGuard, time.Millisecond)
+	require.Eventually(t, func() bool { return count() == 0 }, hangGuard, time.Millisecond)
 }
 
 func TestConcurrentUse(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `w >= 0`)
 	require.NoError(t, err)
@@ -533,38 +615,74 @@ func TestDialErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), "connecting to broker "+addr)
 		assert.Contains(t, err.Error(), "refused")
 	})
+	t.Run("every address refused", func(t *testing.T) {
+		_, err := Dial(testContext(t), "127.0.0.1:1, 127.0.0.1:2")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "connecting to broker 127.0.0.1:1")
+		assert.Contains(t, err.Error(), "connecting to broker 127.0.0.1:2")
+	})
 	t.Run("context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := Dial(ctx, "127.0.0.1:1")
 		assert.ErrorIs(t, err, context.Canceled)
 	})
-	t.Run("bad target", func(t *testing.T) {
-		_, err := Dial(testContext(t), "unknown-scheme://x/y")
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "connecting to broker unknown-scheme://x/y")
-		assert.Contains(t, err.Error(), "zero addresses")
-	})
+	for _, tc := range []struct{ target, want string }{
+		{"127.0.0.1", `broker address "127.0.0.1" has no port (want host:port, for example 127.0.0.1:7000)`},
+		{"a:1,b", `broker address "b" has no port (want host:port, for example 127.0.0.1:7000)`},
+		{"dns:///brokers", `broker address "dns:///brokers" has no port (want dns:///name:port)`},
+		{" , ", `no broker address in`},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			_, err := Dial(testContext(t), tc.target)
+			assert.EqualError(t, err, "drip client: "+tc.want+map[bool]string{true: ` " , "`}[tc.target == " , "])
+		})
+	}
 }
 
 func TestTLS(t *testing.T) {
 	cert, pool := selfSigned(t, "drip.test")
-	f := newFakeBroker()
-	dialOpts := f.start(t, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	b, err := broker.New(brokertest.FastConfig(0))
+	require.NoError(t, err)
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	dripv1.RegisterBrokerServer(srv, b.ClientService())
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
+	go func() { defer wg.Done(); _ = b.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-b.Stopped(); srv.Stop(); wg.Wait() })
+	dialer := WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
 
-	c := dial(t, dialOpts, WithTLS(&tls.Config{RootCAs: pool, ServerName: "drip.test"}))
+	c, err := Dial(testContext(t), "passthrough:///bufnet", dialer, WithTLS(&tls.Config{RootCAs: pool, ServerName: "drip.test"}))
+	require.NoError(t, err)
+	defer c.Close()
 	sub, err := c.Subscribe(testContext(t), `a = 1`)
 	require.NoError(t, err)
 	require.NoError(t, sub.Close())
 
 	// Untrusted: the reason reaches the caller of Dial.
-	_, err = Dial(testContext(t), "passthrough:///bufnet", WithTLS(&tls.Config{ServerName: "drip.test"}), WithDialOptions(dialOpts...))
+	_, err = Dial(testContext(t), "passthrough:///bufnet", WithTLS(&tls.Config{ServerName: "drip.test"}), dialer)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "certificate")
 
 	// Plaintext against a TLS server fails too.
-	_, err = Dial(testContext(t), "passthrough:///bufnet", WithDialOptions(dialOpts...))
+	_, err = Dial(testContext(t), "passthrough:///bufnet", dialer)
 	require.Error(t, err)
+}
+
+func TestCancelledContextErrors(t *testing.T) {
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Subscribe(ctx, `a = 1`)
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = c.NewPublisher(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = c.Publish(ctx, Message{Attrs: Attrs{"a": 1}})
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
 func selfSigned(t *testing.T, host string) (tls.Certificate, *x509.CertPool) {
@@ -618,15 +736,3 @@ func BenchmarkMessageToProto(b *testing.B) {
 	}
 }
 
-func TestCancelledContextErrors(t *testing.T) {
-	f := newFakeBroker()
-	c := dial(t, f.start(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := c.Subscribe(ctx, `a = 1`)
-	assert.ErrorIs(t, err, context.Canceled)
-	_, err = c.NewPublisher(ctx)
-	assert.ErrorIs(t, err, context.Canceled)
-	_, err = c.Publish(ctx, Message{Attrs: Attrs{"a": 1}})
-	assert.ErrorIs(t, err, context.Canceled)
-}

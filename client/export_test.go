@@ -1,29 +1,33 @@
 package client
 
 import (
+	"context"
 	"net"
 
-	"google.golang.org/grpc"
-
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/broker/brokertest"
 )
 
-// StartFakeBroker serves an in-memory broker on a loopback port for the
-// examples and returns its address and a function that stops it.
-func StartFakeBroker() (addr string, stop func()) {
+// StartBroker serves a real broker on a loopback port for the examples and
+// returns its address and a function that stops it.
+func StartBroker() (addr string, stop func()) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
 	}
-	srv := grpc.NewServer()
-	dripv1.RegisterBrokerServer(srv, newFakeBroker())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
+	peer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv, err := broker.NewServer(brokertest.FastConfig(0), broker.ServerConfig{ClientListener: lis, PeerListener: peer})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
 	return lis.Addr().String(), func() {
-		srv.Stop()
-		<-served
+		cancel()
+		<-done
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/dripmesh/drip/client"
 )
 
-// TestMain runs the examples against a fake broker and checks, after every
+// TestMain runs the examples against a real broker and checks, after every
 // test, that no goroutine was left behind (subscriptions' receive
 // goroutines, streams, servers).
 func TestMain(m *testing.M) {
-	addr, stop := client.StartFakeBroker()
+	addr, stop := client.StartBroker()
 	brokerAddr = addr
 	code := m.Run()
 	stop()

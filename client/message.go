@@ -29,6 +29,13 @@ type Delivery struct {
 	PublishedAt time.Time
 	// Hops is the number of broker-to-broker hops the message travelled.
 	Hops int
+	// IngressEpoch and Seq complete the message's stamp (Ingress,
+	// IngressEpoch, Seq), which names it in the mesh; the client delivers
+	// each stamp once. Seq 0: a broker too old to stamp.
+	IngressEpoch, Seq uint64
+	// Gap is set on the first delivery after a gap: the subscription's
+	// broker had failed and it was installed again (see Gap).
+	Gap *Gap
 	// Lost is how many matching messages the broker reported dropping
 	// since the previous delivery because this subscription was read too
 	// slowly; LostTotal is the broker's running total at that report. Both
@@ -118,7 +125,7 @@ func deliveryFromProto(p *dripv1.Published) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	d := Delivery{Message: m, Ingress: p.GetIngressRouter(), Hops: int(p.GetHops())}
+	d := Delivery{Message: m, Ingress: p.GetIngressRouter(), Hops: int(p.GetHops()), IngressEpoch: p.GetIngressEpoch(), Seq: p.GetSeq()}
 	if ns := p.GetPublishedUnixNano(); ns != 0 {
 		d.PublishedAt = time.Unix(0, ns)
 	}

@@ -5,43 +5,81 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
 )
 
 // ErrClosed is returned by Next and Update after Close.
 var ErrClosed = errors.New("drip client: subscription closed")
 
+// Gap is a time when no broker held a subscription: its broker failed, and
+// the client subscribed again, here or at another broker. Messages
+// published meanwhile were not delivered to it.
+type Gap struct {
+	Start, End time.Time
+	From, To   string // names of the brokers before and after
+	Err        error  // why the stream to From ended
+}
+
+// Duration is how long the gap lasted.
+func (g Gap) Duration() time.Duration { return g.End.Sub(g.Start) }
+
 // Subscription is a live subscription. Read deliveries with Next; Close it
 // when done, which also stops its receive goroutine.
 type Subscription struct {
-	stream dripv1.Broker_SubscribeClient
-	ctx    context.Context // the stream's; Done once the subscription is over
+	c      *Client
+	ctx    context.Context // ends the subscription: Close or the caller's context
 	parent context.Context // the caller's, to tell its cancellation from Close
 	cancel context.CancelFunc
-	name   string
 
-	out    chan Delivery // closed by run when it exits
-	wakeup chan struct{} // capacity 1: an Update began, stop blocking on out
-	exited chan struct{} // closed when run has returned
-
-	sendMu sync.Mutex // serialises Update: a gRPC stream allows one sender
+	out    chan Delivery    // closed by run when it exits
+	evs    chan streamEvent // from the streams' receive goroutines
+	wakeup chan struct{}    // capacity 1: an Update wants sending
+	exited chan struct{}    // closed when run has returned
 
 	mu        sync.Mutex
+	pred      string // the latest predicate asked for
+	gen       uint64 // bumped by each Update
+	ackedGen  uint64 // the newest predicate a broker acknowledged
 	id        uint64
 	predicate string
 	broker    string
-	requested uint64        // SubscribeRequests sent, the first included
-	acked     uint64        // Subscribed events received
 	ackCh     chan struct{} // closed and replaced at each ack, closed for good at the end
-	ended     bool          // the stream has ended; err says how
+	ended     bool          // the subscription has ended; err says how
 	err       error
 	closed    bool // Close was called
+	gaps      []Gap
 
 	lost atomic.Uint64
+	dups atomic.Uint64
+}
+
+// subStream is one Subscribe stream to one broker; a subscription has one,
+// or two while it moves off a draining broker.
+type subStream struct {
+	grpc     dripv1.Broker_SubscribeClient
+	cancel   context.CancelFunc
+	addr     string
+	broker   string
+	acked    bool
+	sentGens []uint64   // predicates sent and not yet acknowledged, oldest first
+	lost     uint64     // the broker's running total of losses on this stream
+	draining bool       // the broker said it drains
+	replaces *subStream // on a replacement: the draining stream it replaces
+	overlap  time.Duration
+	closeAt  time.Time // when a drained stream is to be closed (zero: not yet known)
+}
+
+type streamEvent struct {
+	st  *subStream
+	d   *dripv1.Delivery
+	err error
 }
 
 // Subscribe opens a subscription with predicate in the predicate language
@@ -49,49 +87,147 @@ type Subscription struct {
 //
 //	agency = "AP" && priority = 2 || keywords contains "Italy"
 //
-// and returns once the broker has installed it. A predicate the broker
-// rejects is an error with codes.InvalidArgument whose message names the
-// byte offset of the problem. The subscription lasts until Close or until
-// ctx is cancelled.
+// and returns once a broker has installed it, trying the client's brokers
+// in turn. A predicate the broker rejects is an error with
+// codes.InvalidArgument whose message names the byte offset of the
+// problem. The subscription lasts until Close or until ctx is cancelled;
+// when its broker fails it subscribes again (WithGapHandler reports the
+// gap), and when its broker drains it moves to another before leaving, so
+// nothing is lost; each message is delivered once.
 func (c *Client) Subscribe(ctx context.Context, predicate string) (*Subscription, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := c.api.Subscribe(sctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("drip client: opening a subscription on %s: %w", c.addr, ctxOr(ctx, err))
-	}
-	req := &dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: predicate}, ClientName: c.opts.name}
-	// A Send error (io.EOF when the broker ended the stream) carries no
-	// status; the Recv below returns it.
-	_ = stream.Send(req)
-	ev, err := stream.Recv()
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("drip client: subscribing on %s: %w", c.addr, ctxOr(ctx, err))
-	}
-	ack := ev.GetSubscribed()
-	if ack == nil {
-		cancel()
-		return nil, fmt.Errorf("drip client: subscribing on %s: broker sent %T before acknowledging the predicate", c.addr, ev.GetEvent())
-	}
 	s := &Subscription{
-		stream:    stream,
-		ctx:       sctx,
-		parent:    ctx,
-		cancel:    cancel,
-		name:      c.opts.name,
-		out:       make(chan Delivery, c.opts.bufferSize),
-		wakeup:    make(chan struct{}, 1),
-		exited:    make(chan struct{}),
-		id:        ack.GetSubscriptionId(),
-		predicate: ack.GetPredicate(),
-		broker:    ack.GetBroker(),
-		requested: 1,
-		acked:     1,
-		ackCh:     make(chan struct{}),
+		c: c, ctx: sctx, parent: ctx, cancel: cancel,
+		out:    make(chan Delivery, c.opts.bufferSize),
+		evs:    make(chan streamEvent),
+		wakeup: make(chan struct{}, 1),
+		exited: make(chan struct{}),
+		pred:   predicate, gen: 1, ackCh: make(chan struct{}),
 	}
-	go s.run()
+	filter, err := dedup.New(dedup.ClientConfig())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	st, ack, err := s.connect(ctx, "")
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("drip client: subscribing on %s: %w", c.target, ctxOr(ctx, err))
+	}
+	s.acked(st, ack)
+	go s.receive(st)
+	go s.run(st, filter)
 	return s, nil
+}
+
+// connect opens a stream and waits for the broker's acknowledgement, trying
+// the client's addresses in turn (except avoid) until one answers, a broker
+// rejects the predicate, or ctx ends.
+func (s *Subscription) connect(ctx context.Context, avoid string) (*subStream, *dripv1.Subscribed, error) {
+	r := s.c.newRetrier()
+	for {
+		st, ack, err := s.open(ctx, avoid)
+		if err == nil {
+			return st, ack, nil
+		}
+		var pe *protocolError
+		if permanent(err) || errors.As(err, &pe) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		wait, ok := r.next(ctx)
+		if !ok {
+			return nil, nil, err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// open makes one attempt: a stream to the current address, the request,
+// and the first event, which must acknowledge it.
+func (s *Subscription) open(ctx context.Context, avoid string) (*subStream, *dripv1.Subscribed, error) {
+	st, err := s.start(avoid)
+	if err != nil {
+		return nil, nil, err
+	}
+	type result struct {
+		ev  *dripv1.Delivery
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		ev, err := st.grpc.Recv()
+		res <- result{ev, err}
+	}()
+	var r result
+	select {
+	case r = <-res:
+	case <-ctx.Done():
+		st.cancel()
+		<-res
+		return nil, nil, ctx.Err()
+	}
+	if r.err != nil {
+		st.cancel()
+		if !permanent(r.err) {
+			s.c.failed(st.addr)
+		}
+		return nil, nil, fmt.Errorf("broker %s: %w", st.addr, r.err)
+	}
+	ack := r.ev.GetSubscribed()
+	if ack == nil {
+		st.cancel()
+		return nil, nil, &protocolError{fmt.Sprintf("broker %s sent %T before acknowledging the predicate", st.addr, r.ev.GetEvent())}
+	}
+	st.acked = true
+	st.broker = ack.GetBroker()
+	return st, ack, nil
+}
+
+// protocolError is a broker breaking the protocol: no use retrying.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return e.msg }
+
+// start opens a stream at the current address (or the next, if that is
+// avoid) and sends the predicate; the acknowledgement follows as an event.
+func (s *Subscription) start(avoid string) (*subStream, error) {
+	cc, addr, err := s.c.useOther(avoid)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(s.ctx)
+	stream, err := dripv1.NewBrokerClient(cc).Subscribe(sctx)
+	if err != nil {
+		cancel()
+		s.c.failed(addr)
+		return nil, fmt.Errorf("broker %s: %w", addr, err)
+	}
+	s.mu.Lock()
+	pred, gen := s.pred, s.gen
+	s.mu.Unlock()
+	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}}
+	// A Send error (io.EOF when the broker ended the stream) carries no
+	// status; the Recv that follows returns it.
+	_ = stream.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name})
+	return st, nil
+}
+
+// receive hands a stream's events to run, one at a time, so that a reader
+// that falls behind makes gRPC flow control hold the broker back.
+func (s *Subscription) receive(st *subStream) {
+	for {
+		ev, err := st.grpc.Recv()
+		select {
+		case s.evs <- streamEvent{st, ev, err}:
+		case <-s.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // ID returns the identifier the broker gave the subscription in its latest
@@ -117,15 +253,27 @@ func (s *Subscription) Broker() string {
 	return s.broker
 }
 
-// Lost returns the number of matching messages the broker has dropped over
+// Lost returns the number of matching messages brokers have dropped over
 // the subscription's life because it was read too slowly.
 func (s *Subscription) Lost() uint64 { return s.lost.Load() }
+
+// Duplicates returns the number of copies the client dropped because it had
+// delivered the same message before (while moving between brokers).
+func (s *Subscription) Duplicates() uint64 { return s.dups.Load() }
+
+// Gaps returns every gap so far (see Gap).
+func (s *Subscription) Gaps() []Gap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Gap(nil), s.gaps...)
+}
 
 // Next returns the next delivery, waiting for one until ctx ends. When the
 // subscription is over it returns, after any buffered deliveries: ErrClosed
 // after Close; the Subscribe context's error after its cancellation; io.EOF
-// when the broker ended the stream cleanly; otherwise the stream's error.
-// Cancelling ctx only abandons this call.
+// when the broker ended the stream cleanly; otherwise the error that ended
+// it (a predicate a broker rejected, or no broker reachable within
+// WithFailoverWait). Cancelling ctx only abandons this call.
 func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 	s.mu.Lock()
 	closed := s.closed
@@ -144,39 +292,33 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 	}
 }
 
-// Update replaces the predicate and returns once the broker has installed
+// Update replaces the predicate and returns once a broker has installed
 // the new one; deliveries keep flowing meanwhile, and the broker neither
 // loses nor duplicates one across the switch. A syntax error is reported
 // without contacting the broker and leaves the subscription as it was; a
 // predicate the broker rejects for another reason (a size limit) ends the
-// subscription with that error, as the protocol prescribes.
+// subscription with that error, as the protocol prescribes. If the broker
+// fails meanwhile, the subscription comes back with the new predicate.
 func (s *Subscription) Update(predicate string) error {
 	if _, err := content.ParseWithLimits(predicate, content.Limits{}); err != nil {
 		return fmt.Errorf("drip client: update: %w", err)
 	}
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-
 	s.mu.Lock()
 	if s.closed || s.ended {
 		s.mu.Unlock()
 		return s.endErr()
 	}
-	s.requested++
-	want := s.requested
+	s.pred = predicate
+	s.gen++
+	want := s.gen
 	s.mu.Unlock()
-	// run must keep reading while the acknowledgement is due, even if
-	// nobody reads Next.
 	select {
 	case s.wakeup <- struct{}{}:
 	default:
 	}
-	req := &dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: predicate}, ClientName: s.name}
-	// A failed Send means the stream is over; run records why.
-	_ = s.stream.Send(req)
 	for {
 		s.mu.Lock()
-		if s.acked >= want {
+		if s.ackedGen >= want {
 			s.mu.Unlock()
 			return nil
 		}
@@ -190,8 +332,8 @@ func (s *Subscription) Update(predicate string) error {
 	}
 }
 
-// Close ends the subscription and waits for its receive goroutine to stop.
-// Buffered deliveries are discarded. It always returns nil.
+// Close ends the subscription and waits for its receive goroutines to
+// stop. Buffered deliveries are discarded. It always returns nil.
 func (s *Subscription) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -201,7 +343,7 @@ func (s *Subscription) Close() error {
 	return nil
 }
 
-// endErr translates how the stream ended for the caller.
+// endErr translates how the subscription ended for the caller.
 func (s *Subscription) endErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,99 +361,17 @@ func (s *Subscription) endErr() error {
 	}
 }
 
-func (s *Subscription) updatePending() bool {
+// acked records a broker's acknowledgement on st.
+func (s *Subscription) acked(st *subStream, a *dripv1.Subscribed) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.acked < s.requested
-}
-
-// run is the subscription's receive goroutine: the only reader of the
-// stream and the only sender on out. With no Update pending it hands each
-// delivery to out before reading the next event, which is what makes a slow
-// reader push back on the broker. With an Update pending it keeps reading
-// and sets deliveries aside in backlog until the acknowledgement arrives;
-// the backlog holds at most what the broker had queued before it installed
-// the new predicate.
-func (s *Subscription) run() {
-	defer close(s.exited)
-	defer close(s.out)
-	var (
-		backlog            []Delivery
-		lostCount, lostTot uint64 // reported since the last delivery
-		ctxDone            = s.ctx.Done()
-	)
-	for {
-		// Hand over what the reader has room for, then, unless an Update
-		// waits for its acknowledgement, wait for room for the rest.
-	handOver:
-		for len(backlog) > 0 {
-			select {
-			case s.out <- backlog[0]:
-				backlog[0] = Delivery{}
-				backlog = backlog[1:]
-			default:
-				break handOver
-			}
-		}
-		for len(backlog) > 0 && !s.updatePending() {
-			select {
-			case s.out <- backlog[0]:
-				backlog[0] = Delivery{}
-				backlog = backlog[1:]
-			case <-s.wakeup:
-			case <-ctxDone:
-				s.end(s.ctx.Err())
-				return
-			}
-		}
-		ev, err := s.stream.Recv()
-		if err != nil {
-			s.end(err)
-			s.flush(backlog)
-			return
-		}
-		switch e := ev.GetEvent().(type) {
-		case *dripv1.Delivery_Subscribed:
-			s.ack(e.Subscribed)
-		case *dripv1.Delivery_Lost:
-			lostCount += e.Lost.GetCount()
-			lostTot = e.Lost.GetTotal()
-			s.lost.Store(lostTot)
-		case *dripv1.Delivery_Message:
-			d, err := deliveryFromProto(e.Message)
-			if err != nil {
-				s.end(fmt.Errorf("broker sent a malformed delivery: %w", err))
-				s.cancel()
-				s.flush(backlog)
-				return
-			}
-			d.Lost, d.LostTotal = lostCount, lostTot
-			lostCount = 0
-			backlog = append(backlog, d)
-		default:
-			// An event added to the protocol after this client was built:
-			// nothing to deliver.
-		}
-	}
-}
-
-// flush hands the backlog to Next after the stream has ended, unless the
-// subscription is closed first.
-func (s *Subscription) flush(backlog []Delivery) {
-	for _, d := range backlog {
-		select {
-		case s.out <- d:
-		case <-s.ctx.Done():
-			return
-		}
-	}
-}
-
-func (s *Subscription) ack(a *dripv1.Subscribed) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.acked++
 	s.id, s.predicate, s.broker = a.GetSubscriptionId(), a.GetPredicate(), a.GetBroker()
+	if len(st.sentGens) > 0 {
+		s.ackedGen = max(s.ackedGen, st.sentGens[0])
+		st.sentGens = st.sentGens[1:]
+	} else {
+		s.ackedGen = max(s.ackedGen, 1)
+	}
 	close(s.ackCh)
 	s.ackCh = make(chan struct{})
 }
@@ -324,4 +384,324 @@ func (s *Subscription) end(err error) {
 	}
 	s.ended, s.err = true, err
 	close(s.ackCh)
+}
+
+// runState is what the run goroutine owns.
+type runState struct {
+	streams []*subStream
+	filter  *dedup.Filter
+	backlog []Delivery
+	// Losses reported since the last delivery, and a gap to attach to the
+	// next one.
+	lostCount uint64
+	gap       *Gap
+	// The open gap: when the last stream was lost, from which broker, why.
+	gapStart time.Time
+	gapFrom  string
+	gapErr   error
+	retry    *retrier
+	retryAt  <-chan time.Time
+	lostBase uint64 // losses of ended streams
+}
+
+// run is the subscription's goroutine: the only one that reads events,
+// sends on streams after the first request, and sends on out. With nothing
+// pending it hands each delivery to out before reading the next event,
+// which is what makes a slow reader push back on the broker. While an
+// Update waits for its acknowledgement, a stream connects, or the
+// subscription moves, it keeps reading and sets deliveries aside, so that
+// acknowledgements cannot be stuck behind a full buffer.
+func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
+	defer close(s.exited)
+	// Last, once the backlog is handed over: receivers still waiting to
+	// hand run an event give up.
+	defer s.cancel()
+	defer close(s.out)
+	rs := &runState{streams: []*subStream{first}, filter: filter}
+	defer func() {
+		for _, st := range rs.streams {
+			st.cancel()
+		}
+	}()
+	var timer *time.Timer
+	for {
+		var out chan Delivery
+		var head Delivery
+		if len(rs.backlog) > 0 {
+			out, head = s.out, rs.backlog[0]
+		}
+		evs := s.evs
+		if len(rs.backlog) > 0 && !s.eventsNeeded(rs) {
+			evs = nil
+		}
+		var moveTimer <-chan time.Time
+		if at, ok := nextClose(rs); ok {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(at))
+			} else {
+				timer.Reset(time.Until(at))
+			}
+			moveTimer = timer.C
+		}
+		select {
+		case out <- head:
+			rs.backlog[0] = Delivery{}
+			rs.backlog = rs.backlog[1:]
+		case ev := <-evs:
+			if err := s.handle(rs, ev); err != nil {
+				s.end(err)
+				s.flush(rs.backlog)
+				return
+			}
+		case <-s.wakeup:
+			s.sendUpdate(rs)
+		case <-rs.retryAt:
+			rs.retryAt = nil
+			s.reconnect(rs)
+		case <-moveTimer:
+			s.closeDrained(rs)
+		case <-s.ctx.Done():
+			s.end(s.ctx.Err())
+			return
+		}
+		if s.isEnded() {
+			s.flush(rs.backlog)
+			return
+		}
+	}
+}
+
+func (s *Subscription) isEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// eventsNeeded says whether run must read events even with deliveries
+// waiting: an acknowledgement is due, or the subscription is between
+// brokers.
+func (s *Subscription) eventsNeeded(rs *runState) bool {
+	s.mu.Lock()
+	pending := s.ackedGen < s.gen
+	s.mu.Unlock()
+	if pending || len(rs.streams) != 1 {
+		return true
+	}
+	st := rs.streams[0]
+	return !st.acked || st.draining
+}
+
+// nextClose is when the earliest drained stream is due to close.
+func nextClose(rs *runState) (time.Time, bool) {
+	var at time.Time
+	for _, st := range rs.streams {
+		if !st.closeAt.IsZero() && (at.IsZero() || st.closeAt.Before(at)) {
+			at = st.closeAt
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// handle takes one event from a stream. An error ends the subscription.
+func (s *Subscription) handle(rs *runState, ev streamEvent) error {
+	st := ev.st
+	if !slices.Contains(rs.streams, st) {
+		return nil // from a stream already dropped
+	}
+	if ev.err != nil {
+		return s.streamEnded(rs, st, ev.err)
+	}
+	switch e := ev.d.GetEvent().(type) {
+	case *dripv1.Delivery_Subscribed:
+		first := !st.acked
+		st.acked, st.broker = true, e.Subscribed.GetBroker()
+		s.acked(st, e.Subscribed)
+		if first {
+			s.installed(rs, st)
+		}
+	case *dripv1.Delivery_Lost:
+		rs.lostCount += e.Lost.GetCount()
+		st.lost = e.Lost.GetTotal()
+		s.lost.Store(rs.lostBase + s.sumLost(rs))
+	case *dripv1.Delivery_Message:
+		d, err := deliveryFromProto(e.Message)
+		if err != nil {
+			return fmt.Errorf("broker %s sent a malformed delivery: %w", st.addr, err)
+		}
+		if d.Seq != 0 && rs.filter.Admit(dedup.Stamp{Origin: d.Ingress, Epoch: d.IngressEpoch, Seq: d.Seq}, time.Now()) != dedup.First {
+			s.dups.Add(1)
+			return nil
+		}
+		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
+		rs.lostCount = 0
+		d.Gap, rs.gap = rs.gap, nil
+		rs.backlog = append(rs.backlog, d)
+	case *dripv1.Delivery_Draining:
+		if !st.draining {
+			st.draining = true
+			st.overlap = time.Duration(e.Draining.GetOverlapNs())
+			s.move(rs, st)
+		}
+	default:
+		// An event added to the protocol after this client was built:
+		// nothing to deliver.
+	}
+	return nil
+}
+
+func (s *Subscription) sumLost(rs *runState) uint64 {
+	var n uint64
+	for _, st := range rs.streams {
+		n += st.lost
+	}
+	return n
+}
+
+// installed runs when a stream's first acknowledgement arrives: a gap ends,
+// or a move has its overlap start.
+func (s *Subscription) installed(rs *runState, st *subStream) {
+	s.c.moved(st.addr)
+	rs.retry = nil
+	if old := st.replaces; old != nil {
+		// Keep both while the mesh learns where the subscriber went.
+		old.closeAt = time.Now().Add(old.overlap)
+		return
+	}
+	if rs.gapStart.IsZero() {
+		return
+	}
+	g := Gap{Start: rs.gapStart, End: time.Now(), From: rs.gapFrom, To: st.broker, Err: rs.gapErr}
+	rs.gapStart, rs.gapFrom, rs.gapErr = time.Time{}, "", nil
+	rs.gap = &g
+	s.mu.Lock()
+	s.gaps = append(s.gaps, g)
+	s.mu.Unlock()
+	if s.c.opts.onGap != nil {
+		s.c.opts.onGap(g)
+	}
+}
+
+// move subscribes at another broker while the draining one still delivers.
+func (s *Subscription) move(rs *runState, old *subStream) {
+	st, err := s.start(old.addr)
+	if err != nil {
+		return // nowhere to go: stay until the broker ends the stream
+	}
+	st.replaces = old
+	rs.streams = append(rs.streams, st)
+	go s.receive(st)
+}
+
+// closeDrained closes the drained streams whose overlap has passed.
+func (s *Subscription) closeDrained(rs *runState) {
+	now := time.Now()
+	kept := rs.streams[:0]
+	for _, st := range rs.streams {
+		if !st.closeAt.IsZero() && !now.Before(st.closeAt) {
+			rs.lostBase += st.lost
+			st.cancel()
+			continue
+		}
+		kept = append(kept, st)
+	}
+	rs.streams = kept
+}
+
+// streamEnded handles a stream's end: the subscription ends if the broker
+// rejected it for good; otherwise, if no other stream holds it, a gap
+// begins and the client subscribes again.
+func (s *Subscription) streamEnded(rs *runState, st *subStream, err error) error {
+	for i, x := range rs.streams {
+		if x == st {
+			rs.streams = append(rs.streams[:i], rs.streams[i+1:]...)
+			break
+		}
+	}
+	st.cancel()
+	rs.lostBase += st.lost
+	if s.ctx.Err() != nil {
+		return s.ctx.Err()
+	}
+	var pe *protocolError
+	if permanent(err) || errors.Is(err, io.EOF) || errors.As(err, &pe) {
+		return err
+	}
+	for _, other := range rs.streams {
+		if other.replaces == st {
+			other.replaces = nil // the move became a failover
+		}
+	}
+	if len(rs.streams) > 0 {
+		return nil
+	}
+	s.c.failed(st.addr)
+	if rs.gapStart.IsZero() {
+		rs.gapStart, rs.gapFrom, rs.gapErr = time.Now(), st.broker, err
+	}
+	s.reconnect(rs)
+	return nil
+}
+
+// reconnect makes one attempt to subscribe again, and schedules the next
+// if it cannot start.
+func (s *Subscription) reconnect(rs *runState) {
+	if len(rs.streams) > 0 {
+		return
+	}
+	if rs.retry == nil {
+		rs.retry = s.c.newRetrier()
+	}
+	st, err := s.start("")
+	if err == nil {
+		rs.streams = append(rs.streams, st)
+		go s.receive(st)
+		return
+	}
+	wait, ok := rs.retry.next(s.ctx)
+	if !ok {
+		s.end(fmt.Errorf("no broker reachable since %v: %w", rs.gapStart.Format(time.RFC3339), err))
+		return
+	}
+	rs.retryAt = time.After(wait)
+}
+
+// sendUpdate sends the latest predicate on every stream.
+func (s *Subscription) sendUpdate(rs *runState) {
+	s.mu.Lock()
+	pred, gen := s.pred, s.gen
+	s.mu.Unlock()
+	for _, st := range rs.streams {
+		if n := len(st.sentGens); n > 0 && st.sentGens[n-1] == gen {
+			continue
+		}
+		st.sentGens = append(st.sentGens, gen)
+		// A failed Send means the stream is over; its receiver reports why.
+		_ = st.grpc.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name})
+	}
+}
+
+// flush hands the backlog to Next after the subscription has ended, unless
+// it is closed first.
+func (s *Subscription) flush(backlog []Delivery) {
+	for _, d := range backlog {
+		select {
+		case s.out <- d:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

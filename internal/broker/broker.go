@@ -110,6 +110,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	return b, nil
 }
 
+// Stopped is closed once Run has returned.
+func (b *Broker) Stopped() <-chan struct{} { return b.stopped }
+
 // Node is the broker's logic (tests and diagnostics).
 func (b *Broker) Node() *Node { return b.node }
 

@@ -237,7 +237,8 @@ func (n *Node) flush() {
 }
 
 // AdvertisementPending reports whether local subscription changes wait to
-// be advertised (tests and readiness).
+// be advertised or the PREDICATES index waits to be rebuilt (a
+// control-plane call; Inspection.Pending carries it across goroutines).
 func (n *Node) AdvertisementPending() bool { return n.adPending.Load() || n.predsDirty }
 
 func (n *Node) processReady() {
@@ -411,7 +412,10 @@ type Inspection struct {
 	Links      map[uint32]string // neighbour ID → name of links that are up
 	LSDB       int               // entries
 	Digest     uint64            // LSDB digest: equal on converged brokers
-	Neighbors  []linkstate.NeighborInfo
+	// Pending says local subscription changes wait to be advertised or a
+	// PREDICATES rebuild is due.
+	Pending   bool
+	Neighbors []linkstate.NeighborInfo
 }
 
 // Inspect returns the routing state (a control-plane call).
@@ -424,6 +428,7 @@ func (n *Node) Inspect() Inspection {
 		Links:      map[uint32]string{},
 		LSDB:       n.ls.LSDBSize(),
 		Digest:     n.ls.Digest(),
+		Pending:    n.AdvertisementPending(),
 		Neighbors:  n.ls.Neighbors(),
 	}
 	for _, r := range in.Routers {

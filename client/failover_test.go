@@ -1,0 +1,245 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/broker/brokertest"
+)
+
+// triangle starts brokers b0, b1, b2, each linked to the others, so that
+// any one can leave without splitting the mesh.
+func triangle(t *testing.T) *brokertest.Cluster {
+	t.Helper()
+	cl := brokertest.NewCluster(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, nil)
+	converged(t, cl)
+	return cl
+}
+
+// publishSeq publishes n messages {seq: i} through p, one every gap.
+func publishSeq(t *testing.T, p *Publisher, from, n int, gap time.Duration) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		require.NoError(t, p.Publish(Message{Attrs: Attrs{"seq": i}}))
+		time.Sleep(gap)
+	}
+}
+
+// collect reads seq values from sub until it has want distinct ones, and
+// fails on a repeat.
+func collect(t *testing.T, ctx context.Context, sub *Subscription, want int) map[int64]bool {
+	t.Helper()
+	got := map[int64]bool{}
+	for len(got) < want {
+		d, err := sub.Next(ctx)
+		require.NoError(t, err, "after %d of %d", len(got), want)
+		seq := d.Attrs["seq"].(int64)
+		require.False(t, got[seq], "message %d delivered twice", seq)
+		got[seq] = true
+	}
+	return got
+}
+
+// TestSubscriptionFailsOverWhenBrokerDies: the subscription's broker is
+// killed; the client subscribes again at the next broker, reports the gap,
+// and receives what is published from then on, once.
+func TestSubscriptionFailsOverWhenBrokerDies(t *testing.T) {
+	cl := triangle(t)
+	var mu sync.Mutex
+	var gaps []Gap
+	sc := dialAt(t, cl, 0, WithGapHandler(func(g Gap) { mu.Lock(); gaps = append(gaps, g); mu.Unlock() }))
+	pc := dialAt(t, cl, 2)
+	ctx := testContext(t)
+	sub, err := sc.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+	converged(t, cl)
+	_, err = pc.Publish(ctx, Message{Attrs: Attrs{"seq": 0}})
+	require.NoError(t, err)
+	collect(t, ctx, sub, 1)
+
+	killed := time.Now()
+	cl.Kill(0)
+	require.Eventually(t, func() bool { return sub.Broker() == "b1" }, hangGuard, time.Millisecond)
+	converged(t, cl)
+	_, err = pc.Publish(ctx, Message{Attrs: Attrs{"seq": 1}})
+	require.NoError(t, err)
+	d, err := sub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), d.Attrs["seq"])
+	require.NotNil(t, d.Gap, "the first delivery after the gap carries it")
+	assert.Equal(t, "b0", d.Gap.From)
+	assert.Equal(t, "b1", d.Gap.To)
+	assert.Error(t, d.Gap.Err)
+	assert.Less(t, d.Gap.Duration(), 2*time.Second)
+	assert.False(t, d.Gap.Start.Before(killed.Add(-time.Millisecond)))
+	mu.Lock()
+	assert.Equal(t, []Gap{*d.Gap}, gaps, "the handler saw it too")
+	mu.Unlock()
+	assert.Equal(t, []Gap{*d.Gap}, sub.Gaps())
+}
+
+// TestSubscriptionComesBackAfterRestart: with one address, the subscription
+// is back within 2 s of its broker's restart.
+func TestSubscriptionComesBackAfterRestart(t *testing.T) {
+	cl := brokertest.NewCluster(t, 2, [][2]int{{0, 1}}, nil)
+	converged(t, cl)
+	c, err := Dial(testContext(t), cl.Addr(0), WithDialOptions(cl.DialOption()), WithReconnectBackoff(50*time.Millisecond, time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	cl.Kill(0)
+	time.Sleep(300 * time.Millisecond)
+	restarted := time.Now()
+	cl.Restart(0)
+	require.Eventually(t, func() bool { return len(sub.Gaps()) == 1 }, hangGuard, time.Millisecond)
+	g := sub.Gaps()[0]
+	assert.Less(t, g.End.Sub(restarted), 2*time.Second, "back within 2 s of the restart")
+	assert.Equal(t, "b0", g.To)
+
+	converged(t, cl)
+	pc := dialAt(t, cl, 1)
+	_, err = pc.Publish(ctx, Message{Attrs: Attrs{"seq": 7}})
+	require.NoError(t, err)
+	collect(t, ctx, sub, 1)
+}
+
+// TestGracefulStopLosesNothing: the broker a subscriber and a publisher use
+// is stopped gracefully while messages flow. The subscription moves before
+// the broker leaves (no gap), the publisher resends exactly what the broker
+// did not publish, and every message reaches both subscribers once.
+func TestGracefulStopLosesNothing(t *testing.T) {
+	cl := triangle(t)
+	var failovers []Failover
+	var mu sync.Mutex
+	c0 := dialAt(t, cl, 0, WithFailoverHandler(func(f Failover) { mu.Lock(); failovers = append(failovers, f); mu.Unlock() }))
+	c2 := dialAt(t, cl, 2)
+	ctx := testContext(t)
+	sub0, err := c0.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub0.Close()
+	sub2, err := c2.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub2.Close()
+	converged(t, cl)
+
+	p, err := c0.NewPublisher(ctx)
+	require.NoError(t, err)
+	const n = 1500
+	stopped := make(chan struct{})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cl.Stop(0)
+		close(stopped)
+	}()
+	publishSeq(t, p, 0, n, time.Millisecond)
+	sum, err := p.Close()
+	require.NoError(t, err)
+	<-stopped
+	assert.Equal(t, uint64(n), sum.Accepted, "every message published exactly once, over two brokers")
+	assert.Zero(t, p.InFlightLost())
+
+	got0 := collect(t, ctx, sub0, n)
+	got2 := collect(t, ctx, sub2, n)
+	assert.Len(t, got0, n)
+	assert.Len(t, got2, n)
+	assert.Empty(t, sub0.Gaps(), "the subscription moved before its broker left")
+	assert.NotEqual(t, "b0", sub0.Broker())
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, failovers, "the publisher moved")
+	assert.Zero(t, failovers[0].InFlight)
+	assert.Equal(t, cl.Addr(0), failovers[0].From)
+	t.Logf("publisher moved %s → %s resending %d; subscriber dropped %d copies during the overlap", failovers[0].From, failovers[0].To, failovers[0].Resent, sub0.Duplicates())
+}
+
+// TestPublisherFailsOverWhenBrokerDies: the publisher's broker is killed
+// mid-stream; the publisher moves on, reports what was in flight, and what
+// it publishes afterwards arrives.
+func TestPublisherFailsOverWhenBrokerDies(t *testing.T) {
+	cl := triangle(t)
+	var mu sync.Mutex
+	var failovers []Failover
+	pc := dialAt(t, cl, 0, WithFailoverHandler(func(f Failover) { mu.Lock(); failovers = append(failovers, f); mu.Unlock() }))
+	sc := dialAt(t, cl, 2)
+	ctx := testContext(t)
+	sub, err := sc.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+	converged(t, cl)
+	p, err := pc.NewPublisher(ctx)
+	require.NoError(t, err)
+	publishSeq(t, p, 0, 100, 0)
+	// Acknowledged messages still queued at the broker die with it (they
+	// are in flight at the dead broker): let these arrive first.
+	collect(t, ctx, sub, 100)
+	cl.Kill(0)
+	publishSeq(t, p, 100, 100, 0)
+	_, err = p.Close()
+	require.NoError(t, err)
+	mu.Lock()
+	require.Len(t, failovers, 1)
+	f := failovers[0]
+	mu.Unlock()
+	assert.Equal(t, cl.Addr(0), f.From)
+	assert.Error(t, f.Err)
+	assert.Equal(t, f.InFlight, p.InFlightLost())
+	assert.Equal(t, uint64(200)-f.InFlight, p.Sent())
+
+	// Everything sent after the failover arrives; of what was in flight,
+	// some may have.
+	got := map[int64]bool{}
+	for i := range int64(100) {
+		got[i] = true
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		d, err := sub.Next(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		seq := d.Attrs["seq"].(int64)
+		require.False(t, got[seq], "message %d delivered twice", seq)
+		got[seq] = true
+	}
+	missing := 0
+	for i := range int64(200) {
+		if !got[i] {
+			missing++
+		}
+	}
+	assert.LessOrEqual(t, uint64(missing), f.InFlight, "only messages in flight at the kill may be missing")
+}
+
+// TestDNSTargetFailsOver: a dns:/// target's addresses are looked up, and
+// the client fails over among them.
+func TestDNSTargetFailsOver(t *testing.T) {
+	cl := triangle(t)
+	lookups := 0
+	c, err := Dial(testContext(t), "dns:///brokers.test:7000", WithDialOptions(cl.DialOption()),
+		WithLookupHost(func(_ context.Context, host string) ([]string, error) {
+			assert.Equal(t, "brokers.test", host)
+			lookups++
+			return []string{"b1", "b2"}, nil
+		}))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+	assert.Equal(t, "b1", sub.Broker())
+	cl.Kill(1)
+	require.Eventually(t, func() bool { return sub.Broker() == "b2" }, hangGuard, time.Millisecond)
+	assert.GreaterOrEqual(t, lookups, 1)
+}

@@ -1,0 +1,304 @@
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/transport"
+)
+
+// FastConfig is a broker configuration for tests on real goroutines:
+// production behaviour with timers short enough that a mesh converges in
+// tens of milliseconds and a graceful stop takes about a second.
+func FastConfig(id uint32) broker.Config {
+	cfg := broker.DefaultConfig(id, fmt.Sprintf("b%d", id))
+	cfg.Mesh = "test"
+	cfg.TickInterval = 10 * time.Millisecond
+	cfg.PredicateRebuildInterval = 10 * time.Millisecond
+	cfg.AdvertiseInterval = 10 * time.Millisecond
+	cfg.LinkState.HelloInterval = 50 * time.Millisecond
+	cfg.LinkState.DeadInterval = 400 * time.Millisecond
+	cfg.DialBackoffMin = 20 * time.Millisecond
+	cfg.DialBackoffMax = 200 * time.Millisecond
+	cfg.DrainTimeout = 2 * time.Second
+	cfg.DrainOverlap = 200 * time.Millisecond
+	cfg.RerouteGrace = 100 * time.Millisecond
+	return cfg
+}
+
+// Cluster runs real brokers — broker.Broker with its goroutines, as
+// production runs it — linked over a transport.MemNetwork, each serving
+// the client API on an in-memory listener, so client and tool tests talk to
+// the real thing without ports. Broker i is router i; its client address is
+// Addr(i), reachable through DialOption.
+type Cluster struct {
+	t         testing.TB
+	mem       *transport.MemNetwork
+	edges     [][2]int
+	configure func(*broker.Config)
+
+	mu      sync.Mutex
+	members []*member
+}
+
+type member struct {
+	cfg    broker.Config
+	b      *broker.Broker
+	reg    *prometheus.Registry
+	srv    *grpc.Server
+	lis    *bufconn.Listener
+	dialer *trackingDialer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewCluster starts n brokers with links along edges (the lower ID dials);
+// configure, if not nil, adjusts each configuration after FastConfig. The
+// brokers stop when the test ends.
+func NewCluster(t testing.TB, n int, edges [][2]int, configure func(*broker.Config)) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, mem: transport.NewMemNetwork(), edges: edges, configure: configure, members: make([]*member, n)}
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func peerAddr(i int) string { return fmt.Sprintf("peer-b%d", i) }
+
+// Addr is broker i's client address (for Target and DialOption).
+func (c *Cluster) Addr(i int) string { return fmt.Sprintf("b%d:7000", i) }
+
+// Target lists every broker's client address, comma-separated, starting
+// with broker first: a client dialled with it fails over in that order.
+func (c *Cluster) Target(first int) string {
+	var addrs []string
+	for k := range c.members {
+		addrs = append(addrs, c.Addr((first+k)%len(c.members)))
+	}
+	return strings.Join(addrs, ",")
+}
+
+// DialOption routes the cluster's client addresses to its brokers; an
+// address whose broker is down is refused.
+func (c *Cluster) DialOption() grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		var i int
+		if _, err := fmt.Sscanf(addr, "b%d:7000", &i); err != nil || i < 0 || i >= len(c.members) {
+			return nil, fmt.Errorf("no broker at %s", addr)
+		}
+		c.mu.Lock()
+		m := c.members[i]
+		c.mu.Unlock()
+		if m == nil {
+			return nil, fmt.Errorf("dial %s: connection refused", addr)
+		}
+		return m.lis.DialContext(ctx)
+	})
+}
+
+func (c *Cluster) config(i int) broker.Config {
+	cfg := FastConfig(uint32(i))
+	for _, e := range c.edges {
+		if e[0] == i && e[1] > i || e[1] == i && e[0] > i {
+			other := e[0] + e[1] - i
+			cfg.Peers = append(cfg.Peers, broker.Peer{ID: uint32(other), Addr: peerAddr(other), Weight: 1})
+		}
+	}
+	if c.configure != nil {
+		c.configure(&cfg)
+	}
+	return cfg
+}
+
+func (c *Cluster) start(i int) {
+	c.t.Helper()
+	reg := prometheus.NewRegistry()
+	d := &trackingDialer{inner: c.mem.Dialer()}
+	b, err := broker.New(c.config(i), broker.WithDialer(d), broker.WithRegisterer(reg))
+	if err != nil {
+		c.t.Fatalf("broker %d: %v", i, err)
+	}
+	m := &member{cfg: b.Config(), b: b, reg: reg, dialer: d, srv: grpc.NewServer(), lis: bufconn.Listen(1 << 20), done: make(chan struct{})}
+	dripv1.RegisterBrokerServer(m.srv, b.ClientService())
+	c.mem.Listen(peerAddr(i), b.Open(), func(conn transport.Conn) {
+		d.track(conn)
+		b.HandleLink(conn)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = m.srv.Serve(m.lis)
+	}()
+	go func() {
+		defer close(m.done)
+		_ = b.Run(ctx)
+		<-served
+	}()
+	c.mu.Lock()
+	c.members[i] = m
+	c.mu.Unlock()
+}
+
+// Broker returns broker i, nil while it is down.
+func (c *Cluster) Broker(i int) *broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.members[i]; m != nil {
+		return m.b
+	}
+	return nil
+}
+
+// Registry returns broker i's metrics.
+func (c *Cluster) Registry(i int) *prometheus.Registry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.members[i]; m != nil {
+		return m.reg
+	}
+	return nil
+}
+
+// Kill stops broker i abruptly, as kill -9 would: its peer links and client
+// streams break at once, and nothing is drained.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	m := c.members[i]
+	c.members[i] = nil
+	c.mu.Unlock()
+	if m == nil {
+		return
+	}
+	c.mem.Unlisten(peerAddr(i))
+	m.dialer.cutAll()
+	m.srv.Stop()
+	m.cancel()
+	<-m.done
+}
+
+// Stop shuts broker i down gracefully, as SIGTERM does, and waits until it
+// has: clients are told to move, the broker withdraws and drains.
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	m := c.members[i]
+	c.mu.Unlock()
+	if m == nil {
+		return
+	}
+	m.cancel()
+	<-m.b.Stopped() // the drain is over; streams still open end now
+	c.mu.Lock()
+	c.members[i] = nil
+	c.mu.Unlock()
+	c.mem.Unlisten(peerAddr(i))
+	m.srv.Stop()
+	<-m.done
+}
+
+// Restart starts broker i again, afresh.
+func (c *Cluster) Restart(i int) {
+	c.mu.Lock()
+	up := c.members[i] != nil
+	c.mu.Unlock()
+	if !up {
+		c.start(i)
+	}
+}
+
+func (c *Cluster) stopAll() {
+	for i := range c.members {
+		c.Kill(i)
+	}
+}
+
+// WaitConverged waits until every running broker knows every other running
+// broker, they agree on one link-state database, and none has a change to
+// advertise.
+func (c *Cluster) WaitConverged(ctx context.Context) error {
+	for {
+		if ok, why := c.converged(ctx); ok {
+			return nil
+		} else if err := ctx.Err(); err != nil {
+			return fmt.Errorf("not converged: %s: %w", why, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) converged(ctx context.Context) (bool, string) {
+	c.mu.Lock()
+	var running []*member
+	for _, m := range c.members {
+		if m != nil {
+			running = append(running, m)
+		}
+	}
+	c.mu.Unlock()
+	var digest uint64
+	for k, m := range running {
+		in, err := m.b.Inspect(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		switch {
+		case len(in.Routers) != len(running):
+			return false, fmt.Sprintf("%s knows %d of %d routers", m.cfg.Name, len(in.Routers), len(running))
+		case in.Pending:
+			return false, m.cfg.Name + " has a change to advertise"
+		case k > 0 && in.Digest != digest:
+			return false, m.cfg.Name + "'s database differs"
+		}
+		digest = in.Digest
+	}
+	return true, ""
+}
+
+// trackingDialer remembers the links a broker dialled or accepted, so that
+// Kill can break them all at once.
+type trackingDialer struct {
+	inner transport.Dialer
+	mu    sync.Mutex
+	conns []transport.Conn
+}
+
+func (d *trackingDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (transport.Conn, error) {
+	conn, err := d.inner.Dial(ctx, addr, local)
+	if err == nil {
+		d.track(conn)
+	}
+	return conn, err
+}
+
+func (d *trackingDialer) track(conn transport.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.conns = append(d.conns, conn)
+}
+
+func (d *trackingDialer) cutAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, conn := range d.conns {
+		conn.Close(errors.New("broker killed"))
+	}
+	d.conns = nil
+}
