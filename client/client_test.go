@@ -735,4 +735,3 @@ func BenchmarkMessageToProto(b *testing.B) {
 		_ = must(m.toProto())
 	}
 }
-

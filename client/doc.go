@@ -1,8 +1,8 @@
 // Package client is the Go client of a drip broker mesh (docs/design.md §5): it
 // publishes messages into the mesh and holds content-based subscriptions, over
 // the drip.v1.Broker gRPC API. Connect to any broker of the mesh; the mesh
-// routes each message to every subscriber whose predicate it satisfies (seed
-// 000 §2).
+// routes each message to every subscriber whose predicate it satisfies
+// (Carzaniga09 §2).
 //
 // # Messages
 //
@@ -11,22 +11,52 @@
 // string, int, int64, float64 or bool; the wire has one integer type, so
 // delivered integers are always int64.
 //
+// # Brokers and failover
+//
+// Dial takes one broker's address, several (comma-separated), or a DNS name
+// (dns:///name:port, as a Kubernetes headless Service has one address per
+// broker). A client uses one broker at a time; each publisher and
+// subscription moves on its own:
+//
+//   - When its broker fails, a subscription subscribes again with its
+//     latest predicate, at the next address that answers (a round tries
+//     each address at once; rounds are paced by a jittered exponential
+//     backoff, WithReconnectBackoff). The time no broker held it is a Gap,
+//     reported to WithGapHandler and on the next Delivery: messages
+//     published meanwhile are not delivered to it.
+//   - When its broker drains (a graceful stop, such as a Kubernetes rolling
+//     update), a subscription subscribes at another broker first, keeps both
+//     while the mesh learns where it went, then closes the old one: nothing
+//     is lost, and no gap.
+//   - Every message carries its ingress stamp (Delivery.Ingress,
+//     IngressEpoch, Seq); a subscription passes each stamp on once, so
+//     copies that reach it over two brokers while it moves are dropped
+//     (Subscription.Duplicates counts them).
+//   - A publisher's broker acknowledges what it accepted. When it drains,
+//     its last acknowledgement is exact and the publisher resends the rest
+//     to another broker: nothing lost, nothing twice. When it fails, what
+//     was unacknowledged may or may not have been published; the publisher
+//     moves on and counts those messages in flight (InFlightLost,
+//     WithFailoverHandler) rather than risk duplicates.
+//
 // # Publishing
 //
-// A Publisher is one Publish stream: messages are sent as they are given and
-// the broker answers with a Summary when the stream is closed. If the broker
-// finds a message malformed it aborts the stream with codes.InvalidArgument
-// naming the message's index; messages before it were published, and the
-// Publisher returns that error from then on.
+// A Publisher sends messages as they are given, at most WithMaxInFlight
+// ahead of the broker's acknowledgements, and Close returns the Summary of
+// what brokers accepted. If a broker finds a message malformed it aborts the
+// stream with codes.InvalidArgument naming the message's index on that
+// stream; messages before it were published, and the Publisher returns that
+// error from then on. Brokers that predate acknowledgements (no
+// PublishStream) are used through Publish, without resending.
 //
 // # Subscribing
 //
-// A Subscription is one bidirectional Subscribe stream. Subscribe returns once
-// the broker has acknowledged the predicate (or with the broker's
-// codes.InvalidArgument error, which names the byte offset of a parse error);
-// Update replaces the predicate on the live stream, without losing or
-// duplicating deliveries across the switch, and returns once the broker has
-// acknowledged the new one.
+// A Subscription is one bidirectional Subscribe stream (two while it moves).
+// Subscribe returns once a broker has acknowledged the predicate (or with
+// the broker's codes.InvalidArgument error, which names the byte offset of
+// a parse error); Update replaces the predicate on the live stream, without
+// losing or duplicating deliveries across the switch, and returns once the
+// broker has acknowledged the new one.
 //
 // One goroutine per subscription receives from the stream into a bounded
 // buffer (WithBufferSize) that Next reads. When the caller reads more slowly
@@ -37,8 +67,9 @@
 // Delivery.Lost and Subscription.Lost; it never drops a message itself. The
 // goroutine never blocks the stream for good: Close, or cancelling the
 // Subscribe context, ends it, and while an Update waits for its
-// acknowledgement the goroutine keeps reading (setting deliveries aside) so
-// that the acknowledgement cannot be stuck behind a full buffer.
+// acknowledgement or the subscription moves between brokers the goroutine
+// keeps reading (setting deliveries aside) so that acknowledgements cannot
+// be stuck behind a full buffer.
 //
 // All methods of Client, Publisher and Subscription are safe for concurrent
 // use.
