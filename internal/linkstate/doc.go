@@ -2,8 +2,8 @@
 // protocol with which every broker builds the UNICAST table (router → next
 // hop) and the PREDICATES table (router → encoded predicate) of Carzaniga09
 // §2.2. The paper leaves this to "any one of several well-known protocols";
-// docs/design.md §3 fixes the one drip uses, with the measured-delay costs of seed
-// 002 §2.1.
+// docs/design.md §3 fixes the one drip uses, with the measured-delay costs of Kim10
+// §2.1.
 //
 // # Shape
 //

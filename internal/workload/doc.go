@@ -1,5 +1,5 @@
-// Package workload generates the synthetic messages and predicates of seed
-// 000 §5.1.4 (docs/design.md §7) and measures the replication factors that
+// Package workload generates the synthetic messages and predicates of Carzaniga09
+// §5.1.4 (docs/design.md §7) and measures the replication factors that
 // characterise an experiment (Carzaniga09 §5.1.4, Fig. 2).
 //
 // # Model
