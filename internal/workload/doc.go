@@ -20,7 +20,10 @@
 //     operand of the last three is a non-empty proper substring of a term
 //     taken from its start, end or interior, so that it can match. Int
 //     constraints are 80% "=", 10% "<" and 10% ">". Equality values follow
-//     the message distribution, as the seed prescribes.
+//     the message distribution, as the seed prescribes. Config.RangeFraction
+//     and TwoSidedFraction replace the int mix (the Ranges preset, ours, not
+//     the paper's): ranges "<", ">" and two-sided lo < x < hi, the latter
+//     two constraints on one name.
 //   - A predicate is FiltersPerPredicate filters.
 //
 // Names is the knob that sets selectivity: with more names, a message

@@ -20,6 +20,17 @@ type Config struct {
 	FiltersPerPredicate int     // 20
 	MinConstraints      int     // 1
 	MaxConstraints      int     // 5
+	// RangeFraction is the share of int constraints that are ranges, the
+	// rest being "=". Zero means Carzaniga09 §5.1.4's mix, 10% "<" and 10%
+	// ">", drawn exactly as the paper presets always drew it, so that their
+	// seeded streams do not change.
+	RangeFraction float64
+	// TwoSidedFraction is the share of ranges that are two-sided, lo < x <
+	// hi: two constraints on one name (a filter then has more constraints
+	// than names), with hi - lo uniform in [2, IntMax/20+2], a few percent
+	// of the values. The other ranges are "<" or ">", half each. Used only
+	// with RangeFraction > 0.
+	TwoSidedFraction float64
 }
 
 // Default is the generative model of Carzaniga09 §5.1.4: messages of 10
@@ -70,6 +81,23 @@ func SingleConstraint() Config {
 	return c
 }
 
+// Ranges is a range-heavy workload of our own (docs/results/encoded-matching.md),
+// the range counterpart of SingleConstraint: 200 names of which 80% are
+// ints in [0, 10000], one attribute per filter, 90% of int constraints
+// ranges and 80% of those two-sided (lo < x < hi, "price between"), the
+// rest "<" or ">". Ints span four decades, so an encoding's buckets (1/64
+// of an octave, up to 128 wide here) are coarser than the values. With 200
+// filters per broker a message is wanted by about 60% of the brokers
+// (TestRangesReplication).
+func Ranges() Config {
+	c := SingleConstraint()
+	c.StringFraction = 0.2
+	c.IntMax = 10000
+	c.RangeFraction = 0.9
+	c.TwoSidedFraction = 0.8
+	return c
+}
+
 // Validate reports the first field of c that makes no sense.
 func (c Config) Validate() error {
 	switch {
@@ -96,13 +124,26 @@ func (c Config) Validate() error {
 	case c.MaxConstraints > c.Names:
 		return fmt.Errorf("workload: MaxConstraints = %d exceeds Names = %d (a filter's names are distinct)",
 			c.MaxConstraints, c.Names)
+	case math.IsNaN(c.RangeFraction) || c.RangeFraction < 0 || c.RangeFraction > 1:
+		return fmt.Errorf("workload: RangeFraction = %v, want a fraction in [0, 1]", c.RangeFraction)
+	case math.IsNaN(c.TwoSidedFraction) || c.TwoSidedFraction < 0 || c.TwoSidedFraction > 1:
+		return fmt.Errorf("workload: TwoSidedFraction = %v, want a fraction in [0, 1]", c.TwoSidedFraction)
 	}
 	// Generated predicates must be ones a broker accepts from a client.
-	if l := content.DefaultLimits(); c.MaxConstraints > l.MaxConstraints || c.FiltersPerPredicate > l.MaxFilters {
+	if l := content.DefaultLimits(); c.maxFilterLen() > l.MaxConstraints || c.FiltersPerPredicate > l.MaxFilters {
 		return fmt.Errorf("workload: %d filters of up to %d constraints exceed content.DefaultLimits (%d filters of %d)",
-			c.FiltersPerPredicate, c.MaxConstraints, l.MaxFilters, l.MaxConstraints)
+			c.FiltersPerPredicate, c.maxFilterLen(), l.MaxFilters, l.MaxConstraints)
 	}
 	return nil
+}
+
+// maxFilterLen is the most constraints a filter can have: two-sided ranges
+// put two on one name.
+func (c Config) maxFilterLen() int {
+	if c.RangeFraction > 0 && c.TwoSidedFraction > 0 {
+		return 2 * c.MaxConstraints
+	}
+	return c.MaxConstraints
 }
 
 // stringNames is how many of the names, the first ones, are string-typed.
@@ -178,9 +219,9 @@ func (g *Generator) Messages(n int) []content.Message {
 func (g *Generator) Filter() content.Filter {
 	lo, hi := g.cfg.MinConstraints, g.cfg.MaxConstraints
 	k := lo + g.predRand.IntN(hi-lo+1)
-	f := make(content.Filter, k)
-	for i, n := range sample(g.predRand, g.predPerm, k) {
-		f[i] = g.constraint(n)
+	f := make(content.Filter, 0, k)
+	for _, n := range sample(g.predRand, g.predPerm, k) {
+		f = g.appendConstraints(f, n)
 	}
 	return f
 }
@@ -219,21 +260,49 @@ func (g *Generator) intValue(r *rand.Rand) int64 {
 	return r.Int64N(g.cfg.IntMax + 1)
 }
 
-// constraint draws a constraint on name index n with the operator mix of
-// Carzaniga09 §5.1.4.
-func (g *Generator) constraint(n int) content.Constraint {
+// appendConstraints draws the constraints on name index n, with the
+// operator mix of Carzaniga09 §5.1.4 or, for ints, the Config's ranges: one
+// constraint, or two for a two-sided range.
+func (g *Generator) appendConstraints(f content.Filter, n int) content.Filter {
 	r := g.predRand
 	c := content.Constraint{Name: g.names[n], Op: content.OpEq}
 	if n >= g.nStrings {
-		switch x := r.IntN(10); {
-		case x == 8:
+		if g.cfg.RangeFraction == 0 {
+			switch x := r.IntN(10); {
+			case x == 8:
+				c.Op = content.OpLt
+			case x == 9:
+				c.Op = content.OpGt
+			}
+			c.Value = content.Int(g.intValue(r))
+			return append(f, c)
+		}
+		if r.Float64() < g.cfg.RangeFraction {
+			if r.Float64() < g.cfg.TwoSidedFraction {
+				lo := g.intValue(r)
+				width := 2 + r.Int64N(g.cfg.IntMax/20+1)
+				hi := lo + width
+				if hi < lo { // overflow near MaxInt64
+					hi = math.MaxInt64
+				}
+				gt := content.Constraint{Name: c.Name, Op: content.OpGt, Value: content.Int(lo)}
+				lt := content.Constraint{Name: c.Name, Op: content.OpLt, Value: content.Int(hi)}
+				return append(f, gt, lt)
+			}
 			c.Op = content.OpLt
-		case x == 9:
-			c.Op = content.OpGt
+			if r.IntN(2) == 0 {
+				c.Op = content.OpGt
+			}
 		}
 		c.Value = content.Int(g.intValue(r))
-		return c
+		return append(f, c)
 	}
+	return append(f, g.stringConstraint(r, c))
+}
+
+// stringConstraint draws a string constraint with the operator mix of
+// Carzaniga09 §5.1.4.
+func (g *Generator) stringConstraint(r *rand.Rand, c content.Constraint) content.Constraint {
 	t := terms[r.IntN(g.cfg.Terms)]
 	switch r.IntN(10) {
 	case 7:

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"strings"
@@ -22,6 +23,7 @@ func mustNew(t testing.TB, c Config) *Generator {
 func TestPresetsAreValid(t *testing.T) {
 	require.NoError(t, Default().Validate())
 	require.NoError(t, SingleConstraint().Validate())
+	require.NoError(t, Ranges().Validate())
 	// Carzaniga09 §5.1.4: 10 attributes, 60% strings over 200 terms, ints in
 	// [0,100], 20 filters of 1–5 constraints.
 	d := Default()
@@ -56,6 +58,11 @@ func TestValidateRejectsNonsense(t *testing.T) {
 		{"more constraints than names", func(c *Config) { c.MaxConstraints = 11 }, "MaxConstraints = 11 exceeds Names = 10"},
 		{"filters a broker would reject", func(c *Config) { c.Names, c.MaxConstraints = 100, 65 }, "exceed content.DefaultLimits"},
 		{"predicates a broker would reject", func(c *Config) { c.FiltersPerPredicate = 1025 }, "exceed content.DefaultLimits"},
+		{"negative range fraction", func(c *Config) { c.RangeFraction = -0.5 }, "RangeFraction"},
+		{"NaN two-sided fraction", func(c *Config) { c.TwoSidedFraction = math.NaN() }, "TwoSidedFraction"},
+		{"two-sided ranges a broker would reject", func(c *Config) {
+			c.Names, c.MinConstraints, c.MaxConstraints, c.RangeFraction, c.TwoSidedFraction = 100, 1, 40, 0.5, 0.5
+		}, "80 constraints exceed content.DefaultLimits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,8 +345,100 @@ func TestFiltersFollowTheModel(t *testing.T) {
 	assert.InDelta(t, 0.6, float64(strs)/float64(strs+ints), 0.01)
 }
 
+// The paper presets' seeded streams are part of every recorded
+// experiment: the range options must not move them. The digests were
+// computed with the generator before RangeFraction existed.
+func TestPaperStreamsAreUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		c      Config
+		digest string
+		first  string
+	}{
+		{Default(), "5ceadb045e4522e6", `a01 = "japan" && a02 prefix "servic" && a05 prefix "officia" && a03 = "court" && a08 = 32`},
+		{SingleConstraint(), "0b586aa1e27e169f", `a023 prefix "f"`},
+	} {
+		g := mustNew(t, tc.c)
+		h := sha256.New()
+		for _, p := range g.Predicates(50) {
+			fmt.Fprintln(h, p.String())
+		}
+		for _, m := range g.Messages(50) {
+			fmt.Fprintln(h, m.String())
+		}
+		assert.Equal(t, tc.digest, fmt.Sprintf("%x", h.Sum(nil)[:8]), "names=%d", tc.c.Names)
+		assert.Equal(t, tc.first, mustNew(t, tc.c).Filter().String())
+	}
+}
+
+func TestRangesFollowTheConfig(t *testing.T) {
+	c := Ranges()
+	g := mustNew(t, c)
+	kindOf := kinds(c)
+	const n = 20000
+	var eq, lt, gt, two int
+	for range n {
+		f := g.Filter()
+		require.NoError(t, content.Predicate{f}.Validate())
+		names := map[string]int{}
+		for _, con := range f {
+			names[con.Name]++
+			require.Equal(t, kindOf[con.Name], con.Value.Kind(), "%s", con)
+		}
+		require.Len(t, names, 1, "%s: one name per filter", f)
+		for i := 0; i < len(f); i++ {
+			con := f[i]
+			if con.Value.Kind() == content.KindString {
+				continue
+			}
+			if names[con.Name] == 2 {
+				// A two-sided range: x > lo && x < hi, hi - lo in [2, IntMax/20+2].
+				next := f[i+1]
+				require.Equal(t, content.OpGt, con.Op, "%s", f)
+				require.Equal(t, content.OpLt, next.Op, "%s", f)
+				require.Equal(t, con.Name, next.Name, "%s", f)
+				width := next.Value.Int() - con.Value.Int()
+				require.True(t, width >= 2 && width <= c.IntMax/20+2, "%s", f)
+				two++
+				i++
+				continue
+			}
+			switch con.Op {
+			case content.OpEq:
+				eq++
+			case content.OpLt:
+				lt++
+			case content.OpGt:
+				gt++
+			default:
+				t.Fatalf("%s: not an int operator", con)
+			}
+		}
+	}
+	ints := float64(eq + lt + gt + two)
+	assert.InDelta(t, 0.1, float64(eq)/ints, 0.01, "equalities")
+	assert.InDelta(t, 0.72, float64(two)/ints, 0.01, "two-sided ranges")
+	assert.InDelta(t, 0.09, float64(lt)/ints, 0.01, "<")
+	assert.InDelta(t, 0.09, float64(gt)/ints, 0.01, ">")
+}
+
+// The preset's point is moderate replication: a message must be wanted by
+// some brokers and not by most, or broker-level false positives mean
+// nothing.
+func TestRangesReplication(t *testing.T) {
+	g := mustNew(t, Ranges())
+	const brokers, clients = 50, 10
+	preds := g.Predicates(brokers * clients)
+	brokerOf := make([]int, len(preds))
+	for i := range preds {
+		brokerOf[i] = i % brokers
+	}
+	_, broker := Replication(preds, brokerOf, g.Messages(300))
+	t.Logf("broker replication %.1f of %d", broker, brokers)
+	assert.InDelta(t, 0.6*brokers, broker, 0.15*brokers, "brokers per message")
+}
+
 func TestPredicatesValidateAndRoundTrip(t *testing.T) {
-	for _, c := range []Config{Default(), SingleConstraint()} {
+	for _, c := range []Config{Default(), SingleConstraint(), Ranges()} {
 		g := mustNew(t, c)
 		for _, p := range g.Predicates(200) {
 			require.NoError(t, p.Validate())
@@ -392,7 +491,8 @@ func FuzzGenerator(f *testing.F) {
 	f.Add(int64(1), 10, 10, 0.6, 200, int64(100), 20, 1, 5)
 	f.Add(int64(-7), 1, 1, 0.0, 1, int64(0), 1, 1, 1)
 	f.Fuzz(func(t *testing.T, seed int64, names, attrs int, frac float64, nTerms int, intMax int64, filters, lo, hi int) {
-		c := Config{seed, names, attrs, frac, nTerms, intMax, filters, lo, hi}
+		c := Config{Seed: seed, Names: names, AttrsPerMessage: attrs, StringFraction: frac, Terms: nTerms,
+			IntMax: intMax, FiltersPerPredicate: filters, MinConstraints: lo, MaxConstraints: hi}
 		if c.Names > 500 || c.FiltersPerPredicate > 50 {
 			t.Skip("too large to be quick")
 		}
