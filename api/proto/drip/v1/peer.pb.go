@@ -127,7 +127,12 @@ type Open struct {
 	BloomBits   uint32 `protobuf:"varint,5,opt,name=bloom_bits,json=bloomBits,proto3" json:"bloom_bits,omitempty"`
 	BloomHashes uint32 `protobuf:"varint,6,opt,name=bloom_hashes,json=bloomHashes,proto3" json:"bloom_hashes,omitempty"`
 	// Frame compressions this broker accepts ("deflate").
-	Compression   []string `protobuf:"bytes,7,rep,name=compression,proto3" json:"compression,omitempty"`
+	Compression []string `protobuf:"bytes,7,rep,name=compression,proto3" json:"compression,omitempty"`
+	// Bloom encoding scheme, "cat-v1" or "cat-v2" (internal/encoding): how
+	// messages and filters become categories and categories bits. Every
+	// broker of a mesh must use the same one; empty, as from brokers older
+	// than the field, means "cat-v1".
+	BloomScheme   string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +214,13 @@ func (x *Open) GetCompression() []string {
 		return x.Compression
 	}
 	return nil
+}
+
+func (x *Open) GetBloomScheme() string {
+	if x != nil {
+		return x.BloomScheme
+	}
+	return ""
 }
 
 // Control is one link-state protocol message (internal/linkstate).
@@ -586,17 +598,20 @@ func (x *Lsa) GetLinks() []*LinkCost {
 }
 
 // PredicateAd is a router's encoded predicate: its Bloom filters,
-// concatenated, each bloom_bits/8 bytes, little-endian bit order
-// (internal/encoding).
+// concatenated, in the wire form of its scheme (internal/encoding):
+// cat-v1 each bloom_bits/8 bytes, little-endian bit order; cat-v2 each a
+// uvarint count of set positions and the uvarint gaps between them.
 type PredicateAd struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Origin        uint32                 `protobuf:"varint,1,opt,name=origin,proto3" json:"origin,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	AgeNs         int64                  `protobuf:"varint,3,opt,name=age_ns,json=ageNs,proto3" json:"age_ns,omitempty"`
-	Withdrawn     bool                   `protobuf:"varint,4,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
-	BloomBits     uint32                 `protobuf:"varint,5,opt,name=bloom_bits,json=bloomBits,proto3" json:"bloom_bits,omitempty"`
-	BloomHashes   uint32                 `protobuf:"varint,6,opt,name=bloom_hashes,json=bloomHashes,proto3" json:"bloom_hashes,omitempty"`
-	Filters       []byte                 `protobuf:"bytes,7,opt,name=filters,proto3" json:"filters,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Origin      uint32                 `protobuf:"varint,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	Seq         uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	AgeNs       int64                  `protobuf:"varint,3,opt,name=age_ns,json=ageNs,proto3" json:"age_ns,omitempty"`
+	Withdrawn   bool                   `protobuf:"varint,4,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
+	BloomBits   uint32                 `protobuf:"varint,5,opt,name=bloom_bits,json=bloomBits,proto3" json:"bloom_bits,omitempty"`
+	BloomHashes uint32                 `protobuf:"varint,6,opt,name=bloom_hashes,json=bloomHashes,proto3" json:"bloom_hashes,omitempty"`
+	Filters     []byte                 `protobuf:"bytes,7,opt,name=filters,proto3" json:"filters,omitempty"`
+	// The scheme the filters were encoded with; empty means "cat-v1".
+	BloomScheme   string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +693,13 @@ func (x *PredicateAd) GetFilters() []byte {
 		return x.Filters
 	}
 	return nil
+}
+
+func (x *PredicateAd) GetBloomScheme() string {
+	if x != nil {
+		return x.BloomScheme
+	}
+	return ""
 }
 
 // EntrySummary names one database entry and its version.
@@ -1027,7 +1049,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\acontrol\x18\x02 \x03(\v2\x10.drip.v1.ControlR\acontrol\x12)\n" +
 	"\abundles\x18\x03 \x03(\v2\x0f.drip.v1.BundleR\abundles\x12\x1a\n" +
 	"\bdeflated\x18\x04 \x01(\fR\bdeflated\x12#\n" +
-	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\"\xe7\x01\n" +
+	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\"\x8a\x02\n" +
 	"\x04Open\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\rR\brouterId\x12\x1f\n" +
@@ -1037,7 +1059,8 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"bloom_bits\x18\x05 \x01(\rR\tbloomBits\x12!\n" +
 	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12 \n" +
-	"\vcompression\x18\a \x03(\tR\vcompression\"\xff\x01\n" +
+	"\vcompression\x18\a \x03(\tR\vcompression\x12!\n" +
+	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\"\xff\x01\n" +
 	"\aControl\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.drip.v1.HelloH\x00R\x05hello\x12 \n" +
 	"\x03lsa\x18\x02 \x01(\v2\f.drip.v1.LsaH\x00R\x03lsa\x129\n" +
@@ -1066,7 +1089,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06age_ns\x18\x03 \x01(\x03R\x05ageNs\x12\x1c\n" +
 	"\twithdrawn\x18\x04 \x01(\bR\twithdrawn\x12'\n" +
-	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\"\xc8\x01\n" +
+	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\"\xeb\x01\n" +
 	"\vPredicateAd\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\rR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
@@ -1075,7 +1098,8 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"bloom_bits\x18\x05 \x01(\rR\tbloomBits\x12!\n" +
 	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12\x18\n" +
-	"\afilters\x18\a \x01(\fR\afilters\"^\n" +
+	"\afilters\x18\a \x01(\fR\afilters\x12!\n" +
+	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\"^\n" +
 	"\fEntrySummary\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\rR\x06origin\x12\x10\n" +

@@ -37,8 +37,8 @@ const (
 type PeerClient interface {
 	// Link is the neighbour link. Each side's first frame carries Open; a
 	// broker that cannot accept the other's Open (protocol version, mesh name
-	// or Bloom parameters differ, or the router ID is its own) closes the
-	// stream with FailedPrecondition saying which.
+	// or Bloom scheme and parameters differ, or the router ID is its own)
+	// closes the stream with FailedPrecondition saying which.
 	Link(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Frame, Frame], error)
 }
 
@@ -71,8 +71,8 @@ type Peer_LinkClient = grpc.BidiStreamingClient[Frame, Frame]
 type PeerServer interface {
 	// Link is the neighbour link. Each side's first frame carries Open; a
 	// broker that cannot accept the other's Open (protocol version, mesh name
-	// or Bloom parameters differ, or the router ID is its own) closes the
-	// stream with FailedPrecondition saying which.
+	// or Bloom scheme and parameters differ, or the router ID is its own)
+	// closes the stream with FailedPrecondition saying which.
 	Link(grpc.BidiStreamingServer[Frame, Frame]) error
 	mustEmbedUnimplementedPeerServer()
 }
