@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// MaxBits is the largest Bloom filter width M that Params accepts.
-const MaxBits = 512
+// MaxBits is the largest Bloom filter width M that Params accepts (cat-v2;
+// cat-v1 stops at 512).
+const MaxBits = 2048
 
 const words = MaxBits / 64
 
@@ -177,6 +178,10 @@ func BloomFromBytes(data []byte, p Params) (Bloom, error) {
 	}
 	return b, nil
 }
+
+// Word returns bits 64i to 64i+63 (0 ≤ i < MaxBits/64), bit j of the word
+// being position 64i+j: a Bloom's contents as numbers, for checksums.
+func (b Bloom) Word(i int) uint64 { return b.w[i] }
 
 // highest returns the highest set position, or -1 for the zero Bloom.
 func (b Bloom) highest() int {

@@ -80,6 +80,15 @@ func TestParamsValidate(t *testing.T) {
 		{Params{M: 100, K: 3}, "M=100 bits"},
 		{Params{M: 256, K: 0}, "K=0 hash positions, want 1..32"},
 		{Params{M: 256, K: 33}, "K=33 hash positions"},
+		{Params{Scheme: SchemeCatV2, M: 64, K: 1}, ""},
+		{Params{Scheme: SchemeCatV2, M: 2048, K: 32}, ""},
+		{Params{Scheme: SchemeCatV2, M: 1056, K: 6}, ""},
+		{Params{Scheme: SchemeCatV2, M: 2080, K: 6}, "M=2080 bits, want a multiple of 32 in 64..2048 for cat-v2"},
+		{Params{Scheme: SchemeCatV2, M: 520, K: 6}, "M=520 bits"},
+		{Params{Scheme: SchemeCatV2, M: 32, K: 6}, "M=32 bits"},
+		{Params{Scheme: SchemeCatV2, M: 512, K: 0}, "K=0 hash positions"},
+		{Params{M: 1024, K: 6}, "M=1024 bits, want a multiple of 8 in 8..512"},
+		{Params{Scheme: 7, M: 512, K: 6}, "unknown scheme scheme(7)"},
 	} {
 		err := tc.p.Validate()
 		if tc.err == "" {
@@ -89,11 +98,12 @@ func TestParamsValidate(t *testing.T) {
 		}
 	}
 	require.NoError(t, DefaultParams().Validate())
+	require.NoError(t, DefaultParamsV1().Validate())
 }
 
 func TestWireFormRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for m := 8; m <= MaxBits; m += 8 {
+	for m := 8; m <= maxBitsV1; m += 8 {
 		p := Params{M: m, K: 3}
 		for range 20 {
 			b := randomBloom(r, m, r.IntN(m))

@@ -110,26 +110,36 @@ func appendConstraint(dst []byte, c content.Constraint) ([]byte, bool) {
 	return appendExistence(dst, sym, c.Name), true
 }
 
-// Categories returns μ(m), the categories of a message in its attribute
-// order (existence then equality per attribute), in their string form. It
-// is for tests and debugging; EncodeMessage does not build strings.
-func Categories(m content.Message) []string {
+// Categories returns μ(m) under scheme s in string form: per attribute in
+// name order, existence then equality, then (cat-v2) its fine categories.
+// It is for tests, debugging and other implementations; EncodeMessage does
+// not build strings.
+func (s Scheme) Categories(m content.Message) []string {
 	var out []string
 	var buf []byte
 	for _, a := range m.Attributes() {
 		var split int
 		var ok bool
 		buf, split, ok = appendAttribute(buf[:0], a)
-		if ok {
-			out = append(out, string(buf[:split]), string(buf[split:]))
+		if !ok {
+			continue
+		}
+		out = append(out, string(buf[:split]), string(buf[split:]))
+		if s == SchemeCatV2 {
+			out = fineMessageCategories(out, a)
 		}
 	}
 	return out
 }
 
-// FilterCategories returns the categories of a filter, one per constraint
-// that has one, in constraint order (duplicates kept).
-func FilterCategories(f content.Filter) []string {
+// FilterCategories returns the category sets of a filter under scheme s,
+// one per Bloom that AppendFilter encodes it to. Under cat-v1 that is one
+// set, one category per constraint that has one, in constraint order
+// (duplicates kept).
+func (s Scheme) FilterCategories(f content.Filter) [][]string {
+	if s == SchemeCatV2 {
+		return v2FilterPlan(f).expand()
+	}
 	var out []string
 	var buf []byte
 	for _, c := range f {
@@ -138,5 +148,5 @@ func FilterCategories(f content.Filter) []string {
 			out = append(out, string(buf))
 		}
 	}
-	return out
+	return [][]string{out}
 }

@@ -21,10 +21,10 @@ func TestCategoriesPaperExample(t *testing.T) {
 		"∃#price", "#price=50",
 		"∃#quantity", "#quantity=100",
 		"∃$stock", "$stock=XYZ",
-	}, Categories(m))
+	}, SchemeCatV1.Categories(m))
 
 	p := content.MustParse(`stock = "XYZ" && price > 20`)
-	assert.Equal(t, []string{"$stock=XYZ", "∃#price"}, FilterCategories(p[0]))
+	assert.Equal(t, [][]string{{"$stock=XYZ", "∃#price"}}, SchemeCatV1.FilterCategories(p[0]))
 }
 
 func TestConstraintCategories(t *testing.T) {
@@ -55,7 +55,7 @@ func TestConstraintCategories(t *testing.T) {
 		{`"a=" exists && "a=" = 1`, []string{`#a\==1`}},
 	} {
 		p := content.MustParse(tc.text)
-		assert.Equal(t, tc.want, FilterCategories(p[0]), tc.text)
+		assert.Equal(t, [][]string{tc.want}, SchemeCatV1.FilterCategories(p[0]), tc.text)
 	}
 }
 
@@ -69,7 +69,7 @@ func TestMessageCategoriesPerKind(t *testing.T) {
 		"∃#f", "#f=3",
 		"∃#g", "#g=NaN",
 		`∃$n\=\\`, `$n\=\\=v=w`,
-	}, Categories(m))
+	}, SchemeCatV1.Categories(m))
 }
 
 // category is the tuple a category string stands for.

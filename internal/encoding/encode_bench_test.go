@@ -26,14 +26,15 @@ func BenchmarkEncodeMessage(b *testing.B) {
 }
 
 func BenchmarkEncodeFilter(b *testing.B) {
-	p := DefaultParams()
+	p := DefaultParamsV1()
 	g, err := workload.New(workload.Default())
 	require.NoError(b, err)
 	fs := g.Predicate()
 	b.ReportAllocs()
 	i := 0
+	var dst []Bloom
 	for b.Loop() {
-		p.EncodeFilter(fs[i%len(fs)])
+		dst = p.AppendFilter(dst[:0], fs[i%len(fs)])
 		i++
 	}
 }

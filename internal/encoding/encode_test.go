@@ -23,49 +23,72 @@ func bloomOfCategories(p Params, cats []string) Bloom {
 	return b
 }
 
-// The streaming encoders hash exactly the category strings.
+// encodeFilter is the one Bloom of a cat-v1 filter.
+func encodeFilter(p Params, f content.Filter) Bloom {
+	bs := p.AppendFilter(nil, f)
+	if len(bs) != 1 {
+		panic("a cat-v1 filter encodes to one Bloom")
+	}
+	return bs[0]
+}
+
+// blooms is β of each category set.
+func blooms(p Params, sets [][]string) []Bloom {
+	var out []Bloom
+	for _, s := range sets {
+		out = append(out, bloomOfCategories(p, s))
+	}
+	return out
+}
+
+// The streaming encoders hash exactly the category strings, each into the
+// part of the Bloom its class belongs to.
 func TestEncodersAgreeWithCategories(t *testing.T) {
 	gen := newAdversary(11)
-	for _, p := range []Params{{M: 8, K: 1}, {M: 192, K: 7}, {M: 512, K: 32}} {
+	for _, p := range []Params{{M: 8, K: 1}, {M: 192, K: 7}, {M: 512, K: 32}, {Scheme: SchemeCatV2, M: 64, K: 1}, {Scheme: SchemeCatV2, M: 1024, K: 3}, DefaultParams()} {
 		for range 500 {
 			m := gen.message()
-			require.Equal(t, bloomOfCategories(p, Categories(m)), p.EncodeMessage(m), "%v", m)
+			require.Equal(t, bloomOfCategories(p, p.Scheme.Categories(m)), p.EncodeMessage(m), "%v %v", p, m)
 			f := gen.filter()
-			require.Equal(t, bloomOfCategories(p, FilterCategories(f)), p.EncodeFilter(f), "%v", f)
+			require.Equal(t, blooms(p, p.Scheme.FilterCategories(f)), p.AppendFilter(nil, f), "%v %v", p, f)
 		}
 	}
 }
 
 func TestEncodeLongCategoriesSpill(t *testing.T) {
-	p := Params{M: 256, K: 5}
 	long := strings.Repeat("n=", 300)
-	m := content.MessageFrom(map[string]content.Value{long: content.String(strings.Repeat("v", 500))})
-	assert.Equal(t, bloomOfCategories(p, Categories(m)), p.EncodeMessage(m))
+	m := content.MessageFrom(map[string]content.Value{long: content.String(strings.Repeat("v", 500)), "x": content.Int(3)})
+	for _, p := range []Params{{M: 256, K: 5}, DefaultParams()} {
+		assert.Equal(t, bloomOfCategories(p, p.Scheme.Categories(m)), p.EncodeMessage(m))
+	}
 }
 
 func TestEncodeFilterEdgeCases(t *testing.T) {
-	p := DefaultParams()
-	assert.True(t, p.EncodeFilter(nil).IsZero(), "an empty filter matches everything")
-	assert.True(t, p.EncodeFilter(content.MustParse(`a exists && b exists`)[0]).IsZero(),
-		"exists has no category: the zero Bloom, which every message contains")
-	assert.Empty(t, p.EncodePredicate(nil), "an empty predicate matches nothing")
-	pred := content.MustParse(`a = 1 || b prefix "x" || c exists`)
-	got := p.EncodePredicate(pred)
-	require.Len(t, got, 3)
-	assert.Equal(t, p.EncodeFilter(pred[1]), got[1])
-	assert.True(t, got[2].IsZero())
-	// Never-satisfiable constraints may encode to anything; they encode to
-	// nothing, which keeps the filter a necessary condition.
-	bad := content.Filter{{Name: "a", Op: content.OpEq}, {Name: "b", Op: content.OpPrefix, Value: content.Int(1)}}
-	assert.Equal(t, []string{"∃#b"}, FilterCategories(bad))
-	assert.Equal(t, bloomOfCategories(p, []string{"∃#b"}), p.EncodeFilter(bad))
+	for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
+		assert.Equal(t, []Bloom{{}}, p.AppendFilter(nil, nil), "an empty filter matches everything")
+		assert.Equal(t, []Bloom{{}}, p.AppendFilter(nil, content.MustParse(`a exists && b exists`)[0]),
+			"exists has no category: the zero Bloom, which every message contains")
+		assert.Empty(t, p.EncodePredicate(nil), "an empty predicate matches nothing")
+		pred := content.MustParse(`a = 1 || b prefix "x" || c exists`)
+		got := p.EncodePredicate(pred)
+		require.Len(t, got, 3, "these filters are one Bloom each")
+		assert.Equal(t, p.AppendFilter(nil, pred[1]), got[1:2])
+		assert.True(t, got[2].IsZero())
+		// Never-satisfiable constraints may encode to anything; they encode to
+		// their type's existence category at most, which keeps the filter a
+		// necessary condition.
+		bad := content.Filter{{Name: "a", Op: content.OpEq}, {Name: "b", Op: content.OpPrefix, Value: content.Int(1)}}
+		assert.Equal(t, [][]string{{"∃#b"}}, p.Scheme.FilterCategories(bad))
+		assert.Equal(t, []Bloom{bloomOfCategories(p, []string{"∃#b"})}, p.AppendFilter(nil, bad))
+	}
 }
 
 func TestEncodersPanicOnInvalidParams(t *testing.T) {
 	assert.PanicsWithError(t, "encoding: M=0 bits, want a multiple of 8 in 8..512", func() {
 		Params{K: 1}.EncodeMessage(content.Message{})
 	})
-	assert.Panics(t, func() { Params{M: 64}.EncodeFilter(nil) })
+	assert.Panics(t, func() { Params{M: 64}.AppendFilter(nil, nil) })
+	assert.Panics(t, func() { Params{Scheme: 9, M: 64, K: 1}.EncodeMessage(content.Message{}) })
 }
 
 func TestEncodeMessageDoesNotAllocate(t *testing.T) {
@@ -75,11 +98,13 @@ func TestEncodeMessageDoesNotAllocate(t *testing.T) {
 	big := content.MessageFrom(map[string]content.Value{
 		"price": content.Float(123.456e7), "n": content.Int(math.MinInt64), "ok": content.Bool(false),
 	})
-	p := DefaultParams()
-	assert.Zero(t, testing.AllocsPerRun(100, func() { p.EncodeMessage(m) }))
-	assert.Zero(t, testing.AllocsPerRun(100, func() { p.EncodeMessage(big) }))
+	for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
+		assert.Zero(t, testing.AllocsPerRun(100, func() { p.EncodeMessage(m) }))
+		assert.Zero(t, testing.AllocsPerRun(100, func() { p.EncodeMessage(big) }))
+	}
 	f := g.Filter()
-	assert.Zero(t, testing.AllocsPerRun(100, func() { p.EncodeFilter(f) }))
+	v1 := DefaultParamsV1()
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { v1.AppendFilter(nil, f) }), "a cat-v1 filter allocates only its result")
 }
 
 // Carzaniga09 §3, eq. 1: p(m) ⇒ ∃ B_p^i ⊆ B_m. Over adversarial messages and
@@ -87,7 +112,7 @@ func TestEncodeMessageDoesNotAllocate(t *testing.T) {
 // int/float equality, names with '=' and '\') and the paper workload, at
 // several Params, including tiny ones where hash collisions are common.
 func TestNoFalseNegatives(t *testing.T) {
-	params := []Params{{M: 8, K: 1}, {M: 64, K: 3}, DefaultParams(), {M: 512, K: 12}}
+	params := []Params{{M: 8, K: 1}, {M: 64, K: 3}, DefaultParamsV1(), {M: 512, K: 12}, {Scheme: SchemeCatV2, M: 64, K: 1}, {Scheme: SchemeCatV2, M: 256, K: 3}, DefaultParams()}
 	check := func(t *testing.T, msgs []content.Message, preds []content.Predicate) int {
 		matches := 0
 		for _, p := range params {

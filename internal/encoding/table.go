@@ -96,8 +96,9 @@ func (t *Table) Snapshot() *Snapshot {
 // give the same set; the choice is made per message from an estimate of
 // the two costs.
 type Snapshot struct {
-	m   int
-	ids []uint32 // routers in ascending order; their index is their slot
+	m      int
+	nWords int      // words of a Bloom of width m
+	ids    []uint32 // routers in ascending order; their index is their slot
 	// filters[slot] is the router's predicate for MatchLinear and Filters.
 	filters [][]Bloom
 
@@ -121,8 +122,16 @@ type Snapshot struct {
 	// The cold index. level1[p] is used when l1Mask has bit p; bucket b
 	// holds entries bucketStart[b] up to bucketStart[b+1].
 	l1Mask      Bloom
-	level1      []level1Node // MaxBits entries
+	l1Count     int          // nodes in l1Mask
+	level1      []level1Node // M entries
 	bucketStart []uint32
+	// Node n's children (second-lowest positions) are the bits of words
+	// n.wlo..n.whi, stored at childWords[n.off:]; childRank[n.off+j] counts
+	// the children in the node's words below. Only the words that hold
+	// children are stored: under cat-v2 filters start in the first quarter
+	// of 2048 bits, and a full Bloom per node would be 256 bytes.
+	childWords []uint64
+	childRank  []uint16
 	// Cold filters are stored as their sorted set positions, not as Blooms:
 	// a sparse filter is then a few bytes, and the index, visited in
 	// random order, stays in cache. Entry e has positions
@@ -156,10 +165,10 @@ type coldEntry struct {
 const noThird = 0xffff
 
 type level1Node struct {
-	children Bloom         // second-lowest positions of the filters under p1
-	rank     [words]uint16 // children in the words below each word
-	base     uint32        // bucket index of the lowest child
-	single   int32         // entry of the filter whose only bit is p1, or -1
+	base     uint32 // bucket index of the lowest child
+	single   int32  // entry of the filter whose only bit is p1, or -1
+	off      uint32 // first word of the children in childWords
+	wlo, whi uint8  // the words that hold children; none if whi < wlo
 }
 
 // hotMinRouters is the fewest routers a filter must have to be hot: below
@@ -168,7 +177,7 @@ type level1Node struct {
 const hotMinRouters = 8
 
 func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot {
-	s := &Snapshot{m: p.M, ids: ids, filters: make([][]Bloom, len(ids))}
+	s := &Snapshot{m: p.M, nWords: (p.M + 63) / 64, ids: ids, filters: make([][]Bloom, len(ids))}
 	pairs := 0
 	for slot, id := range ids {
 		s.filters[slot] = entries[id]
@@ -272,9 +281,9 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 // position and returns the entry of each distinct filter, -1 if not cold.
 func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(int32) []uint32) []int32 {
 	s.nCold = len(cold)
-	s.level1 = make([]level1Node, MaxBits)
+	s.level1 = make([]level1Node, s.m)
 	for p := range s.level1 {
-		s.level1[p].single = -1
+		s.level1[p] = level1Node{single: -1, wlo: 1}
 	}
 	// A one-bit filter has p2 = MaxBits, which sorts it after the bucketed
 	// filters, so that each bucket's entries run up to the next bucket's
@@ -313,6 +322,7 @@ func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(in
 		entryOf[i] = -1
 	}
 	bucketed := uint32(0) // entries below it are in buckets
+	var children []keyed  // the distinct (p1, p2) of the buckets, in order
 	for _, k := range keys {
 		e := uint32(len(s.entries))
 		entryOf[k.d] = int32(e)
@@ -331,24 +341,39 @@ func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(in
 			n.single = int32(e)
 			continue
 		}
-		if n.children.IsZero() {
-			n.base = uint32(len(s.bucketStart))
-		}
-		if !n.children.Has(int(k.p2)) {
-			n.children.Set(int(k.p2))
+		if last := len(children) - 1; last < 0 || children[last].p1 != k.p1 || children[last].p2 != k.p2 {
+			if last < 0 || children[last].p1 != k.p1 {
+				n.base = uint32(len(s.bucketStart))
+			}
+			children = append(children, k)
 			s.bucketStart = append(s.bucketStart, e)
 		}
 		bucketed = e + 1
 	}
 	s.entries = append(s.entries, coldEntry{uint32(len(s.positions)), uint32(len(s.routers)), noThird})
 	s.bucketStart = append(s.bucketStart, bucketed)
-	for p := range s.level1 {
-		n := &s.level1[p]
-		var r uint16
-		for i, w := range n.children.w {
-			n.rank[i] = r
-			r += uint16(bits.OnesCount64(w))
+	s.l1Count = s.l1Mask.PopCount()
+	// Lay out each node's children words and their ranks.
+	for i := 0; i < len(children); {
+		j := i
+		for j < len(children) && children[j].p1 == children[i].p1 {
+			j++
 		}
+		n := &s.level1[children[i].p1]
+		n.wlo, n.whi = uint8(children[i].p2>>6), uint8(children[j-1].p2>>6)
+		n.off = uint32(len(s.childWords))
+		for range int(n.whi) - int(n.wlo) + 1 {
+			s.childWords = append(s.childWords, 0)
+		}
+		for _, c := range children[i:j] {
+			s.childWords[n.off+uint32(c.p2>>6-uint16(n.wlo))] |= 1 << (c.p2 & 63)
+		}
+		var r uint16
+		for w := range int(n.whi) - int(n.wlo) + 1 {
+			s.childRank = append(s.childRank, r)
+			r += uint16(bits.OnesCount64(s.childWords[n.off+uint32(w)]))
+		}
+		i = j
 	}
 	return entryOf
 }
@@ -422,12 +447,17 @@ func (s *Snapshot) destWords(dst *bitset.BitSet) []uint64 {
 	return dst.Words()
 }
 
-// indexCost estimates the filter tests of matchIndex: with density d the
-// index visits about d² of the cold filters, plus one level-1 node per set
-// bit of bm.
+// indexCost estimates the filter tests of matchIndex: if a share d of the
+// level-1 nodes is set in bm, the index visits about d² of the cold
+// filters, plus those d nodes. (Measuring d over the nodes rather than all
+// M bits matters under cat-v2, whose filters start in the sparser first
+// quarter of the Bloom.)
 func (s *Snapshot) indexCost(bm Bloom) int {
-	pop := bm.PopCount()
-	return s.nCold*pop/s.m*pop/s.m + pop
+	v := 0
+	for i := range s.nWords {
+		v += bits.OnesCount64(bm.w[i] & s.l1Mask.w[i])
+	}
+	return s.nCold*v/s.l1Count*v/s.l1Count + v
 }
 
 // leftWork reports whether the routers not yet in out have at most limit
@@ -487,16 +517,17 @@ func (s *Snapshot) matchLeft(bm Bloom, out []uint64) {
 
 // matchIndex runs the cold index.
 func (s *Snapshot) matchIndex(bm Bloom, out []uint64) {
-	for i := range words {
+	for i := range s.nWords {
 		for u := bm.w[i] & s.l1Mask.w[i]; u != 0; u &= u - 1 {
 			n := &s.level1[i<<6+bits.TrailingZeros64(u)]
 			if n.single >= 0 {
 				s.setRouters(out, uint32(n.single))
 			}
-			for j := range words {
-				for c := n.children.w[j] & bm.w[j]; c != 0; c &= c - 1 {
-					below := n.children.w[j] & (1<<bits.TrailingZeros64(c) - 1)
-					bk := n.base + uint32(n.rank[j]) + uint32(bits.OnesCount64(below))
+			for j := int(n.wlo); j <= int(n.whi); j++ {
+				cw := s.childWords[n.off+uint32(j-int(n.wlo))]
+				for c := cw & bm.w[j]; c != 0; c &= c - 1 {
+					below := cw & (1<<bits.TrailingZeros64(c) - 1)
+					bk := n.base + uint32(s.childRank[n.off+uint32(j-int(n.wlo))]) + uint32(bits.OnesCount64(below))
 					for e := s.bucketStart[bk]; e < s.bucketStart[bk+1]; e++ {
 						// The bucket's p1 and p2 are set in bm.
 						th := s.entries[e].third

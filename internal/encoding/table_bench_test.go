@@ -27,7 +27,7 @@ func paperSnapshot(b testing.TB, cfg workload.Config, p Params, routers, filters
 var benchWorkloads = []struct {
 	name string
 	cfg  workload.Config
-}{{"default", workload.Default()}, {"single", workload.SingleConstraint()}}
+}{{"default", workload.Default()}, {"single", workload.SingleConstraint()}, {"ranges", workload.Ranges()}}
 
 func BenchmarkMatch(b *testing.B) {
 	for _, w := range benchWorkloads {

@@ -85,10 +85,11 @@ type Config struct {
 	// and a floor keeps links of a LAN equal so that hop count decides.
 	CostFloor uint32
 
-	// Encoding are the Bloom parameters of this router's predicate
-	// advertisements. They travel with every advertisement: a router
-	// whose parameters differ is left out of the published predicate
-	// table, since its filters would match the wrong bits.
+	// Encoding are the Bloom scheme and parameters of this router's
+	// predicate advertisements. They travel with every advertisement: a
+	// router whose scheme or parameters differ is left out of the
+	// published predicate table (EventParamsMismatch), since its filters
+	// would match the wrong bits.
 	Encoding encoding.Params
 }
 

@@ -367,6 +367,23 @@ func TestParamsMismatchIsNotPublished(t *testing.T) {
 	assert.Equal(t, uint32(2), mm[0].Peer)
 }
 
+// A router of another Bloom scheme, same M and K, is reported and left out
+// too: its Blooms mean other categories (docs/design.md §2).
+func TestSchemeMismatchIsNotPublished(t *testing.T) {
+	a := newNode(t, 1, func(c *Config) { c.Encoding = encoding.Params{Scheme: encoding.SchemeCatV2, M: 512, K: 6} })
+	b := newNode(t, 2, func(c *Config) { c.Encoding = encoding.Params{Scheme: encoding.SchemeCatV1, M: 512, K: 6} })
+	m := newMesh(t, a, b)
+	m.link(1, 2, 1, 0)
+	require.NoError(t, b.SetLocalPredicate([]encoding.Bloom{bloom(3)}))
+	m.pump(time.Second)
+	assert.True(t, a.Routes().Reachable(2))
+	assert.NotContains(t, a.Predicates(), uint32(2))
+	assert.NotContains(t, b.Predicates(), uint32(1))
+	mm := events(*m.log[1], EventParamsMismatch)
+	require.NotEmpty(t, mm)
+	assert.Equal(t, uint32(2), mm[0].Peer)
+}
+
 func TestStepRejectsMalformed(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -1,10 +1,6 @@
 package linkstate
 
-import (
-	"encoding/binary"
-
-	"github.com/dripmesh/drip/internal/encoding"
-)
+import "github.com/dripmesh/drip/internal/encoding"
 
 // The functions in this file are exchanged between brokers in effect: every
 // router must compute the same checksums (they travel in DBSummary and
@@ -48,22 +44,28 @@ func (a *LSA) Checksum() uint64 {
 	return s.h
 }
 
-// fullWidth is used to read a Bloom's words whatever its M: every Bloom
-// fits in MaxBits.
-var fullWidth = encoding.Params{M: encoding.MaxBits, K: 1}
+// v1Words is how many words of each filter a cat-v1 checksum covers: the
+// 512 bits that every Bloom had before cat-v2 widened them.
+const v1Words = 512 / 64
 
 // Checksum returns the checksum of the advertisement's contents, Seq and
-// Age excluded.
+// Age excluded. For cat-v1 it is the checksum brokers computed before
+// schemes existed (the first 512 bits of each filter, no scheme word), so
+// that mixed-version meshes of cat-v1 brokers keep agreeing; any other
+// scheme adds its number and every word of its filters.
 func (p *PredAd) Checksum() uint64 {
 	s := hasher{h: uint64(KindPredicate)}
 	s.add(uint64(p.Origin))
 	s.add(boolWord(p.Withdrawn))
 	s.add(uint64(p.Params.M)<<32 | uint64(p.Params.K))
-	var buf [encoding.MaxBits / 8]byte
+	n := v1Words
+	if p.Params.Scheme != encoding.SchemeCatV1 {
+		s.add(uint64(p.Params.Scheme))
+		n = encoding.MaxBits / 64
+	}
 	for _, f := range p.Filters {
-		b := f.AppendBinary(buf[:0], fullWidth)
-		for i := 0; i < len(b); i += 8 {
-			s.add(binary.LittleEndian.Uint64(b[i:]))
+		for i := range n {
+			s.add(f.Word(i))
 		}
 	}
 	return s.h

@@ -129,7 +129,8 @@ type PredAd struct {
 	Seq       uint64
 	Age       time.Duration
 	Withdrawn bool
-	// Params are the Bloom parameters the filters were encoded with.
+	// Params are the Bloom scheme and parameters the filters were encoded
+	// with.
 	Params  encoding.Params
 	Filters []encoding.Bloom
 }
@@ -218,9 +219,12 @@ func (a *LSA) WireSize() int {
 // WireSize implements Message.
 func (p *PredAd) WireSize() int {
 	n := uintField(uint64(p.Origin)) + uintField(p.Seq) + durField(p.Age) + boolField(p.Withdrawn) +
-		bytesField(uintField(uint64(p.Params.M))+uintField(uint64(p.Params.K)))
-	// Filters travel as bytes fields of M/8 bytes each (encoding.AppendBinary).
-	n += len(p.Filters) * bytesField(p.Params.Bytes())
+		uintField(uint64(p.Params.M)) + uintField(uint64(p.Params.K)) + bytesField(len(p.Params.Scheme.String()))
+	// Filters travel in one bytes field, in their scheme's wire form
+	// (encoding.Params.AppendFilters).
+	if len(p.Filters) > 0 {
+		n += bytesField(p.Params.FiltersSize(p.Filters))
+	}
 	return framed(n)
 }
 

@@ -382,6 +382,25 @@ func TestHashGolden(t *testing.T) {
 	assert.Less(t, EdgeHash(0xffffffff, 0xffffffff), uint64(1)<<(64-edgeShift))
 }
 
+// The checksum covers the scheme and, beyond cat-v1, every bit of the
+// wider filters: two advertisements that mean different things never
+// share one.
+func TestPredAdChecksumCoversScheme(t *testing.T) {
+	var low, high encoding.Bloom
+	low.Set(5)
+	high.Set(5)
+	high.Set(1500)
+	v1 := encoding.Params{Scheme: encoding.SchemeCatV1, M: 512, K: 6}
+	v2 := encoding.Params{Scheme: encoding.SchemeCatV2, M: 512, K: 6}
+	wide := encoding.DefaultParams()
+	sum := func(p encoding.Params, f encoding.Bloom) uint64 {
+		return (&PredAd{Origin: 3, Seq: 2, Params: p, Filters: []encoding.Bloom{f}}).Checksum()
+	}
+	assert.NotEqual(t, sum(v1, low), sum(v2, low), "same M, K and bits, other scheme")
+	assert.NotEqual(t, sum(wide, low), sum(wide, high), "a bit beyond 512")
+	assert.Equal(t, sum(wide, high), sum(wide, high))
+}
+
 func benchLSAs(n int) []*LSA {
 	return randomLSAs(rand.New(rand.NewPCG(uint64(n), 3)), n, 4, 1000, uint32(n), 0)
 }

@@ -64,6 +64,14 @@ func (e *IncompatibleError) Error() string {
 
 // Compatible checks the remote's Open against ours.
 func Compatible(local, remote *dripv1.Open) error {
+	// A mesh runs one Bloom scheme: brokers older than the field send
+	// none and encode with cat-v1.
+	scheme := func(o *dripv1.Open) string {
+		if o.BloomScheme == "" {
+			return "cat-v1"
+		}
+		return o.BloomScheme
+	}
 	switch {
 	case remote == nil:
 		return &IncompatibleError{Reason: "open", Detail: "first frame carries no Open"}
@@ -71,8 +79,9 @@ func Compatible(local, remote *dripv1.Open) error {
 		return &IncompatibleError{Reason: "version", Detail: fmt.Sprintf("peer %q speaks protocol version %d, we speak %d", remote.RouterName, remote.ProtocolVersion, local.ProtocolVersion)}
 	case remote.Mesh != local.Mesh:
 		return &IncompatibleError{Reason: "mesh", Detail: fmt.Sprintf("peer %q belongs to mesh %q, we to %q", remote.RouterName, remote.Mesh, local.Mesh)}
-	case remote.BloomBits != local.BloomBits || remote.BloomHashes != local.BloomHashes:
-		return &IncompatibleError{Reason: "bloom", Detail: fmt.Sprintf("peer %q encodes with M=%d K=%d, we with M=%d K=%d", remote.RouterName, remote.BloomBits, remote.BloomHashes, local.BloomBits, local.BloomHashes)}
+	case scheme(remote) != scheme(local) || remote.BloomBits != local.BloomBits || remote.BloomHashes != local.BloomHashes:
+		return &IncompatibleError{Reason: "bloom", Detail: fmt.Sprintf("peer %q encodes with %s M=%d K=%d, we with %s M=%d K=%d",
+			remote.RouterName, scheme(remote), remote.BloomBits, remote.BloomHashes, scheme(local), local.BloomBits, local.BloomHashes)}
 	case remote.RouterId == local.RouterId:
 		return &IncompatibleError{Reason: "self", Detail: fmt.Sprintf("peer %q has our router ID %d", remote.RouterName, remote.RouterId)}
 	}

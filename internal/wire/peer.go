@@ -27,13 +27,13 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 			Origin: m.Origin, Seq: m.Seq, AgeNs: int64(m.Age), Withdrawn: m.Withdrawn, Links: links,
 		}}}, nil
 	case *linkstate.PredAd:
-		filters := make([]byte, 0, len(m.Filters)*m.Params.Bytes())
-		for _, f := range m.Filters {
-			filters = f.AppendBinary(filters, m.Params)
+		if err := m.Params.Validate(); err != nil {
+			return nil, fmt.Errorf("predicate advertisement of router %d: %w", m.Origin, err)
 		}
 		return &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{
 			Origin: m.Origin, Seq: m.Seq, AgeNs: int64(m.Age), Withdrawn: m.Withdrawn,
-			BloomBits: uint32(m.Params.M), BloomHashes: uint32(m.Params.K), Filters: filters,
+			BloomBits: uint32(m.Params.M), BloomHashes: uint32(m.Params.K), BloomScheme: m.Params.Scheme.String(),
+			Filters: m.Params.AppendFilters(make([]byte, 0, m.Params.FiltersSize(m.Filters)), m.Filters),
 		}}}, nil
 	case *linkstate.DBSummary:
 		entries := make([]*dripv1.EntrySummary, len(m.Entries))
@@ -53,8 +53,9 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 }
 
 // ControlFromProto converts a received control message. It checks what the
-// link-state core cannot: enum ranges, negative times, and that predicate
-// filters decode with the parameters they claim.
+// link-state core cannot: enum ranges, negative times, a known Bloom scheme,
+// and that predicate filters decode with the scheme and parameters they
+// claim.
 func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 	switch m := c.GetMsg().(type) {
 	case *dripv1.Control_Hello:
@@ -87,21 +88,17 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 		if p.AgeNs < 0 {
 			return nil, fmt.Errorf("predicate advertisement of router %d: negative age", p.Origin)
 		}
-		params := encoding.Params{M: int(p.BloomBits), K: int(p.BloomHashes)}
-		if err := params.Validate(); err != nil {
+		scheme, err := encoding.ParseScheme(p.BloomScheme)
+		if err != nil {
 			return nil, fmt.Errorf("predicate advertisement of router %d: %w", p.Origin, err)
 		}
-		size := params.Bytes()
-		if len(p.Filters)%size != 0 {
-			return nil, fmt.Errorf("predicate advertisement of router %d: %d filter bytes is not a multiple of %d", p.Origin, len(p.Filters), size)
+		params := encoding.Params{Scheme: scheme, M: int(p.BloomBits), K: int(p.BloomHashes)}
+		filters, err := params.ParseFilters(p.Filters)
+		if err != nil {
+			return nil, fmt.Errorf("predicate advertisement of router %d: %w", p.Origin, err)
 		}
-		filters := make([]encoding.Bloom, len(p.Filters)/size)
-		for i := range filters {
-			f, err := encoding.BloomFromBytes(p.Filters[i*size:(i+1)*size], params)
-			if err != nil {
-				return nil, fmt.Errorf("predicate advertisement of router %d, filter %d: %w", p.Origin, i, err)
-			}
-			filters[i] = f
+		if len(filters) == 0 {
+			filters = nil // as the core builds an empty advertisement
 		}
 		return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters}, nil
 	case *dripv1.Control_DbSummary:
@@ -134,4 +131,28 @@ func kindFromProto(k uint32) (linkstate.Kind, error) {
 		return linkstate.Kind(k), nil
 	}
 	return 0, fmt.Errorf("unknown entry kind %d", k)
+}
+
+// SetOpenBloom fills the Bloom fields of a broker's Open from its encoding
+// parameters: scheme, M and K. Neighbours refuse a link unless all three
+// match theirs (transport.Compatible, reason "bloom"), so a mesh runs one
+// scheme; cat-v1 is named explicitly, though brokers older than the field
+// send none and mean the same.
+func SetOpenBloom(o *dripv1.Open, p encoding.Params) {
+	o.BloomScheme = p.Scheme.String()
+	o.BloomBits, o.BloomHashes = uint32(p.M), uint32(p.K)
+}
+
+// OpenBloom returns the encoding parameters a neighbour's Open announces,
+// for logs and diagnostics.
+func OpenBloom(o *dripv1.Open) (encoding.Params, error) {
+	s, err := encoding.ParseScheme(o.GetBloomScheme())
+	if err != nil {
+		return encoding.Params{}, fmt.Errorf("open of router %d: %w", o.GetRouterId(), err)
+	}
+	p := encoding.Params{Scheme: s, M: int(o.GetBloomBits()), K: int(o.GetBloomHashes())}
+	if err := p.Validate(); err != nil {
+		return encoding.Params{}, fmt.Errorf("open of router %d: %w", o.GetRouterId(), err)
+	}
+	return p, nil
 }
