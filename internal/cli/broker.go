@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/topology"
 )
@@ -32,6 +33,7 @@ type brokerFlags struct {
 	costRTT    bool
 	bloomBits  int
 	bloomK     int
+	bloomSchm  string
 	linkQueue  int
 	adInterval time.Duration
 	compress   bool
@@ -94,8 +96,10 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringSliceVar(&f.peers, "peer", nil, "neighbour to dial as ID=HOST:PORT[@WEIGHT] (repeatable)")
 	fl.BoolVar(&f.wan, "wan", false, "use wide-area link-state timers (slower hellos, longer dead interval)")
 	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (Kim10)")
-	fl.IntVar(&f.bloomBits, "bloom-bits", def.Encoding.M, "Bloom filter width M in bits; every broker of a mesh must agree")
-	fl.IntVar(&f.bloomK, "bloom-hashes", def.Encoding.K, "Bloom hash positions K per category; every broker of a mesh must agree")
+	fl.StringVar(&f.bloomSchm, "bloom-scheme", def.Encoding.Scheme.String(), "Bloom encoding scheme: cat-v2 keeps ranges, prefixes and substrings selective; cat-v1 (Carzaniga09 §3) is what brokers older than the flag run. Every broker of a mesh must agree: brokers of different schemes refuse to link")
+	fl.IntVar(&f.bloomBits, "bloom-bits", 0, "Bloom filter width M in bits, if not the scheme's (2048 for cat-v2, 512 for cat-v1); every broker of a mesh must agree")
+	fl.IntVar(&f.bloomK, "bloom-hashes", 0, "Bloom hash positions K per category, if not the scheme's (6); every broker of a mesh must agree")
+	_ = cmd.RegisterFlagCompletionFunc("bloom-scheme", fixedCompletions("cat-v2", "cat-v1"))
 	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
 	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles are dropped")
@@ -159,7 +163,17 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	if f.costRTT {
 		cfg.LinkState.CostMode = linkstate.CostRTT
 	}
-	cfg.Encoding.M, cfg.Encoding.K = f.bloomBits, f.bloomK
+	scheme, err := encoding.ParseScheme(f.bloomSchm)
+	if err != nil {
+		return cfg, sc, fmt.Errorf("--bloom-scheme: %w", err)
+	}
+	cfg.Encoding = scheme.DefaultParams()
+	if f.bloomBits != 0 {
+		cfg.Encoding.M = f.bloomBits
+	}
+	if f.bloomK != 0 {
+		cfg.Encoding.K = f.bloomK
+	}
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
 	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
