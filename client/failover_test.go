@@ -2,12 +2,15 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/dripmesh/drip/internal/broker/brokertest"
 )
@@ -226,7 +229,15 @@ func TestPublisherFailsOverWhenBrokerDies(t *testing.T) {
 func TestDNSTargetFailsOver(t *testing.T) {
 	cl := triangle(t)
 	lookups := 0
-	c, err := Dial(testContext(t), "dns:///brokers.test:7000", WithDialOptions(cl.DialOption()),
+	// The looked-up names b1 and b2 stand for the brokers' ports.
+	names := WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		var i int
+		if _, err := fmt.Sscanf(addr, "b%d:7000", &i); err != nil {
+			return nil, err
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", cl.Addr(i))
+	}))
+	c, err := Dial(testContext(t), "dns:///brokers.test:7000", names,
 		WithLookupHost(func(_ context.Context, host string) ([]string, error) {
 			assert.Equal(t, "brokers.test", host)
 			lookups++

@@ -63,9 +63,13 @@ type Config struct {
 	// Totals.PublishersCut, and the run drains and reports as usual.
 	CutStuckPublishers bool
 
-	ConnectTimeout time.Duration   // bound on connecting to each broker; 0 for none
-	ClientOptions  []client.Option // for every connection (TLS, dialer)
-	Progress       io.Writer       // a line per second; nil for none
+	ConnectTimeout time.Duration // bound on connecting to each broker; 0 for none
+	// FailoverWait bounds how long a drip client keeps trying other
+	// brokers after its broker failed before the run gives up; 0 for no
+	// bound.
+	FailoverWait  time.Duration
+	ClientOptions []client.Option // for every connection (TLS, dialer)
+	Progress      io.Writer       // a line per second; nil for none
 
 	// Connect opens the connection to a broker; nil connects to drip
 	// brokers with the client package (and ClientOptions). Brokers are

@@ -47,17 +47,6 @@ type Publisher interface {
 	Close() (client.Summary, error)
 }
 
-// dripConnector connects to drip brokers with the client package.
-func dripConnector(cfg Config) Connector {
-	return func(ctx context.Context, addr string) (Endpoint, error) {
-		c, err := dial(ctx, addr, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return DripEndpoint(c), nil
-	}
-}
-
 // DripEndpoint adapts a drip client connection.
 func DripEndpoint(c *client.Client) Endpoint { return dripEndpoint{c} }
 
@@ -89,7 +78,10 @@ func (s dripSubscriber) Next(ctx context.Context) ([]byte, error) {
 }
 
 func (s dripSubscriber) Lost() uint64 { return s.s.Lost() }
-func (s dripSubscriber) Close() error { return s.s.Close() }
+
+// Duplicates is how many copies the client dropped by their stamps.
+func (s dripSubscriber) Duplicates() uint64 { return s.s.Duplicates() }
+func (s dripSubscriber) Close() error       { return s.s.Close() }
 
 type dripPublisher struct{ p *client.Publisher }
 
@@ -98,3 +90,6 @@ func (p dripPublisher) Publish(m content.Message, payload []byte) error {
 }
 
 func (p dripPublisher) Close() (client.Summary, error) { return p.p.Close() }
+
+// InFlightLost is how many messages were in flight to brokers that failed.
+func (p dripPublisher) InFlightLost() uint64 { return p.p.InFlightLost() }

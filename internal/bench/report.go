@@ -12,6 +12,9 @@ type Report struct {
 	Subscribers  []SubscriberStats `json:"subscribers"`
 	SendSeconds  float64           `json:"send_s"`  // how long sending took
 	DrainSeconds float64           `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
+	// Error says why the run stopped early, if it did: the report then
+	// holds what was measured until then.
+	Error string `json:"error,omitempty"`
 }
 
 // Exact reports whether the mesh delivered nothing it should not have: no
@@ -69,7 +72,9 @@ type Second struct {
 	Delivered   uint64 `json:"delivered"`
 	Ideal       uint64 `json:"ideal"`
 	Undelivered uint64 `json:"undelivered"`
-	Duplicates  uint64 `json:"duplicates"` // further copies received in that second
+	Duplicates  uint64 `json:"duplicates"`          // further copies received in that second
+	Gaps        uint64 `json:"gaps,omitempty"`      // subscriptions installed again after their broker failed
+	Failovers   uint64 `json:"failovers,omitempty"` // publishers that moved to another broker
 }
 
 // Totals are the run's counts.
@@ -88,6 +93,18 @@ type Totals struct {
 	// PublishersCut counts publishers still blocked Drain after sending
 	// should have ended, with Config.CutStuckPublishers.
 	PublishersCut uint64 `json:"publishers_cut,omitempty"`
+	// Churn: subscriptions installed again after their broker failed, the
+	// longest time one was without a broker, publishers that moved,
+	// messages they resent to another broker (drained, nothing lost) and
+	// messages in flight to brokers that failed (each may or may not have
+	// been published). ClientSuppressed counts copies the clients dropped
+	// by their stamps while subscriptions moved.
+	Gaps             uint64  `json:"gaps,omitempty"`
+	MaxGapMs         float64 `json:"max_gap_ms,omitempty"`
+	Failovers        uint64  `json:"failovers,omitempty"`
+	Resent           uint64  `json:"resent,omitempty"`
+	InFlightLost     uint64  `json:"in_flight_lost,omitempty"`
+	ClientSuppressed uint64  `json:"client_suppressed,omitempty"`
 }
 
 // Latency summarises end-to-end latency of expected deliveries, in

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,10 +16,16 @@ import (
 	"github.com/dripmesh/drip/internal/workload"
 )
 
-// Run performs the experiment cfg describes and returns its report. It
-// returns early with an error if a broker cannot be reached, rejects a
-// predicate or a message, or ends a subscription; cancelling ctx stops it
-// with ctx's error. Exactness violations are not errors: see Report.Exact.
+// Run performs the experiment cfg describes and returns its report. A run
+// goes on through brokers failing and draining: drip clients move to the
+// next broker (Config.Brokers, from their own on), and the report counts
+// the gaps and what was lost in them. It stops early with an error if no
+// broker can be reached at the start, a broker rejects a predicate or a
+// message, or a subscription ends for good; cancelling ctx stops it with
+// ctx's error. Whenever the configuration is valid, the report is returned
+// too — partial, with Error set, if the run stopped early — so a failed or
+// interrupted run still leaves its numbers. Exactness violations are not
+// errors: see Report.Exact.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -26,12 +34,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	r := newRunner(cfg, gen.Predicates(cfg.Subscribers))
+	err = r.run(ctx)
+	rep := r.report()
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	return rep, err
+}
+
+func (r *runner) run(ctx context.Context) error {
+	cfg := r.cfg
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r.cancel = cancel
 
 	connect := cfg.Connect
 	if connect == nil {
-		connect = dripConnector(cfg)
+		connect = r.dripConnector()
 	}
 	clients := make([]Endpoint, len(cfg.Brokers))
 	defer func() {
@@ -41,36 +61,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}()
+	var err error
 	for i, addr := range cfg.Brokers {
 		if clients[i], err = connect(ctx, addr); err != nil {
-			return nil, stopped(ctx, fmt.Errorf("bench: %w", err))
+			return stopped(ctx, fmt.Errorf("bench: %w", err))
 		}
 	}
 
-	r := newRunner(cfg, gen.Predicates(cfg.Subscribers))
-	r.cancel = cancel
-
 	// Subscribe, and start reading at once so that nothing backs up while
 	// the mesh settles.
-	subs := make([]Subscriber, cfg.Subscribers)
+	r.subs = make([]Subscriber, cfg.Subscribers)
 	var readers sync.WaitGroup
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer func() {
 		stopReading()
 		readers.Wait()
-		for _, s := range subs {
+		for _, s := range r.subs {
 			if s != nil {
 				_ = s.Close()
 			}
 		}
 	}()
-	for j := range subs {
+	for j := range r.subs {
 		b := r.oracle.brokerOf[j]
 		s, err := clients[b].Subscribe(ctx, r.oracle.preds[j])
 		if err != nil {
-			return nil, stopped(ctx, fmt.Errorf("bench: subscriber %d on %s: %w", j, cfg.Brokers[b], err))
+			return stopped(ctx, fmt.Errorf("bench: subscriber %d on %s: %w", j, cfg.Brokers[b], err))
 		}
-		subs[j] = s
+		r.subs[j] = s
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -79,11 +97,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Ready != nil {
 		if err := cfg.Ready(ctx); err != nil {
-			return nil, stopped(ctx, fmt.Errorf("bench: waiting for routing to settle: %w", err))
+			return stopped(ctx, fmt.Errorf("bench: waiting for routing to settle: %w", err))
 		}
 	}
 	if err := sleep(ctx, cfg.Warmup); err != nil {
-		return nil, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
 
 	// A publisher blocked by a mesh that stopped taking messages must not
@@ -95,11 +113,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range pubs {
 		b := i % len(clients)
 		if pubs[i], err = clients[b].NewPublisher(pubCtx); err != nil {
-			return nil, stopped(ctx, fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[b], err))
+			return stopped(ctx, fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[b], err))
 		}
 	}
 
 	r.sendStart.Store(int64(r.now()))
+	r.sending.Store(true)
 	if cfg.OnSendStart != nil {
 		cfg.OnSendStart()
 	}
@@ -117,43 +136,82 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 	publishers.Wait()
-	sendTime := r.sinceSendStart(r.now())
-	var sum client.Summary
+	r.sendTime = r.sinceSendStart(r.now())
 	for i, p := range pubs {
 		s, err := p.Close()
 		if err != nil && pubCtx.Err() == nil {
 			r.fail(fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[i%len(cfg.Brokers)], err))
 		}
-		sum.Accepted += s.Accepted
-		sum.Unmatched += s.Unmatched
+		r.sum.Accepted += s.Accepted
+		r.sum.Unmatched += s.Unmatched
+		if f, ok := p.(interface{ InFlightLost() uint64 }); ok {
+			r.nInFlight.Store(r.nInFlight.Load() + f.InFlightLost())
+		}
 	}
 	watchdog.Stop()
 	if errors.Is(context.Cause(pubCtx), errStuck) && !cfg.CutStuckPublishers {
 		r.fail(errStuck)
 	}
 	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
 
 	drainStart := time.Now()
-	r.drain(ctx, subs)
-	drainTime := time.Since(drainStart)
+	r.drain(ctx, r.subs)
+	r.drainTime = time.Since(drainStart)
 	stopReading()
 	readers.Wait()
 	stopProgress()
 	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
-	return r.report(sum, subs, sendTime, drainTime), nil
+	return nil
 }
 
-func dial(ctx context.Context, addr string, cfg Config) (*client.Client, error) {
-	if cfg.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.ConnectTimeout)
-		defer cancel()
+// dripConnector connects to drip brokers with the client package: the
+// connection for broker i lists every broker from i on, so its clients
+// fail over in turn, and their gaps and failovers are counted.
+func (r *runner) dripConnector() Connector {
+	cfg := r.cfg
+	return func(ctx context.Context, addr string) (Endpoint, error) {
+		i := slices.Index(cfg.Brokers, addr)
+		order := append(append([]string(nil), cfg.Brokers[i:]...), cfg.Brokers[:i]...)
+		opts := []client.Option{client.WithName("drip-bench"), client.WithGapHandler(r.gap), client.WithFailoverHandler(r.failover)}
+		if cfg.FailoverWait > 0 {
+			opts = append(opts, client.WithFailoverWait(cfg.FailoverWait))
+		}
+		opts = append(opts, cfg.ClientOptions...)
+		if cfg.ConnectTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cfg.ConnectTimeout)
+			defer cancel()
+		}
+		c, err := client.Dial(ctx, strings.Join(order, ","), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return DripEndpoint(c), nil
 	}
-	return client.Dial(ctx, addr, append([]client.Option{client.WithName("drip-bench")}, cfg.ClientOptions...)...)
+}
+
+// gap counts a subscription that was installed again after its broker
+// failed, in the second it came back.
+func (r *runner) gap(g client.Gap) {
+	r.nGaps.Add(1)
+	r.gaps[r.second(r.sinceSendStart(g.End.Sub(r.clock)))].Add(1)
+	for d := int64(g.Duration()); ; {
+		cur := r.maxGap.Load()
+		if d <= cur || r.maxGap.CompareAndSwap(cur, d) {
+			break
+		}
+	}
+}
+
+// failover counts a publisher that moved to another broker.
+func (r *runner) failover(f client.Failover) {
+	r.nFailovers.Add(1)
+	r.nResent.Add(uint64(f.Resent))
+	r.failovers[r.second(r.sinceSendStart(r.now()))].Add(1)
 }
 
 // runner is the shared state of one run.
@@ -172,11 +230,21 @@ type runner struct {
 
 	// series counters, one slot per second of sending and draining
 	sent, ideal, delivered []atomic.Uint64
+	gaps, failovers        []atomic.Uint64
+	sending                atomic.Bool // sendStart is set
+
+	// what the run gathered, for the report
+	subs                []Subscriber
+	sum                 client.Summary
+	sendTime, drainTime time.Duration
 
 	// totals
 	nSent, nIdeal, nBrokers, nUnmatched atomic.Uint64
 	nDelivered, nFalse, nDup, nForeign  atomic.Uint64
 	nCut                                atomic.Uint64 // publishers cut while blocked
+	nGaps, nFailovers, nResent          atomic.Uint64
+	nInFlight                           atomic.Uint64
+	maxGap                              atomic.Int64 // nanoseconds
 	dups                                []atomic.Uint64
 
 	subIdeal []atomic.Uint64 // per subscriber, at send time
@@ -198,6 +266,8 @@ func newRunner(cfg Config, preds []content.Predicate) *runner {
 		ideal:     make([]atomic.Uint64, seconds),
 		delivered: make([]atomic.Uint64, seconds),
 		dups:      make([]atomic.Uint64, seconds),
+		gaps:      make([]atomic.Uint64, seconds),
+		failovers: make([]atomic.Uint64, seconds),
 		subIdeal:  make([]atomic.Uint64, len(preds)),
 		subStats:  make([]subCounts, len(preds)),
 	}
@@ -206,7 +276,12 @@ func newRunner(cfg Config, preds []content.Predicate) *runner {
 // now reads the bench's clock.
 func (r *runner) now() time.Duration { return time.Since(r.clock) }
 
+// sinceSendStart is a time on the bench's clock measured from when sending
+// started (before that, negative; the series puts it in second 0).
 func (r *runner) sinceSendStart(now time.Duration) time.Duration {
+	if !r.sending.Load() {
+		return 0
+	}
 	return now - time.Duration(r.sendStart.Load())
 }
 
@@ -390,9 +465,13 @@ func (r *runner) progress(ctx context.Context) (stop func()) {
 			if s < 0 {
 				continue
 			}
-			fmt.Fprintf(r.cfg.Progress, "bench: %3ds  sent %6d/s  delivered %7d/s  ideal %7d/s  | total sent %d, delivered %d of %d\n",
+			churn := ""
+			if g, f, d := r.gaps[s].Load(), r.failovers[s].Load(), r.dups[s].Load(); g+f+d > 0 {
+				churn = fmt.Sprintf("  | gaps %d, failovers %d, duplicates %d", g, f, d)
+			}
+			fmt.Fprintf(r.cfg.Progress, "bench: %3ds  sent %6d/s  delivered %7d/s  ideal %7d/s  | total sent %d, delivered %d of %d%s\n",
 				s+1, r.sent[s].Load(), r.delivered[s].Load(), r.ideal[s].Load(),
-				r.nSent.Load(), r.nDelivered.Load(), r.nIdeal.Load())
+				r.nSent.Load(), r.nDelivered.Load(), r.nIdeal.Load(), churn)
 		}
 	}()
 	var once sync.Once
@@ -402,8 +481,8 @@ func (r *runner) progress(ctx context.Context) (stop func()) {
 	}
 }
 
-func (r *runner) report(sum client.Summary, subs []Subscriber, sendTime, drainTime time.Duration) *Report {
-	cfg := r.cfg
+func (r *runner) report() *Report {
+	cfg, sum, subs, sendTime, drainTime := r.cfg, r.sum, r.subs, r.sendTime, r.drainTime
 	wc := cfg.Workload
 	rep := &Report{
 		Config: ReportConfig{
@@ -429,6 +508,7 @@ func (r *runner) report(sum client.Summary, subs []Subscriber, sendTime, drainTi
 		rep.Series = append(rep.Series, Second{
 			T: s, Sent: r.sent[s].Load(), Delivered: r.delivered[s].Load(), Ideal: r.ideal[s].Load(),
 			Undelivered: undeliveredBySec[s], Duplicates: r.dups[s].Load(),
+			Gaps: r.gaps[s].Load(), Failovers: r.failovers[s].Load(),
 		})
 	}
 	t := &rep.Totals
@@ -437,10 +517,18 @@ func (r *runner) report(sum client.Summary, subs []Subscriber, sendTime, drainTi
 	t.Delivered, t.FalsePositives, t.Duplicates, t.Foreign = r.nDelivered.Load(), r.nFalse.Load(), r.nDup.Load(), r.nForeign.Load()
 	t.Undelivered = t.Ideal - t.Delivered
 	t.PublishersCut = r.nCut.Load()
+	t.Gaps, t.MaxGapMs = r.nGaps.Load(), ms(time.Duration(r.maxGap.Load()))
+	t.Failovers, t.Resent, t.InFlightLost = r.nFailovers.Load(), r.nResent.Load(), r.nInFlight.Load()
 	if t.Sent > 0 {
 		rep.Replication = Replication{Client: float64(t.Ideal) / float64(t.Sent), Broker: float64(r.nBrokers.Load()) / float64(t.Sent)}
 	}
 	for j, s := range subs {
+		if s == nil {
+			continue // the run stopped while subscribing
+		}
+		if d, ok := s.(interface{ Duplicates() uint64 }); ok {
+			t.ClientSuppressed += d.Duplicates()
+		}
 		c := r.subStats[j]
 		st := SubscriberStats{
 			Index: j, Broker: cfg.Brokers[r.oracle.brokerOf[j]], Ideal: r.subIdeal[j].Load(),

@@ -163,7 +163,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	}
 	pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "predicate: %v", err)
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	sub, err := n.Subscribe(pred, req.GetClientName())
 	if err != nil {
@@ -189,7 +189,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			}
 			pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 			if err != nil {
-				recvErr <- status.Errorf(codes.InvalidArgument, "predicate: %v", err)
+				recvErr <- status.Error(codes.InvalidArgument, err.Error())
 				return
 			}
 			if err := sub.Replace(pred); err != nil {

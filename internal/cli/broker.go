@@ -44,6 +44,10 @@ type brokerFlags struct {
 	maxString  int
 	maxAttrs   int
 	maxPayload int
+	// Churn (docs/design.md §10).
+	drainTimeout, drainOverlap time.Duration
+	dedupWindow                int
+	maxRouterID                uint32
 
 	tlsCert, tlsKey, tlsCA string
 	tlsClientAuth          bool
@@ -103,6 +107,10 @@ The broker's identity and neighbours come either from a topology file
 	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
 	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles are dropped")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", def.DrainTimeout, "bound on a graceful shutdown (SIGTERM): clients moving away, withdrawal, links draining; keep it below Kubernetes' termination grace period")
+	fl.DurationVar(&f.drainOverlap, "drain-overlap", def.DrainOverlap, "how long a moving subscriber keeps both subscriptions: the time the mesh needs to learn where it went")
+	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
+	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
 	fl.IntVar(&f.maxSubs, "max-subscriptions", def.MaxSubscriptions, "bound on subscriptions held by this broker")
 	fl.IntVar(&f.maxFilters, "max-filters", def.Predicates.MaxFilters, "bound on filters (|| terms) per predicate")
@@ -175,6 +183,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		cfg.Encoding.K = f.bloomK
 	}
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
+	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
 	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
 	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString

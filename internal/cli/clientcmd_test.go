@@ -34,9 +34,7 @@ func execute(ctx context.Context, stdin string, args ...string) (stdout, stderr 
 
 func testMesh(t *testing.T, brokers int, fault benchtest.Fault) *benchtest.Mesh {
 	t.Helper()
-	m, err := benchtest.Start(brokers, 0, fault)
-	require.NoError(t, err)
-	t.Cleanup(m.Stop)
+	m := benchtest.Start(t, brokers, fault)
 	return m
 }
 
@@ -72,6 +70,8 @@ func subscribeVia(t *testing.T, ctx context.Context, m *benchtest.Mesh, args ...
 		case <-time.After(time.Millisecond):
 		}
 	}
+	// The whole mesh learns the subscription before anyone publishes.
+	require.NoError(t, m.WaitConverged(ctx))
 	return func() (string, string, error) {
 		r := <-done
 		return r.out, r.errOut, r.err
@@ -189,7 +189,7 @@ func TestPubErrors(t *testing.T) {
 	before := m.Published()
 	_, errOut, err := execute(testCtx(t), "{\"attrs\":{\"n\":1}}\n{bad\n", "pub", "--broker", addr)
 	require.Error(t, err)
-	assert.Contains(t, errOut, "published 1 messages")
+	assert.Contains(t, errOut, "published 1 message to")
 	assert.Equal(t, before+1, m.Published())
 }
 
@@ -256,10 +256,11 @@ func TestSub(t *testing.T) {
 	})
 	t.Run("broker goes away", func(t *testing.T) {
 		m2 := testMesh(t, 1, benchtest.Fault{})
-		wait := subscribeVia(t, testCtx(t), m2, "--broker", m2.Addrs()[0], `a = 1`)
-		m2.Stop()
+		wait := subscribeVia(t, testCtx(t), m2, "--broker", m2.Addrs()[0], "--failover-wait", "300ms", `a = 1`)
+		m2.KillAll()
 		_, _, err := wait()
 		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no broker reachable since")
 	})
 }
 
@@ -267,14 +268,15 @@ func TestBenchCommand(t *testing.T) {
 	noLeaks(t)
 	m := testMesh(t, 2, benchtest.Fault{})
 	report := filepath.Join(t.TempDir(), "report.json")
-	_, errOut, err := execute(testCtx(t), "", "bench", "--broker", strings.Join(m.Addrs(), ","),
+	out, errOut, err := execute(testCtx(t), "", "bench", "--broker", strings.Join(m.Addrs(), ","),
 		"--workload", "single", "--names", "40", "--subscribers", "10", "--publishers", "2",
 		"--mode", "ramp", "--rate-start", "100", "--rate", "400", "--duration", "1200ms",
 		"--warmup", "10ms", "--settle", "10ms", "--report", report)
 	require.NoError(t, err, errOut)
 	// Which second the first line reports depends on the machine's load.
 	assert.Regexp(t, `(?m)^bench: +\d+s  sent +\d+/s`, errOut, "a progress line per second")
-	assert.Contains(t, errOut, "false positives 0, duplicates 0")
+	assert.Contains(t, out, "false positives 0, duplicates 0", "the summary on standard output")
+	assert.Regexp(t, `^drip bench: sent \d+ messages, \d+ deliveries expected`, out)
 
 	b, err := os.ReadFile(report)
 	require.NoError(t, err)
@@ -293,7 +295,7 @@ func TestBenchCommand(t *testing.T) {
 func TestBenchCommandReportsInexactMesh(t *testing.T) {
 	noLeaks(t)
 	m := testMesh(t, 1, benchtest.Fault{DuplicateEvery: 2})
-	out, _, err := execute(testCtx(t), "", "bench", "--broker", m.Addrs()[0], "-q",
+	out, _, err := execute(testCtx(t), "", "bench", "--broker", m.Addrs()[0], "-q", "--json",
 		"--names", "40", "--subscribers", "10", "--publishers", "2", "--rate", "300", "--duration", "300ms",
 		"--warmup", "10ms", "--settle", "300ms")
 	require.Error(t, err)

@@ -21,6 +21,7 @@ import (
 // connFlags are the flags every client command has for reaching a broker.
 type connFlags struct {
 	timeout       time.Duration
+	failoverWait  time.Duration
 	name          string
 	tls           bool
 	tlsCA         string
@@ -30,6 +31,9 @@ type connFlags struct {
 func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 	fl := cmd.Flags()
 	fl.DurationVar(&f.timeout, "connect-timeout", 10*time.Second, "how long to wait for the broker connection")
+	if cmd.Flags().Lookup("failover-wait") == nil {
+		fl.DurationVar(&f.failoverWait, "failover-wait", 0, "after the broker fails, how long to keep trying the others before giving up (0: until interrupted)")
+	}
 	fl.StringVar(&f.name, "name", defaultName, "client name shown in the brokers' logs and metrics")
 	fl.BoolVar(&f.tls, "tls", false, "connect over TLS, verifying the broker against the system roots")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, verifying the broker against the PEM certificates in this `file`")
@@ -40,6 +44,9 @@ func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 // options turns the flags into client options.
 func (f *connFlags) options() ([]client.Option, error) {
 	opts := []client.Option{client.WithName(f.name)}
+	if f.failoverWait > 0 {
+		opts = append(opts, client.WithFailoverWait(f.failoverWait))
+	}
 	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" {
 		return opts, nil
 	}
@@ -60,7 +67,7 @@ func (f *connFlags) options() ([]client.Option, error) {
 // dial connects to addr within the connect timeout.
 func (f *connFlags) dial(ctx context.Context, addr string, extra ...client.Option) (*client.Client, error) {
 	if addr == "" {
-		return nil, fmt.Errorf("--broker is required: the address (host:port) of a broker of the mesh")
+		return nil, fmt.Errorf("--broker is required: the address (host:port) of a broker of the mesh, or several, comma-separated")
 	}
 	opts, err := f.options()
 	if err != nil {
@@ -70,6 +77,9 @@ func (f *connFlags) dial(ctx context.Context, addr string, extra ...client.Optio
 	defer cancel()
 	return client.Dial(ctx, addr, append(opts, extra...)...)
 }
+
+// brokerFlagHelp is the --broker help of the client commands.
+const brokerFlagHelp = "broker address host:port; several, comma-separated, to fail over in that order; or dns:///name:port for every address of a name"
 
 // signalContext is cancelled on SIGINT or SIGTERM, which ends a command
 // cleanly. The first signal also restores the default handling, so a

@@ -45,7 +45,13 @@ A JSON number with no '.' or exponent is an int, any other a float. Binary
 payloads go in base64 under "payload_b64". Blank lines are skipped.
 
 A one-line summary goes to standard error. SIGINT or SIGTERM stops publishing
-and still reports what the broker accepted.`,
+and still reports what the broker accepted.
+
+Give several brokers (comma-separated) or a dns:/// name to fail over. When the
+broker shuts down gracefully, what it had not published goes to the next one:
+nothing is lost or sent twice. When it dies, the messages it had not yet
+acknowledged may or may not have been published; a line on standard error
+counts them, and publishing goes on at the next broker.`,
 		Example: `  drip pub --broker localhost:7000 --attr agency=AP --attr priority=2 --payload 'storm warning'
   drip pub --broker localhost:7000 -a 'title="hello world"' -a score=0.5 --count 1000 --rate 100/s
   echo '{"attrs":{"agency":"AP","priority":2},"payload":"x"}' | drip pub --broker localhost:7000`,
@@ -83,7 +89,7 @@ and still reports what the broker accepted.`,
 			return publish(cmd, &conn, broker, float64(perSec), next)
 		},
 	}
-	cmd.Flags().StringVar(&broker, "broker", "", "broker address, host:port")
+	cmd.Flags().StringVar(&broker, "broker", "", brokerFlagHelp)
 	cmd.Flags().StringArrayVarP(&attrs, "attr", "a", nil, "attribute `name=value` (repeatable); without it, read JSON lines from standard input")
 	cmd.Flags().StringVar(&payload, "payload", "", "message payload `text` (with --attr)")
 	cmd.Flags().IntVarP(&count, "count", "n", 1, "how many times to publish the --attr message (0: until interrupted)")
@@ -99,7 +105,18 @@ and still reports what the broker accepted.`,
 func publish(cmd *cobra.Command, conn *connFlags, broker string, perSec float64, next func(context.Context) (client.Message, bool, error)) error {
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
-	c, err := conn.dial(ctx, broker)
+	logw := cmd.ErrOrStderr()
+	failovers := 0
+	c, err := conn.dial(ctx, broker, client.WithFailoverHandler(func(f client.Failover) {
+		failovers++
+		switch {
+		case f.InFlight > 0:
+			fmt.Fprintf(logw, "drip pub: broker %s failed (%v) with %s unacknowledged, which may or may not have been published; publishing at %s\n",
+				f.From, f.Err, Plural(int64(f.InFlight), "message", "messages"), f.To)
+		default:
+			fmt.Fprintf(logw, "drip pub: broker %s left; publishing at %s (%s resent)\n", f.From, f.To, Plural(int64(f.Resent), "message", "messages"))
+		}
+	}))
 	if err != nil {
 		return err
 	}
@@ -149,8 +166,12 @@ func publish(cmd *cobra.Command, conn *connFlags, broker string, perSec float64,
 	if interrupted {
 		how = "interrupted after publishing"
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "drip pub: %s %d messages to %s in %v: the broker accepted %d, %d matched no subscriber\n",
-		how, sent, broker, time.Since(start).Round(time.Millisecond), sum.Accepted, sum.Unmatched)
+	who := "the broker"
+	if failovers > 0 {
+		who = "the brokers"
+	}
+	fmt.Fprintf(logw, "drip pub: %s %s to %s in %v: %s accepted %d, %d matched no subscriber\n",
+		how, Plural(int64(sent), "message", "messages"), broker, time.Since(start).Round(time.Millisecond), who, sum.Accepted, sum.Unmatched)
 	return sendErr
 }
 

@@ -37,6 +37,12 @@ between that broker and this machine. When the broker reports messages it
 dropped because this subscriber read too slowly, a line {"lost":N,"total":T}
 comes before the next message.
 
+Give several brokers (comma-separated) or a dns:/// name to fail over: when the
+broker dies the subscription is installed again at the next one (a line on
+standard error says how long it was without a broker; messages published then
+are missed), and when the broker shuts down gracefully it moves first, missing
+nothing. Each message is printed once.
+
 The predicate is in drip's predicate language, for example
   agency = "AP" && priority >= 2 || keywords contains "Italy"
 
@@ -56,7 +62,10 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			logw := cmd.ErrOrStderr()
-			c, err := conn.dial(ctx, broker, client.WithBufferSize(buffer))
+			c, err := conn.dial(ctx, broker, client.WithBufferSize(buffer), client.WithGapHandler(func(g client.Gap) {
+				fmt.Fprintf(logw, "drip sub: subscribed again at broker %s after %v without one (%s ended: %v)\n",
+					g.To, g.Duration().Round(time.Millisecond), g.From, g.Err)
+			}))
 			if err != nil {
 				return interrupted(ctx, logw, err)
 			}
@@ -66,7 +75,7 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 				return interrupted(ctx, logw, err)
 			}
 			defer sub.Close()
-			fmt.Fprintf(logw, "drip sub: subscription %d at broker %s (%s): %s\n", sub.ID(), sub.Broker(), broker, sub.Predicate())
+			fmt.Fprintf(logw, "drip sub: subscription %d at broker %s: %s\n", sub.ID(), sub.Broker(), sub.Predicate())
 
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			var buf []byte
@@ -105,7 +114,7 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 			if err := out.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(logw, "drip sub: received %d messages, %d lost\n", received, sub.Lost())
+			fmt.Fprintf(logw, "drip sub: received %s, %d lost\n", Plural(int64(received), "message", "messages"), sub.Lost())
 			switch {
 			case endErr == nil, ctx.Err() != nil:
 				return nil
@@ -116,7 +125,7 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 			}
 		},
 	}
-	cmd.Flags().StringVar(&broker, "broker", "", "broker address, host:port")
+	cmd.Flags().StringVar(&broker, "broker", "", brokerFlagHelp)
 	cmd.Flags().IntVarP(&count, "count", "n", 0, "exit after this many messages (0: no limit)")
 	cmd.Flags().IntVar(&buffer, "buffer", client.DefaultBufferSize, "deliveries to buffer before the broker must hold or drop them")
 	conn.register(cmd, "drip-sub")

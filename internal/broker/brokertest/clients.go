@@ -28,9 +28,8 @@ type subscriber struct {
 	dedup *dedup.Filter
 	// gapStart is when the subscriber lost its last subscription; -1 while
 	// it has one.
-	gapStart   time.Duration
-	retrying   bool
-	movedUntil time.Duration // closing a drained subscription is scheduled
+	gapStart time.Duration
+	retrying bool
 }
 
 type subConn struct {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/test/bufconn"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
@@ -40,17 +39,28 @@ func FastConfig(id uint32) broker.Config {
 
 // Cluster runs real brokers — broker.Broker with its goroutines, as
 // production runs it — linked over a transport.MemNetwork, each serving
-// the client API on an in-memory listener, so client and tool tests talk to
-// the real thing without ports. Broker i is router i; its client address is
-// Addr(i), reachable through DialOption.
+// the client API on a loopback port that stays the same across restarts,
+// so client, CLI and bench tests talk to the real thing. Broker i is
+// router i; its client address is Addr(i).
 type Cluster struct {
 	t         testing.TB
 	mem       *transport.MemNetwork
 	edges     [][2]int
 	configure func(*broker.Config)
+	srvOpts   []grpc.ServerOption
+	addrs     []string
 
 	mu      sync.Mutex
 	members []*member
+}
+
+// ClusterOption adjusts a Cluster.
+type ClusterOption func(*Cluster)
+
+// WithServerOptions adds gRPC server options (interceptors that inject
+// faults, say) to every broker's client server.
+func WithServerOptions(opts ...grpc.ServerOption) ClusterOption {
+	return func(c *Cluster) { c.srvOpts = append(c.srvOpts, opts...) }
 }
 
 type member struct {
@@ -58,7 +68,7 @@ type member struct {
 	b      *broker.Broker
 	reg    *prometheus.Registry
 	srv    *grpc.Server
-	lis    *bufconn.Listener
+	lis    net.Listener
 	dialer *trackingDialer
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -67,9 +77,12 @@ type member struct {
 // NewCluster starts n brokers with links along edges (the lower ID dials);
 // configure, if not nil, adjusts each configuration after FastConfig. The
 // brokers stop when the test ends.
-func NewCluster(t testing.TB, n int, edges [][2]int, configure func(*broker.Config)) *Cluster {
+func NewCluster(t testing.TB, n int, edges [][2]int, configure func(*broker.Config), opts ...ClusterOption) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, mem: transport.NewMemNetwork(), edges: edges, configure: configure, members: make([]*member, n)}
+	c := &Cluster{t: t, mem: transport.NewMemNetwork(), edges: edges, configure: configure, members: make([]*member, n), addrs: make([]string, n)}
+	for _, o := range opts {
+		o(c)
+	}
 	for i := range n {
 		c.start(i)
 	}
@@ -79,8 +92,11 @@ func NewCluster(t testing.TB, n int, edges [][2]int, configure func(*broker.Conf
 
 func peerAddr(i int) string { return fmt.Sprintf("peer-b%d", i) }
 
-// Addr is broker i's client address (for Target and DialOption).
-func (c *Cluster) Addr(i int) string { return fmt.Sprintf("b%d:7000", i) }
+// Addr is broker i's client address.
+func (c *Cluster) Addr(i int) string { return c.addrs[i] }
+
+// Addrs lists every broker's client address.
+func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
 
 // Target lists every broker's client address, comma-separated, starting
 // with broker first: a client dialled with it fails over in that order.
@@ -92,23 +108,10 @@ func (c *Cluster) Target(first int) string {
 	return strings.Join(addrs, ",")
 }
 
-// DialOption routes the cluster's client addresses to its brokers; an
-// address whose broker is down is refused.
-func (c *Cluster) DialOption() grpc.DialOption {
-	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		var i int
-		if _, err := fmt.Sscanf(addr, "b%d:7000", &i); err != nil || i < 0 || i >= len(c.members) {
-			return nil, fmt.Errorf("no broker at %s", addr)
-		}
-		c.mu.Lock()
-		m := c.members[i]
-		c.mu.Unlock()
-		if m == nil {
-			return nil, fmt.Errorf("dial %s: connection refused", addr)
-		}
-		return m.lis.DialContext(ctx)
-	})
-}
+// DialOption is what a client needs to reach the cluster beyond its
+// addresses: nothing, as they are loopback ports. (Kept so tests read the
+// same whatever the cluster listens on.)
+func (c *Cluster) DialOption() grpc.DialOption { return grpc.EmptyDialOption{} }
 
 func (c *Cluster) config(i int) broker.Config {
 	cfg := FastConfig(uint32(i))
@@ -132,7 +135,11 @@ func (c *Cluster) start(i int) {
 	if err != nil {
 		c.t.Fatalf("broker %d: %v", i, err)
 	}
-	m := &member{cfg: b.Config(), b: b, reg: reg, dialer: d, srv: grpc.NewServer(), lis: bufconn.Listen(1 << 20), done: make(chan struct{})}
+	lis, err := c.listen(i)
+	if err != nil {
+		c.t.Fatalf("broker %d: %v", i, err)
+	}
+	m := &member{cfg: b.Config(), b: b, reg: reg, dialer: d, srv: grpc.NewServer(c.srvOpts...), lis: lis, done: make(chan struct{})}
 	dripv1.RegisterBrokerServer(m.srv, b.ClientService())
 	c.mem.Listen(peerAddr(i), b.Open(), func(conn transport.Conn) {
 		d.track(conn)
@@ -153,6 +160,27 @@ func (c *Cluster) start(i int) {
 	c.mu.Lock()
 	c.members[i] = m
 	c.mu.Unlock()
+}
+
+// listen binds broker i's client port: a fresh one the first time, the
+// same one after a restart (retrying while the kernel still holds it).
+func (c *Cluster) listen(i int) (net.Listener, error) {
+	if c.addrs[i] == "" {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			c.addrs[i] = lis.Addr().String()
+		}
+		return lis, err
+	}
+	var err error
+	for range 100 {
+		var lis net.Listener
+		if lis, err = net.Listen("tcp", c.addrs[i]); err == nil {
+			return lis, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, err
 }
 
 // Broker returns broker i, nil while it is down.

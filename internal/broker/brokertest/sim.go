@@ -1,11 +1,9 @@
 package brokertest
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -631,16 +629,6 @@ func (s *Sim) Converged() bool {
 		}
 	}
 	return !first
-}
-
-// sortedIDs lists the routers in ID order.
-func (s *Sim) sortedIDs() []uint32 {
-	ids := make([]uint32, len(s.nodes))
-	for i, n := range s.nodes {
-		ids[i] = n.id
-	}
-	slices.SortFunc(ids, func(a, b uint32) int { return cmp.Compare(a, b) })
-	return ids
 }
 
 // stepConn is a transport.Conn for links whose frames the simulator moves:
