@@ -9,33 +9,49 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// benchName names a sub-benchmark by its Params: "cat-v2/M=2048/K=6".
+func benchName(p Params) string { return fmt.Sprintf("%s/M=%d/K=%d", p.Scheme, p.M, p.K) }
+
+// BenchmarkEncodeMessage encodes the messages of each workload (10
+// attributes; 6 strings and 4 ints on the paper's, 2 and 8 on ranges).
 func BenchmarkEncodeMessage(b *testing.B) {
-	for _, p := range benchParams {
-		b.Run(fmt.Sprintf("M=%d/K=%d", p.M, p.K), func(b *testing.B) {
-			g, err := workload.New(workload.Default())
-			require.NoError(b, err)
-			msgs := g.Messages(256)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				p.EncodeMessage(msgs[i%len(msgs)])
-				i++
-			}
-		})
+	for _, w := range benchWorkloads {
+		for _, p := range benchParams {
+			b.Run(w.name+"/"+benchName(p), func(b *testing.B) {
+				g, err := workload.New(w.cfg)
+				require.NoError(b, err)
+				msgs := g.Messages(256)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					p.EncodeMessage(msgs[i%len(msgs)])
+					i++
+				}
+			})
+		}
 	}
 }
 
-func BenchmarkEncodeFilter(b *testing.B) {
-	p := DefaultParamsV1()
-	g, err := workload.New(workload.Default())
-	require.NoError(b, err)
-	fs := g.Predicate()
-	b.ReportAllocs()
-	i := 0
-	var dst []Bloom
-	for b.Loop() {
-		dst = p.AppendFilter(dst[:0], fs[i%len(fs)])
-		i++
+// BenchmarkEncodePredicate encodes one client's predicate of 20 filters,
+// as a broker does when a subscription arrives; blooms/op is how many
+// Blooms it encodes to.
+func BenchmarkEncodePredicate(b *testing.B) {
+	for _, w := range benchWorkloads {
+		for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
+			b.Run(w.name+"/"+benchName(p), func(b *testing.B) {
+				g, err := workload.New(w.cfg)
+				require.NoError(b, err)
+				preds := g.Predicates(64)
+				blooms := 0
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					blooms += len(p.EncodePredicate(preds[i%len(preds)]))
+					i++
+				}
+				b.ReportMetric(float64(blooms)/float64(b.N), "blooms/op")
+			})
+		}
 	}
 }
 
@@ -64,15 +80,17 @@ func BenchmarkSubsetOf(b *testing.B) {
 // 20 filters, and 500 clients (10k filters) for scale.
 func BenchmarkAdvertise(b *testing.B) {
 	for _, w := range benchWorkloads {
-		for _, clients := range []int{10, 500} {
-			b.Run(fmt.Sprintf("%s/filters=%d", w.name, clients*20), func(b *testing.B) {
-				mesh := newPaperMesh(b, w.cfg, 1, clients, 0)
-				filters := mesh.filters(DefaultParams(), 0)
-				b.ReportAllocs()
-				for b.Loop() {
-					Advertise(filters)
-				}
-			})
+		for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
+			for _, clients := range []int{10, 500} {
+				b.Run(fmt.Sprintf("%s/%s/filters=%d", w.name, p.Scheme, clients*20), func(b *testing.B) {
+					mesh := newPaperMesh(b, w.cfg, 1, clients, 0)
+					filters := mesh.filters(p, 0)
+					b.ReportAllocs()
+					for b.Loop() {
+						Advertise(filters)
+					}
+				})
+			}
 		}
 	}
 }
@@ -80,34 +98,40 @@ func BenchmarkAdvertise(b *testing.B) {
 // BenchmarkSnapshot is the cost of rebuilding the index.
 func BenchmarkSnapshot(b *testing.B) {
 	for _, w := range benchWorkloads {
-		for _, routers := range []int{100, 1000} {
-			b.Run(fmt.Sprintf("%s/routers=%d", w.name, routers), func(b *testing.B) {
-				p := DefaultParams()
-				mesh := newPaperMesh(b, w.cfg, routers, 5, 0)
-				tab := NewTable(p)
-				for r := range routers {
-					tab.Set(uint32(r), mesh.filters(p, r))
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					tab.Snapshot()
-				}
-			})
+		for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
+			for _, routers := range []int{100, 1000} {
+				b.Run(fmt.Sprintf("%s/%s/routers=%d", w.name, p.Scheme, routers), func(b *testing.B) {
+					mesh := newPaperMesh(b, w.cfg, routers, 5, 0)
+					tab := NewTable(p)
+					for r := range routers {
+						tab.Set(uint32(r), mesh.filters(p, r))
+					}
+					b.ReportAllocs()
+					for b.Loop() {
+						tab.Snapshot()
+					}
+				})
+			}
 		}
 	}
 }
 
-// BenchmarkWireForm encodes and decodes one Bloom of DefaultParams, as a
-// broker does for every filter of an advertisement.
+// BenchmarkWireForm encodes and decodes the filters of an advertisement
+// of 200 filters in their scheme's wire form; ns/filter is per filter.
 func BenchmarkWireForm(b *testing.B) {
-	p := DefaultParams()
-	bloom := randomBloom(rand.New(rand.NewPCG(2, 2)), p.M, 30)
-	buf := make([]byte, 0, p.Bytes())
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = bloom.AppendBinary(buf[:0], p)
-		if _, err := BloomFromBytes(buf, p); err != nil {
-			b.Fatal(err)
-		}
+	for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
+		b.Run(p.Scheme.String(), func(b *testing.B) {
+			mesh := newPaperMesh(b, workload.SingleConstraint(), 1, 10, 0)
+			filters := mesh.filters(p, 0)
+			buf := make([]byte, 0, p.FiltersSize(filters))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = p.AppendFilters(buf[:0], filters)
+				if _, err := p.ParseFilters(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(filters)), "ns/filter")
+		})
 	}
 }

@@ -78,16 +78,18 @@ func (t *Table) Snapshot() *Snapshot {
 //     keep their router set as a bitmap over router IDs and are tested
 //     first, each with one subset test and, on a match, one OR of the
 //     bitmap into the destination set;
-//   - cold filters are indexed by their two lowest set positions, a
-//     two-level trie in the style of SFF and TagMatch: a node per lowest
-//     position p1 and, below it, a bucket per second-lowest position p2. A
-//     filter can match only if both are set in the message's Bloom, so
-//     Match descends only into the p1 and p2 set in it (intersecting bit
-//     masks, not walking lists) and tests the filters of those buckets,
-//     stored as position lists so that the index stays in cache. With
-//     message density d (the share of set bits) that tests about d² of the
-//     cold filters; a deeper trie would save tests only by visiting about
-//     as many more nodes.
+//   - cold filters are indexed by two of their set positions, their key
+//     positions p1 < p2, in a two-level trie in the style of SFF and
+//     TagMatch: a node per p1 and, below it, a bucket per p2. A filter can
+//     match only if both are set in the message's Bloom, so Match descends
+//     only into the p1 and p2 set in it (intersecting bit masks, not
+//     walking lists) and tests the filters of those buckets, stored as
+//     position lists so that the index stays in cache. With message
+//     density d (the share of set bits) that tests about d² of the cold
+//     filters; a deeper trie would save tests only by visiting about as
+//     many more nodes. The key positions are a filter's two rarest among
+//     the cold filters (buildColdIndex), which are rarely set in messages
+//     too.
 //
 // After the hot filters, routers already matched need no more work (the
 // per-router early exit). When few routers are left, the common case on
@@ -97,6 +99,7 @@ func (t *Table) Snapshot() *Snapshot {
 // the two costs.
 type Snapshot struct {
 	m      int
+	coarse int      // the coarse part of the Bloom is [0, coarse)
 	nWords int      // words of a Bloom of width m
 	ids    []uint32 // routers in ascending order; their index is their slot
 	// filters[slot] is the router's predicate for MatchLinear and Filters.
@@ -119,18 +122,20 @@ type Snapshot struct {
 	coldOf    []uint32
 	coldStart []uint32
 
-	// The cold index. level1[p] is used when l1Mask has bit p; bucket b
-	// holds entries bucketStart[b] up to bucketStart[b+1].
+	// The cold index, by each filter's two key positions p1 < p2 (its
+	// rarest, see buildColdIndex). level1[p] is used when l1Mask has bit
+	// p; bucket b holds entries bucketStart[b] up to bucketStart[b+1].
 	l1Mask      Bloom
 	l1Count     int          // nodes in l1Mask
 	level1      []level1Node // M entries
 	bucketStart []uint32
-	// Node n's children (second-lowest positions) are the bits of words
-	// n.wlo..n.whi, stored at childWords[n.off:]; childRank[n.off+j] counts
-	// the children in the node's words below. Only the words that hold
-	// children are stored: under cat-v2 filters start in the first quarter
-	// of 2048 bits, and a full Bloom per node would be 256 bytes.
+	// Node n's children (the p2 under it) are the bits of the n.nw words
+	// at childWords[n.off:], word childIdx[i] of a Bloom each;
+	// childRank[i] counts the node's children in its words before. Only
+	// words that hold children are stored: at M=2048 a full Bloom per node
+	// would be 256 bytes, and a loop over 32 words per node visited.
 	childWords []uint64
+	childIdx   []uint8
 	childRank  []uint16
 	// Cold filters are stored as their sorted set positions, not as Blooms:
 	// a sparse filter is then a few bytes, and the index, visited in
@@ -153,10 +158,11 @@ const (
 	pathIndex
 )
 
-// coldEntry locates a cold filter's positions and routers. third repeats
-// its third-lowest position (noThird if it has fewer): in a bucket, where
-// the first two are known to be set, that one test rejects most entries
-// without touching positions.
+// coldEntry locates a cold filter's positions and routers. Its positions
+// start with the two key positions and the third rarest, which third
+// repeats (noThird if it has fewer): in a bucket, where the first two are
+// known to be set, that one test rejects most entries without touching
+// positions.
 type coldEntry struct {
 	pos, rtr uint32
 	third    uint16
@@ -165,11 +171,22 @@ type coldEntry struct {
 const noThird = 0xffff
 
 type level1Node struct {
-	base     uint32 // bucket index of the lowest child
-	single   int32  // entry of the filter whose only bit is p1, or -1
-	off      uint32 // first word of the children in childWords
-	wlo, whi uint8  // the words that hold children; none if whi < wlo
+	base   uint32 // bucket index of the lowest child
+	single int32  // entry of the filter whose only bit is p1, or -1
+	off    uint32 // first word of the children in childWords
+	nw     uint32 // words of children
 }
+
+// The estimate of buildColdIndex. coarseChance and fineChance are the
+// percent of bits set in the two parts of a typical cat-v2 message Bloom
+// (10 attributes, docs/results/encoded-matching.md); popularWeight says how
+// much more often than its share of filters a message has a category that
+// filters share. Only speed depends on them, never the result.
+const (
+	coarseChance  = 21
+	fineChance    = 41
+	popularWeight = 10
+)
 
 // hotMinRouters is the fewest routers a filter must have to be hot: below
 // it, setting routers one by one is as cheap as a bitmap OR and the filter
@@ -177,7 +194,7 @@ type level1Node struct {
 const hotMinRouters = 8
 
 func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot {
-	s := &Snapshot{m: p.M, nWords: (p.M + 63) / 64, ids: ids, filters: make([][]Bloom, len(ids))}
+	s := &Snapshot{m: p.M, coarse: p.coarseBits(), nWords: (p.M + 63) / 64, ids: ids, filters: make([][]Bloom, len(ids))}
 	pairs := 0
 	for slot, id := range ids {
 		s.filters[slot] = entries[id]
@@ -277,13 +294,67 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 	return s
 }
 
-// buildColdIndex lays the cold filters out by (lowest, second-lowest)
-// position and returns the entry of each distinct filter, -1 if not cold.
+// buildColdIndex lays the cold filters out by their two key positions and
+// returns the entry of each distinct filter, -1 if not cold.
+//
+// A filter's key positions are its two rarest among the cold filters
+// (ties to the lower position), its third the third rarest. Positions that
+// many filters share belong to categories that many messages have too, the
+// existence categories above all (a cat-v2 filter has one per non-equality
+// constraint, and on the default workload every message has every
+// attribute): keyed by them, a filter would be a candidate for nearly
+// every message. (Its lowest positions, the first choice, are as common as
+// any: on default under cat-v2 they made Match 100 times slower.)
 func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(int32) []uint32) []int32 {
 	s.nCold = len(cold)
 	s.level1 = make([]level1Node, s.m)
 	for p := range s.level1 {
-		s.level1[p] = level1Node{single: -1, wlo: 1}
+		s.level1[p] = level1Node{single: -1}
+	}
+	freq := make([]int32, s.m)
+	var pos []uint16
+	for _, d := range cold {
+		pos = distinct[d].appendPositions16(pos[:0])
+		for _, p := range pos {
+			freq[p]++
+		}
+	}
+	// est approximates how often a position is set in a message, in
+	// units of 1/nCold: the part's density by chance, plus the share of
+	// filters that have it, weighted: a category that many filters require
+	// (the existence of a common attribute) is one that many messages have.
+	base := [2]int64{int64(len(cold)) * coarseChance / 100, int64(len(cold)) * fineChance / 100}
+	est := func(p uint16) int64 {
+		part := 0
+		if int(p) >= s.coarse {
+			part = 1
+		}
+		return base[part] + popularWeight*int64(freq[p])
+	}
+	rarer := func(a, b uint16) int {
+		if c := cmp.Compare(est(a), est(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	}
+	// keyOrder puts a filter's positions in entry order: the two key
+	// positions ascending, the third rarest, then the rest ascending.
+	keyOrder := func(pos []uint16) {
+		for i := 0; i < min(3, len(pos)); i++ {
+			r := i
+			for j := i + 1; j < len(pos); j++ {
+				if rarer(pos[j], pos[r]) < 0 {
+					r = j
+				}
+			}
+			pos[i], pos[r] = pos[r], pos[i]
+		}
+		if len(pos) >= 2 && pos[1] < pos[0] {
+			pos[0], pos[1] = pos[1], pos[0]
+		}
+		if len(pos) > 3 {
+			slices.Sort(pos[3:])
+		}
 	}
 	// A one-bit filter has p2 = MaxBits, which sorts it after the bucketed
 	// filters, so that each bucket's entries run up to the next bucket's
@@ -294,10 +365,13 @@ func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(in
 	}
 	keys := make([]keyed, len(cold))
 	for i, d := range cold {
-		b := distinct[d]
-		p1 := b.lowest()
-		b.w[p1>>6] &^= 1 << (p1 & 63)
-		keys[i] = keyed{uint16(p1), uint16(b.lowest()), d}
+		pos = distinct[d].appendPositions16(pos[:0])
+		keyOrder(pos)
+		k := keyed{pos[0], MaxBits, d}
+		if len(pos) > 1 {
+			k.p2 = pos[1]
+		}
+		keys[i] = k
 	}
 	oneBit := func(k keyed) int {
 		if k.p2 == MaxBits {
@@ -328,6 +402,7 @@ func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(in
 		entryOf[k.d] = int32(e)
 		first := uint32(len(s.positions))
 		s.positions = distinct[k.d].appendPositions16(s.positions)
+		keyOrder(s.positions[first:])
 		third := uint16(noThird)
 		if uint32(len(s.positions))-first > 2 {
 			third = s.positions[first+2]
@@ -360,19 +435,19 @@ func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(in
 			j++
 		}
 		n := &s.level1[children[i].p1]
-		n.wlo, n.whi = uint8(children[i].p2>>6), uint8(children[j-1].p2>>6)
 		n.off = uint32(len(s.childWords))
-		for range int(n.whi) - int(n.wlo) + 1 {
-			s.childWords = append(s.childWords, 0)
-		}
-		for _, c := range children[i:j] {
-			s.childWords[n.off+uint32(c.p2>>6-uint16(n.wlo))] |= 1 << (c.p2 & 63)
-		}
 		var r uint16
-		for w := range int(n.whi) - int(n.wlo) + 1 {
-			s.childRank = append(s.childRank, r)
-			r += uint16(bits.OnesCount64(s.childWords[n.off+uint32(w)]))
+		for _, c := range children[i:j] { // ascending p2
+			w := uint8(c.p2 >> 6)
+			if last := len(s.childIdx) - 1; uint32(len(s.childIdx)) == n.off || s.childIdx[last] != w {
+				s.childWords = append(s.childWords, 0)
+				s.childIdx = append(s.childIdx, w)
+				s.childRank = append(s.childRank, r)
+			}
+			s.childWords[len(s.childWords)-1] |= 1 << (c.p2 & 63)
+			r++
 		}
+		n.nw = uint32(len(s.childWords)) - n.off
 		i = j
 	}
 	return entryOf
@@ -523,15 +598,15 @@ func (s *Snapshot) matchIndex(bm Bloom, out []uint64) {
 			if n.single >= 0 {
 				s.setRouters(out, uint32(n.single))
 			}
-			for j := int(n.wlo); j <= int(n.whi); j++ {
-				cw := s.childWords[n.off+uint32(j-int(n.wlo))]
-				for c := cw & bm.w[j]; c != 0; c &= c - 1 {
+			for k := n.off; k < n.off+n.nw; k++ {
+				cw := s.childWords[k]
+				for c := cw & bm.w[s.childIdx[k]]; c != 0; c &= c - 1 {
 					below := cw & (1<<bits.TrailingZeros64(c) - 1)
-					bk := n.base + uint32(s.childRank[n.off+uint32(j-int(n.wlo))]) + uint32(bits.OnesCount64(below))
+					bk := n.base + uint32(s.childRank[k]) + uint32(bits.OnesCount64(below))
 					for e := s.bucketStart[bk]; e < s.bucketStart[bk+1]; e++ {
 						// The bucket's p1 and p2 are set in bm.
 						th := s.entries[e].third
-						if th == noThird || bm.w[th>>6]&(1<<(th&63)) != 0 && s.entryIn(e, 3, bm) {
+						if th == noThird || bm.w[th>>6]&(1<<(th&63)) != 0 && s.anyLeft(out, e) && s.entryIn(e, 3, bm) {
 							s.setRouters(out, e)
 						}
 					}
@@ -550,6 +625,18 @@ func (s *Snapshot) entryIn(e uint32, skip uint32, bm Bloom) bool {
 		}
 	}
 	return true
+}
+
+// anyLeft reports whether some router of entry e is not yet in out: the
+// per-router early exit, inside the index. On dense workloads most
+// candidates belong to routers that an earlier filter already matched.
+func (s *Snapshot) anyLeft(out []uint64, e uint32) bool {
+	for _, id := range s.routers[s.entries[e].rtr:s.entries[e+1].rtr] {
+		if out[id>>6]&(1<<(id&63)) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Snapshot) setRouters(out []uint64, e uint32) {

@@ -38,7 +38,7 @@ func BenchmarkMatch(b *testing.B) {
 					name  string
 					match func(Bloom, *bitset.BitSet)
 				}{{"indexed", s.Match}, {"linear", s.MatchLinear}} {
-					name := fmt.Sprintf("%s/routers=%d/M=%d/K=%d/%s", w.name, routers, p.M, p.K, impl.name)
+					name := fmt.Sprintf("%s/routers=%d/%s/%s", w.name, routers, benchName(p), impl.name)
 					b.Run(name, func(b *testing.B) {
 						dst := bitset.New(uint(s.MaxID()) + 1)
 						b.ReportAllocs()

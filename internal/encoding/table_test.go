@@ -146,8 +146,8 @@ func TestMatchAddsToDst(t *testing.T) {
 // Carzaniga09 §2.2 on the paper workload: Match = MatchLinear, both cold
 // paths, and no router with an exact match is missing from D (eq. 1).
 func TestMatchOnPaperWorkload(t *testing.T) {
-	for _, cfg := range []workload.Config{workload.Default(), workload.SingleConstraint()} {
-		for _, p := range []Params{DefaultParams(), {M: 192, K: 7}} {
+	for _, cfg := range []workload.Config{workload.Default(), workload.SingleConstraint(), workload.Ranges()} {
+		for _, p := range []Params{DefaultParams(), DefaultParamsV1(), {M: 192, K: 7}, {Scheme: SchemeCatV2, M: 256, K: 3}} {
 			const routers = 60
 			mesh := newPaperMesh(t, cfg, routers, 5, 200)
 			tab := NewTable(p)
