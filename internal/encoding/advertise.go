@@ -17,19 +17,20 @@ import (
 // size. If the zero Bloom (a filter of only "exists" constraints) is among
 // the filters, it covers everything and is the whole advertisement.
 func Advertise(filters []Bloom) []Bloom {
+	// Sort indexes, not the 256-byte Blooms themselves.
 	type item struct {
 		pop int
-		b   Bloom
+		b   *Bloom
 	}
 	items := make([]item, len(filters))
-	for i, b := range filters {
-		items[i] = item{b.PopCount(), b}
+	for i := range filters {
+		items[i] = item{filters[i].PopCount(), &filters[i]}
 	}
 	slices.SortFunc(items, func(x, y item) int {
 		if c := cmp.Compare(x.pop, y.pop); c != 0 {
 			return c
 		}
-		return x.b.compareWords(y.b)
+		return compareWords(x.b, y.b)
 	})
 	// Sorted by popcount, a Bloom can be covered only by one kept before
 	// it. A cover's lowest position is one of the candidate's positions, so
@@ -42,18 +43,18 @@ func Advertise(filters []Bloom) []Bloom {
 	var next []int32
 	var kept []Bloom
 	for i, it := range items {
-		if i > 0 && it.b == items[i-1].b {
+		if i > 0 && *it.b == *items[i-1].b {
 			continue
 		}
 		if it.pop == 0 {
 			// The zero Bloom covers everything, and sorts first.
 			return []Bloom{{}}
 		}
-		if !coveredBy(it.b, kept, &head, next) {
+		if !coveredBy(*it.b, kept, &head, next) {
 			low := it.b.lowest()
 			next = append(next, head[low])
 			head[low] = int32(len(kept))
-			kept = append(kept, it.b)
+			kept = append(kept, *it.b)
 		}
 	}
 	return kept

@@ -76,11 +76,12 @@ func (b Bloom) Compare(o Bloom) int {
 	if c := cmp.Compare(b.PopCount(), o.PopCount()); c != 0 {
 		return c
 	}
-	return b.compareWords(o)
+	return compareWords(&b, &o)
 }
 
-// compareWords orders Blooms by their words from the highest bit down.
-func (b Bloom) compareWords(o Bloom) int {
+// compareWords orders Blooms by their words from the highest bit down. It
+// takes pointers: a Bloom is 256 bytes.
+func compareWords(b, o *Bloom) int {
 	for i := words - 1; i >= 0; i-- {
 		if b.w[i] != o.w[i] {
 			if b.w[i] < o.w[i] {
@@ -182,6 +183,17 @@ func BloomFromBytes(data []byte, p Params) (Bloom, error) {
 // Word returns bits 64i to 64i+63 (0 ≤ i < MaxBits/64), bit j of the word
 // being position 64i+j: a Bloom's contents as numbers, for checksums.
 func (b Bloom) Word(i int) uint64 { return b.w[i] }
+
+// hash is a 64-bit digest of the bits, for hash tables of Blooms.
+func (b Bloom) hash() uint64 {
+	h := uint64(0)
+	for i, w := range b.w {
+		if w != 0 {
+			h = mix64(h ^ w + uint64(i+1)*splitGamma)
+		}
+	}
+	return h
+}
 
 // highest returns the highest set position, or -1 for the zero Bloom.
 func (b Bloom) highest() int {

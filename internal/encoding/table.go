@@ -217,19 +217,32 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 	}
 
 	// Number the distinct filters, remember the number of every (router,
-	// filter) pair, and count the routers of each.
-	index := make(map[Bloom]int32)
-	var distinct []Bloom
-	var count []int32
+	// filter) pair, and count the routers of each. The map is keyed by a
+	// hash, with a chain through same-hash filters: a map keyed by the
+	// 256-byte Blooms themselves would store every key on the heap.
+	index := make(map[uint64]int32, pairs)
+	var distinct []*Bloom // into s.filters, which no one modifies
+	var count, sameHash []int32
 	pairDistinct := make([]int32, 0, pairs)
 	for slot := range ids {
-		for _, b := range s.filters[slot] {
-			d, ok := index[b]
+		for j := range s.filters[slot] {
+			b := &s.filters[slot][j]
+			h := b.hash()
+			d, ok := index[h]
+			for ok && *distinct[d] != *b {
+				d = sameHash[d]
+				ok = d >= 0
+			}
 			if !ok {
 				d = int32(len(distinct))
-				index[b] = d
+				first, had := index[h]
+				if !had {
+					first = -1
+				}
+				index[h] = d
 				distinct = append(distinct, b)
 				count = append(count, 0)
+				sameHash = append(sameHash, first)
 			}
 			count[d]++
 			pairDistinct = append(pairDistinct, d)
@@ -272,7 +285,7 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 	s.hot = make([]Bloom, len(hot))
 	s.hotRouters = make([]uint64, len(hot)*nWords)
 	for i, d := range hot {
-		s.hot[i] = distinct[d]
+		s.hot[i] = *distinct[d]
 		bm := s.hotRouters[i*nWords : (i+1)*nWords]
 		for _, id := range owners(d) {
 			bm[id>>6] |= 1 << (id & 63)
@@ -305,69 +318,87 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 // attribute): keyed by them, a filter would be a candidate for nearly
 // every message. (Its lowest positions, the first choice, are as common as
 // any: on default under cat-v2 they made Match 100 times slower.)
-func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(int32) []uint32) []int32 {
+func (s *Snapshot) buildColdIndex(distinct []*Bloom, cold []int32, owners func(int32) []uint32) []int32 {
 	s.nCold = len(cold)
 	s.level1 = make([]level1Node, s.m)
 	for p := range s.level1 {
 		s.level1[p] = level1Node{single: -1}
 	}
+	// Every cold filter's positions, once: ordered[ordStart[i]:ordStart[i+1]]
+	// for cold[i], ascending here and in entry order after keyOrder.
 	freq := make([]int32, s.m)
-	var pos []uint16
-	for _, d := range cold {
-		pos = distinct[d].appendPositions16(pos[:0])
-		for _, p := range pos {
-			freq[p]++
-		}
+	ordStart := make([]uint32, len(cold)+1)
+	var ordered []uint16
+	for i, d := range cold {
+		ordered = distinct[d].appendPositions16(ordered)
+		ordStart[i+1] = uint32(len(ordered))
+	}
+	for _, p := range ordered {
+		freq[p]++
 	}
 	// est approximates how often a position is set in a message, in
 	// units of 1/nCold: the part's density by chance, plus the share of
 	// filters that have it, weighted: a category that many filters require
 	// (the existence of a common attribute) is one that many messages have.
-	base := [2]int64{int64(len(cold)) * coarseChance / 100, int64(len(cold)) * fineChance / 100}
-	est := func(p uint16) int64 {
-		part := 0
-		if int(p) >= s.coarse {
-			part = 1
+	est := make([]int64, s.m)
+	for p := range est {
+		chance := coarseChance
+		if p >= s.coarse {
+			chance = fineChance
 		}
-		return base[part] + popularWeight*int64(freq[p])
+		est[p] = int64(len(cold))*int64(chance)/100 + popularWeight*int64(freq[p])
 	}
 	rarer := func(a, b uint16) int {
-		if c := cmp.Compare(est(a), est(b)); c != 0 {
+		if c := cmp.Compare(est[a], est[b]); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	}
-	// keyOrder puts a filter's positions in entry order: the two key
-	// positions ascending, the third rarest, then the rest ascending.
+	// keyOrder puts a filter's ascending positions in entry order: the two
+	// key positions ascending, the third rarest, then the rest, still
+	// ascending (moving the three to the front keeps the others' order).
 	keyOrder := func(pos []uint16) {
-		for i := 0; i < min(3, len(pos)); i++ {
-			r := i
-			for j := i + 1; j < len(pos); j++ {
-				if rarer(pos[j], pos[r]) < 0 {
-					r = j
+		var top [3]int // indexes of the rarest, in rank order
+		n := min(3, len(pos))
+		for r := range n {
+			best := -1
+			for j := range pos {
+				if (r < 1 || j != top[0]) && (r < 2 || j != top[1]) && (best < 0 || rarer(pos[j], pos[best]) < 0) {
+					best = j
 				}
 			}
-			pos[i], pos[r] = pos[r], pos[i]
+			top[r] = best
 		}
-		if len(pos) >= 2 && pos[1] < pos[0] {
-			pos[0], pos[1] = pos[1], pos[0]
+		var first [3]uint16
+		for r := range n {
+			first[r] = pos[top[r]]
 		}
-		if len(pos) > 3 {
-			slices.Sort(pos[3:])
+		if n >= 2 && first[1] < first[0] {
+			first[0], first[1] = first[1], first[0]
 		}
+		// Shift the others right, past the three, keeping their order.
+		w := len(pos)
+		for j := len(pos) - 1; j >= 0; j-- {
+			if (n > 0 && j == top[0]) || (n > 1 && j == top[1]) || (n > 2 && j == top[2]) {
+				continue
+			}
+			w--
+			pos[w] = pos[j]
+		}
+		copy(pos, first[:n])
 	}
 	// A one-bit filter has p2 = MaxBits, which sorts it after the bucketed
 	// filters, so that each bucket's entries run up to the next bucket's
 	// first.
 	type keyed struct {
 		p1, p2 uint16
-		d      int32
+		d      int32 // index into cold
 	}
 	keys := make([]keyed, len(cold))
-	for i, d := range cold {
-		pos = distinct[d].appendPositions16(pos[:0])
+	for i := range cold {
+		pos := ordered[ordStart[i]:ordStart[i+1]]
 		keyOrder(pos)
-		k := keyed{pos[0], MaxBits, d}
+		k := keyed{pos[0], MaxBits, int32(i)}
 		if len(pos) > 1 {
 			k.p2 = pos[1]
 		}
@@ -397,18 +428,21 @@ func (s *Snapshot) buildColdIndex(distinct []Bloom, cold []int32, owners func(in
 	}
 	bucketed := uint32(0) // entries below it are in buckets
 	var children []keyed  // the distinct (p1, p2) of the buckets, in order
+	s.entries = make([]coldEntry, 0, len(keys)+1)
+	s.positions = make([]uint16, 0, len(ordered))
 	for _, k := range keys {
 		e := uint32(len(s.entries))
-		entryOf[k.d] = int32(e)
+		i := k.d // the index into cold
+		d := cold[i]
+		entryOf[d] = int32(e)
 		first := uint32(len(s.positions))
-		s.positions = distinct[k.d].appendPositions16(s.positions)
-		keyOrder(s.positions[first:])
+		s.positions = append(s.positions, ordered[ordStart[i]:ordStart[i+1]]...)
 		third := uint16(noThird)
 		if uint32(len(s.positions))-first > 2 {
 			third = s.positions[first+2]
 		}
 		s.entries = append(s.entries, coldEntry{first, uint32(len(s.routers)), third})
-		s.routers = append(s.routers, owners(k.d)...)
+		s.routers = append(s.routers, owners(d)...)
 
 		n := &s.level1[k.p1]
 		s.l1Mask.Set(int(k.p1))
