@@ -300,7 +300,7 @@ func TestLinkNumbers(t *testing.T) {
 func TestBrokerOptions(t *testing.T) {
 	t.Parallel()
 	m := render(t,
-		"--set", "broker.bloom.bits=4096", "--set", "broker.bloom.hashes=5",
+		"--set", "broker.bloom.scheme=cat-v1", "--set", "broker.bloom.bits=4096", "--set", "broker.bloom.hashes=5",
 		"--set", "broker.limits.maxPayload=1048576", "--set", "broker.limits.linkQueueBytes=33554432",
 		"--set", "broker.costRTT=true", "--set", "broker.logLevel=debug",
 		"--set", "topology.mesh=prod", "--set", "broker.extraArgs={--max-string=512}",
@@ -308,11 +308,13 @@ func TestBrokerOptions(t *testing.T) {
 		"--set", "clusterDomain=k8s.internal")
 	b := container(t, m.statefulSet(t).Spec.Template.Spec, "broker")
 	assert.Equal(t, "registry.example/drip:v1.2.3", b.Image)
-	for _, want := range []string{"--bloom-bits=4096", "--bloom-hashes=5", "--max-payload=1048576", "--link-queue-bytes=33554432", "--cost-rtt", "--log-level=debug"} {
+	for _, want := range []string{"--bloom-scheme=cat-v1", "--bloom-bits=4096", "--bloom-hashes=5", "--max-payload=1048576", "--link-queue-bytes=33554432", "--cost-rtt", "--log-level=debug"} {
 		assert.Contains(t, b.Args, want)
 	}
 	assert.Equal(t, "--max-string=512", b.Args[len(b.Args)-1], "extra arguments come last")
 	assert.NotContains(t, strings.Join(b.Args, " "), "--max-filters", "unset limits keep the binary's defaults")
+	plain := container(t, render(t).statefulSet(t).Spec.Template.Spec, "broker")
+	assert.NotContains(t, strings.Join(plain.Args, " "), "--bloom-scheme", "an unset scheme keeps the binary's default")
 	topo := m.mesh(t)
 	assert.Equal(t, "prod", topo.Mesh)
 	assert.Equal(t, fmt.Sprintf("%s-0.%s.%s.svc.k8s.internal:7100", fullname, headless, namespace), topo.Brokers[0].Peer)
@@ -458,6 +460,7 @@ func TestValueErrors(t *testing.T) {
 			`topology.shape "star": want fullmesh, ring, line or explicit`},
 		{[]string{"topology.shap=ring"}, "at '/topology': additional properties 'shap' not allowed", ""},
 		{[]string{"netem.interval=10"}, "at '/netem/interval': got number, want string", ""},
+		{[]string{"broker.bloom.scheme=cat-v9"}, "at '/broker/bloom/scheme': value must be one of '', 'cat-v1', 'cat-v2'", ""},
 		{[]string{"topology.links[0].a=0", "topology.links[0].b=1"}, `topology.links is only for topology.shape=explicit, but shape is "ring"`, ""},
 		{[]string{"topology.shape=explicit", "topology.links[0].a=0", "topology.links[0].b=4"}, "topology.links[0]: 0–4 names a broker outside 0..3", ""},
 		{[]string{"topology.shape=explicit", "topology.links[0].a=2", "topology.links[0].b=2"}, "links broker 2 to itself", ""},
