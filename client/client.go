@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // DefaultBufferSize is the number of deliveries a Subscription buffers
@@ -272,6 +273,9 @@ func (c *Client) newConn(addr string) (*grpc.ClientConn, error) {
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("drip-go-client/" + c.opts.name),
+		// Publish requests and deliveries travel in their wire form
+		// (wire.Raw): encoded and decoded without protobuf objects.
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})),
 		// A restarted broker is dialled again within a second.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},

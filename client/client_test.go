@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
@@ -42,13 +43,6 @@ func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 // line starts n real brokers in a line (b0–b1–…) with the test limits:
@@ -645,7 +639,7 @@ func TestTLS(t *testing.T) {
 	b, err := broker.New(brokertest.FastConfig(0))
 	require.NoError(t, err)
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	srv := grpc.NewServer(append(broker.ClientServerOptions(), grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))...)
 	dripv1.RegisterBrokerServer(srv, b.ClientService())
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -707,31 +701,44 @@ func selfSigned(t *testing.T, host string) (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
 
-func TestMessageConversionRoundTrip(t *testing.T) {
-	m := Message{Attrs: Attrs{"s": "x\x00y", "i": int64(-5), "n": 7, "f": -0.5, "b": true}, Payload: []byte{0xff}}
-	pm, err := m.toProto()
+// TestMessageWireRoundTrip: what the client publishes, the broker decodes
+// to the same attributes, protobuf reads the same way, and the client's
+// delivery decoder gives back (integers as int64).
+func TestMessageWireRoundTrip(t *testing.T) {
+	m := Message{Attrs: Attrs{"s": "x\x00y", "i": int64(-5), "n": 7, "f": -0.5, "b": true, "z": 0}, Payload: []byte{0xff}}
+	entry, _, err := appendBatchEntry(nil, m, nil)
 	require.NoError(t, err)
-	// Sorted names give equal encodings to equal messages.
+	// The entry is a PublishRequest's batch field: its value is a Message.
+	var req dripv1.PublishRequest
+	require.NoError(t, proto.Unmarshal(entry, &req))
+	require.Len(t, req.Batch, 1)
 	var names []string
-	for _, a := range pm.Attributes {
+	for _, a := range req.Batch[0].Attributes {
 		names = append(names, a.Name)
 	}
-	assert.Equal(t, "b f i n s", strings.Join(names, " "))
-	back, err := messageFromProto(pm)
+	assert.Equal(t, "b f i n s z", strings.Join(names, " "), "sorted: equal messages encode equally")
+	raw, err := proto.Marshal(req.Batch[0])
 	require.NoError(t, err)
-	assert.Equal(t, Message{Attrs: Attrs{"s": "x\x00y", "i": int64(-5), "n": int64(7), "f": -0.5, "b": true}, Payload: []byte{0xff}}, back)
-	// The broker's conversion accepts what the client sends.
-	cm, err := wire.MessageFromProto(pm, wire.DefaultMessageLimits())
+	cm, err := wire.DecodeMessage(raw, wire.DefaultMessageLimits())
 	require.NoError(t, err)
 	v, _ := cm.Get("f")
 	assert.Equal(t, content.Float(-0.5), v)
+	back, err := messageFromWire(raw)
+	require.NoError(t, err)
+	assert.Equal(t, Message{Attrs: Attrs{"s": "x\x00y", "i": int64(-5), "n": int64(7), "f": -0.5, "b": true, "z": int64(0)}, Payload: []byte{0xff}}, back)
 }
 
-func BenchmarkMessageToProto(b *testing.B) {
+func BenchmarkMessageEncode(b *testing.B) {
 	m := Message{Attrs: Attrs{"a00": "government", "a01": "market", "a02": "police", "a03": "president",
 		"a04": "minister", "a05": "country", "a06": 3, "a07": 40, "a08": 99, "a09": 0}, Payload: make([]byte, 32)}
+	var buf []byte
+	var names []string
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = must(m.toProto())
+		var err error
+		buf, names, err = appendBatchEntry(buf[:0], m, names)
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // Summary is the brokers' account of a closed publisher: over every broker
@@ -33,21 +34,61 @@ type Failover struct {
 	Err      error // why the old stream ended
 }
 
-// Publisher is one publishing stream at a time, moving between the
-// client's brokers. Close it to get the Summary and release the stream.
+// Batches: a request carries what accumulated while the previous one was
+// being sent, up to these bounds.
+const (
+	maxBatchMessages = 1024
+	maxBatchBytes    = 256 << 10
+)
+
+// Publisher is a publishing stream at one broker at a time, moving between
+// the client's brokers. Publish queues a message and returns; a flusher
+// goroutine sends what accumulated as one request whenever the stream can
+// take it, so a publisher that sends faster than one request at a time
+// sends batches, and one that sends slowly sends each message at once.
+// Close it to get the Summary and release the stream.
 type Publisher struct {
 	c      *Client
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // serialises Publish and Close: a gRPC stream allows one sender
+	mu       sync.Mutex
+	cond     *sync.Cond // flusher: work or closing; Publish: room; Close: idle
+	cur      batch      // messages queued and not yet sent
+	names    []string   // scratch for encoding
+	queued   int        // messages in cur plus unacknowledged on the stream
+	flushing bool       // the flusher holds a batch it is sending
+	closing  bool
+	flushed  chan struct{} // closed when the flusher has exited
 	st       *pubStream
 	legacy   bool   // the brokers predate PublishStream: use Publish
-	sent     uint64 // messages handed to brokers
-	inFlight uint64 // of those, lost in flight to brokers that failed
+	sent     uint64 // messages handed to Publish and not lost in flight
+	inFlight uint64 // lost in flight to brokers that failed
 	sum      Summary
-	err      error // sticky once a broker rejected a message
+	err      error // sticky: a broker rejected a message, or no broker could be reached
 	done     bool
+}
+
+// batch is a PublishRequest in its wire form being built: its batch
+// entries, and where each message's entry starts (for resending a tail).
+type batch struct {
+	b     []byte
+	start []int
+}
+
+func (b *batch) len() int { return len(b.start) }
+
+// from returns a batch of the messages from index i on.
+func (b *batch) from(i int) batch {
+	if i == 0 {
+		return *b
+	}
+	off := b.start[i]
+	out := batch{b: b.b[off:], start: make([]int, 0, len(b.start)-i)}
+	for _, s := range b.start[i:] {
+		out.start = append(out.start, s-off)
+	}
+	return out
 }
 
 // pubStream is one stream to one broker.
@@ -58,14 +99,15 @@ type pubStream struct {
 	legacy dripv1.Broker_PublishClient
 
 	mu        sync.Mutex
-	unacked   []*dripv1.Message // sent, not yet acknowledged, in order
+	unacked   []batch // sent, not yet fully acknowledged, in order
+	skip      int     // messages of unacked[0] already acknowledged
 	sent      uint64
 	acked     uint64 // cumulative, as the broker counts
 	unmatched uint64
 	moving    bool
-	ackCh     chan struct{} // closed and replaced at each ack
 	ended     chan struct{} // closed when the stream has ended
 	err       error         // why, once ended
+	onAck     func(n int)   // messages newly acknowledged
 }
 
 // NewPublisher opens a publish stream at one of the client's brokers.
@@ -73,27 +115,32 @@ type pubStream struct {
 // published.
 func (c *Client) NewPublisher(ctx context.Context) (*Publisher, error) {
 	pctx, cancel := context.WithCancel(ctx)
-	p := &Publisher{c: c, ctx: pctx, cancel: cancel}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, err := p.stream(); err != nil {
+	p := &Publisher{c: c, ctx: pctx, cancel: cancel, flushed: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	st, err := p.connect()
+	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("drip client: opening a publish stream to %s: %w", c.target, ctxOr(ctx, err))
 	}
+	p.st = st
+	go p.flush()
+	// A cancelled context must wake anyone waiting on the condition.
+	go func() {
+		<-pctx.Done()
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}()
 	return p, nil
 }
 
-// stream returns the current stream, connecting (with failover) if there
-// is none. Called with p.mu held.
-func (p *Publisher) stream() (*pubStream, error) {
-	if p.st != nil {
-		return p.st, nil
-	}
+// connect opens a stream at the current broker, failing over as the
+// client does, until one answers or the failover wait ends.
+func (p *Publisher) connect() (*pubStream, error) {
 	r := p.c.newRetrier()
 	for {
 		st, err := p.open()
 		if err == nil {
-			p.st = st
 			return st, nil
 		}
 		wait, ok := r.next(p.ctx)
@@ -116,9 +163,12 @@ func (p *Publisher) open() (*pubStream, error) {
 		return nil, fmt.Errorf("broker %s: %w", addr, err)
 	}
 	sctx, cancel := context.WithCancel(p.ctx)
-	st := &pubStream{addr: addr, cancel: cancel, ackCh: make(chan struct{}), ended: make(chan struct{})}
+	st := &pubStream{addr: addr, cancel: cancel, ended: make(chan struct{}), onAck: p.acked}
 	api := dripv1.NewBrokerClient(cc)
-	if p.legacy {
+	p.mu.Lock()
+	legacy := p.legacy
+	p.mu.Unlock()
+	if legacy {
 		st.legacy, err = api.Publish(sctx)
 	} else {
 		st.bidi, err = api.PublishStream(sctx)
@@ -143,185 +193,324 @@ func (st *pubStream) receive() {
 			st.err = err
 			close(st.ended)
 			st.mu.Unlock()
+			st.onAck(0) // wakes whoever waits on the stream
 			return
 		}
 		a := resp.GetAck()
+		newly := 0
 		if n := a.GetAccepted(); n > st.acked {
-			k := min(int(n-st.acked), len(st.unacked))
-			clear(st.unacked[:k])
-			st.unacked = st.unacked[k:]
+			newly = int(n - st.acked)
 			st.acked = n
+			// Drop the batches now acknowledged whole.
+			for k := newly; k > 0 && len(st.unacked) > 0; {
+				left := st.unacked[0].len() - st.skip
+				if k < left {
+					st.skip += k
+					break
+				}
+				k -= left
+				st.unacked[0] = batch{}
+				st.unacked, st.skip = st.unacked[1:], 0
+			}
 		}
 		st.unmatched = a.GetUnmatched()
 		st.moving = st.moving || a.GetMoving()
-		close(st.ackCh)
-		st.ackCh = make(chan struct{})
 		st.mu.Unlock()
+		if newly > 0 || a.GetMoving() {
+			st.onAck(newly)
+		}
 	}
 }
 
-// Publish sends m. A message the client cannot encode (an unsupported
-// attribute type, an empty name) is an error that leaves the publisher
-// usable. When its broker drains, the publisher moves to another and
-// resends what the broker did not publish; when its broker fails, it moves
-// and counts what was in flight (InFlightLost, WithFailoverHandler).
-// Publish waits while WithMaxInFlight messages await acknowledgement, and
-// while no broker is reachable (bounded by WithFailoverWait). Once a broker
-// has rejected a message (codes.InvalidArgument, naming it), Publish
-// returns that error, and so does every later call.
+// acked frees room for acknowledged messages and wakes waiters.
+func (p *Publisher) acked(n int) {
+	p.mu.Lock()
+	p.queued -= n
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// Publish queues m for sending. A message the client cannot encode (an
+// unsupported attribute type, an empty name) is an error that leaves the
+// publisher usable. Publish waits while WithMaxInFlight messages are queued
+// or unacknowledged. When its broker drains, the publisher moves to another
+// and resends what the broker did not publish; when its broker fails, it
+// moves and counts what was in flight (InFlightLost, WithFailoverHandler).
+// Once a broker has rejected a message (codes.InvalidArgument, naming its
+// index on that broker's stream), or no broker could be reached within
+// WithFailoverWait, Publish returns that error, and so does every later
+// call.
 func (p *Publisher) Publish(m Message) error {
-	pm, err := m.toProto()
-	if err != nil {
-		return fmt.Errorf("drip client: message %d: %w", p.Sent(), err)
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.send(pm)
+	if err := p.usable(); err != nil {
+		return err
+	}
+	for p.queued >= p.c.opts.maxInFlight && p.err == nil && p.ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	if err := p.usable(); err != nil {
+		return err
+	}
+	if p.ctx.Err() != nil {
+		return p.ctx.Err()
+	}
+	start := len(p.cur.b)
+	var err error
+	if p.cur.b, p.names, err = appendBatchEntry(p.cur.b, m, p.names); err != nil {
+		return fmt.Errorf("drip client: message %d: %w", p.sent, err)
+	}
+	p.cur.start = append(p.cur.start, start)
+	p.queued++
+	p.sent++
+	p.cond.Broadcast()
+	return nil
 }
 
-// send publishes one encoded message. Called with p.mu held.
-func (p *Publisher) send(pm *dripv1.Message) error {
+func (p *Publisher) usable() error {
 	if p.err != nil {
 		return p.err
 	}
-	if p.done {
+	if p.done || p.closing {
 		return errors.New("drip client: publish on a closed Publisher")
 	}
+	return nil
+}
+
+// flush is the flusher goroutine: it sends what Publish queued, one
+// request per turn, and moves the publisher when its stream ends.
+func (p *Publisher) flush() {
+	defer close(p.flushed)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for {
-		st, err := p.stream()
-		if err != nil {
-			return fmt.Errorf("drip client: no broker to publish to: %w", err)
+		for p.cur.len() == 0 && !p.closing && p.err == nil && p.ctx.Err() == nil && !p.mustMove() {
+			p.cond.Wait()
 		}
-		if err := p.window(st); err != nil {
-			return err
+		if p.err != nil || p.ctx.Err() != nil {
+			p.cond.Broadcast()
+			return
 		}
-		if p.st != st {
-			continue // the window wait failed the stream over
-		}
-		if err := st.send(pm); err != nil {
-			if err := p.failover(st, err); err != nil {
-				return err
+		if p.mustMove() && !p.closing {
+			// Idle, and the broker failed or drains: move now, so that
+			// what it did not publish goes on.
+			st := p.st
+			st.mu.Lock()
+			cause := st.err
+			st.mu.Unlock()
+			if cause == nil {
+				cause = errBrokerMoving
 			}
+			p.failover(st, cause, batch{})
+			p.cond.Broadcast()
 			continue
 		}
-		p.sent++
-		return nil
+		if p.cur.len() == 0 && p.closing {
+			p.cond.Broadcast()
+			return
+		}
+		b := p.take()
+		st := p.st
+		p.flushing = true
+		p.mu.Unlock()
+		err := p.sendBatch(st, b)
+		p.mu.Lock()
+		p.flushing = false
+		if err != nil {
+			p.failover(st, err, b)
+		}
+		p.cond.Broadcast()
 	}
 }
 
-// window waits until the stream can take another message, failing it over
-// if it ends or its broker drains meanwhile.
-func (p *Publisher) window(st *pubStream) error {
-	if st.legacy != nil {
-		return nil
+// mustMove says whether the current stream has ended or its broker
+// drains. Called with p.mu held.
+func (p *Publisher) mustMove() bool {
+	st := p.st
+	if st == nil {
+		return false
 	}
-	for {
+	select {
+	case <-st.ended:
+		return true
+	default:
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.moving
+}
+
+// take removes up to one request's worth from the queue.
+func (p *Publisher) take() batch {
+	n, size := 0, 0
+	for n < p.cur.len() && n < maxBatchMessages {
+		end := len(p.cur.b)
+		if n+1 < p.cur.len() {
+			end = p.cur.start[n+1]
+		}
+		if n > 0 && end-p.cur.start[0] > maxBatchBytes {
+			break
+		}
+		size = end - p.cur.start[0]
+		n++
+	}
+	out := batch{b: p.cur.b[:size:size], start: p.cur.start[:n:n]}
+	if n == p.cur.len() {
+		p.cur = batch{}
+		return out
+	}
+	rest := p.cur.from(n)
+	p.cur = batch{b: append([]byte(nil), rest.b...), start: rest.start}
+	return out
+}
+
+// sendBatch sends one request, recording it as unacknowledged first (an
+// acknowledgement can overtake the return of the send).
+func (p *Publisher) sendBatch(st *pubStream, b batch) error {
+	if st == nil {
+		return errNoStream
+	}
+	select {
+	case <-st.ended:
 		st.mu.Lock()
-		room := len(st.unacked) < p.c.opts.maxInFlight
-		moving, ch := st.moving, st.ackCh
-		st.mu.Unlock()
-		select {
-		case <-st.ended:
-			st.mu.Lock()
-			err := st.err
-			st.mu.Unlock()
-			return p.failover(st, err)
-		default:
-		}
-		if moving {
-			return p.failover(st, errBrokerMoving)
-		}
-		if room {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-st.ended:
-		case <-p.ctx.Done():
-			return p.ctx.Err()
-		}
+		defer st.mu.Unlock()
+		return st.err
+	default:
 	}
-}
-
-var errBrokerMoving = errors.New("broker is draining")
-
-func (st *pubStream) send(pm *dripv1.Message) error {
+	st.mu.Lock()
+	moving := st.moving
+	st.mu.Unlock()
+	if moving {
+		return errBrokerMoving
+	}
 	if st.legacy != nil {
-		if err := st.legacy.Send(&dripv1.PublishRequest{Message: pm}); err != nil {
-			return err
+		// One message per request, no acknowledgements.
+		for i := range b.len() {
+			one := b.from(i)
+			end := len(one.b)
+			if len(one.start) > 1 {
+				end = one.start[1]
+			}
+			if err := st.legacy.SendMsg(&wire.Raw{B: batchToMessage(one.b[:end])}); err != nil {
+				return err
+			}
+			st.mu.Lock()
+			st.sent++
+			st.mu.Unlock()
 		}
-		st.sent++
+		p.acked(b.len()) // nothing will acknowledge them
 		return nil
 	}
 	st.mu.Lock()
-	st.unacked = append(st.unacked, pm)
-	st.sent++
+	st.unacked = append(st.unacked, b)
+	st.sent += uint64(b.len())
 	st.mu.Unlock()
-	if err := st.bidi.Send(&dripv1.PublishRequest{Batch: []*dripv1.Message{pm}}); err != nil {
-		st.mu.Lock()
-		st.unacked = st.unacked[:len(st.unacked)-1] // not sent
-		st.sent--
-		st.mu.Unlock()
+	if err := st.bidi.SendMsg(&wire.Raw{B: b.b}); err != nil {
 		return err
 	}
 	return nil
 }
 
-// failover ends st and moves to another broker. A broker that drained (or
-// predates PublishStream) published exactly what it acknowledged, so the
-// rest is resent; after a failure, what was unacknowledged is counted in
-// flight. A broker's rejection of a message is returned instead, and stays.
-func (p *Publisher) failover(st *pubStream, cause error) error {
-	err := p.endStream(st, cause)
-	if err != nil {
-		return err
+// batchToMessage turns one batch entry (field 2) into a request carrying it
+// as message (field 1), for brokers before batches.
+func batchToMessage(entry []byte) []byte {
+	out := append([]byte(nil), entry...)
+	out[0] = 0x0a // field 1, length-delimited
+	return out
+}
+
+var (
+	errBrokerMoving = errors.New("broker is draining")
+	errNoStream     = errors.New("no stream")
+)
+
+// failover ends st after a failed or refused send of b and moves to
+// another broker. A broker that drained (or predates PublishStream)
+// published exactly what it acknowledged, so the rest — b included — is
+// queued again, first; after a failure, what was unacknowledged is counted
+// in flight. A broker's rejection of a message ends the publisher instead.
+// Called by the flusher with p.mu held; it releases it while it waits.
+func (p *Publisher) failover(st *pubStream, cause error, b batch) {
+	var resend []batch
+	f := Failover{Err: cause}
+	if st == nil && b.len() > 0 {
+		resend = []batch{b} // never sent
 	}
-	st.mu.Lock()
-	exact := st.moving || status.Code(st.err) == codes.Unimplemented
-	resend := st.unacked
-	st.unacked = nil
-	st.mu.Unlock()
-	if status.Code(st.err) == codes.Unimplemented {
-		p.legacy = true
-	}
-	f := Failover{From: st.addr, Err: cause}
-	if exact {
-		f.Resent = len(resend)
-	} else {
-		f.InFlight = uint64(len(resend))
-		if st.legacy != nil {
-			f.InFlight = st.sent // nothing says what the broker had read
+	if st != nil {
+		if err := p.endStream(st, cause); err != nil {
+			return
 		}
-		p.inFlight += f.InFlight
-		p.sent -= f.InFlight
-		resend = nil
+		f.From = st.addr
+		st.mu.Lock()
+		unimplemented := status.Code(st.err) == codes.Unimplemented
+		exact := st.moving || unimplemented
+		pending := st.unacked
+		skip := st.skip
+		st.unacked = nil
+		st.mu.Unlock()
+		if unimplemented {
+			p.legacy = true
+		}
+		// b is in pending if the send failed after recording it.
+		if b.len() > 0 && (len(pending) == 0 || &pending[len(pending)-1].b[0] != &b.b[0]) {
+			pending = append(pending, b)
+		}
+		if len(pending) > 0 && skip > 0 {
+			pending[0] = pending[0].from(skip)
+		}
+		n := 0
+		for _, pb := range pending {
+			n += pb.len()
+		}
+		if exact {
+			f.Resent, resend = n, pending
+		} else {
+			// The batch whose send failed may not have left: it and
+			// everything unacknowledged may or may not be published.
+			f.InFlight = uint64(n)
+			p.inFlight += f.InFlight
+			p.sent -= f.InFlight
+			p.queued -= n
+		}
+		if st.moving {
+			p.c.failed(st.addr) // move on even though it still answers
+		}
 	}
-	p.sent -= uint64(len(resend)) // counted again when resent
-	if exact {
-		p.c.failed(st.addr) // move on even though it still answers
-	}
-	next, err := p.stream()
+	p.mu.Unlock()
+	next, err := p.connect()
+	p.mu.Lock()
 	if err != nil {
-		return fmt.Errorf("drip client: no broker to publish to: %w", err)
+		p.err = fmt.Errorf("drip client: no broker to publish to: %w", err)
+		return
 	}
+	p.st = next
 	f.To = next.addr
-	if p.c.opts.onFailover != nil && (f.Resent > 0 || f.InFlight > 0 || !exact || st.moving) {
+	if len(resend) > 0 {
+		// Before what was queued meanwhile, to keep the order.
+		var all batch
+		for _, rb := range append(resend, p.cur) {
+			off := len(all.b)
+			all.b = append(all.b, rb.b...)
+			for _, s := range rb.start {
+				all.start = append(all.start, off+s)
+			}
+		}
+		p.cur = all
+	}
+	if p.c.opts.onFailover != nil {
 		p.c.opts.onFailover(f)
 	}
-	for _, pm := range resend {
-		if err := p.send(pm); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // endStream closes st and adds what it published to the summary; it
-// returns a broker's rejection, which ends the publisher.
+// records a broker's rejection, which ends the publisher. Called with p.mu
+// held.
 func (p *Publisher) endStream(st *pubStream, cause error) error {
 	st.cancel()
 	if st.bidi != nil {
+		p.mu.Unlock()
 		<-st.ended
+		p.mu.Lock()
 	}
 	if p.st == st {
 		p.st = nil
@@ -331,7 +520,7 @@ func (p *Publisher) endStream(st *pubStream, cause error) error {
 	p.sum.Unmatched += st.unmatched
 	err := st.err
 	st.mu.Unlock()
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) {
 		err = cause
 	}
 	if permanent(err) && status.Code(err) != codes.Unimplemented {
@@ -341,8 +530,8 @@ func (p *Publisher) endStream(st *pubStream, cause error) error {
 	return nil
 }
 
-// Sent returns the number of messages handed to brokers so far, less those
-// lost in flight to brokers that failed.
+// Sent returns the number of messages published so far, less those lost
+// in flight to brokers that failed.
 func (p *Publisher) Sent() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -357,78 +546,95 @@ func (p *Publisher) InFlightLost() uint64 {
 	return p.inFlight
 }
 
-// Close ends the stream and returns the brokers' summary, or the error that
-// ended the publisher. Calling it again returns the same result.
+// Close sends what is queued, ends the stream and returns the brokers'
+// summary, or the error that ended the publisher. Calling it again returns
+// the same result.
 func (p *Publisher) Close() (Summary, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done {
 		return p.sum, p.err
 	}
-	defer p.cancel()
-	if p.err != nil {
-		p.done = true
-		return Summary{}, p.err
-	}
-	for p.st != nil {
+	p.closing = true
+	p.cond.Broadcast()
+	for {
+		flushed := p.flushed
+		p.mu.Unlock()
+		<-flushed // everything queued was sent, or the publisher failed
+		p.mu.Lock()
+		if p.err != nil || p.st == nil || p.ctx.Err() != nil {
+			break
+		}
 		st := p.st
-		// A broker that drains gets no more; what it did not publish goes
-		// elsewhere first.
-		st.mu.Lock()
-		moving := st.moving
-		st.mu.Unlock()
-		if moving {
-			if err := p.failover(st, errBrokerMoving); err != nil {
-				p.done = true
-				return Summary{}, err
-			}
-			continue
+		err := p.finish(st)
+		if err == nil || p.err != nil {
+			break
 		}
-		if err := p.finish(st); err != nil {
-			if p.err != nil {
-				p.done = true
-				return Summary{}, p.err
-			}
-			if err := p.failover(st, err); err != nil {
-				p.done = true
-				return Summary{}, err
-			}
-			continue
+		// The broker drained or failed while closing: what it did not
+		// publish is queued again (or counted in flight), and a flusher
+		// sends it to the next broker before closing there.
+		p.failover(st, err, batch{})
+		if p.err != nil {
+			break
 		}
+		p.flushed = make(chan struct{})
+		go p.flush()
 	}
 	p.done = true
+	aborted := p.ctx.Err() // the caller's cancellation, before ours
+	p.cancel()
+	switch {
+	case p.err != nil:
+		return Summary{}, p.err
+	case aborted != nil:
+		p.err = fmt.Errorf("drip client: publisher aborted: %w", aborted)
+		return p.sum, p.err
+	}
 	return p.sum, nil
 }
 
-// finish half-closes st and waits for the broker's final count.
+// finish half-closes st and waits for the broker's final count. Called
+// with p.mu held; it releases it while it waits.
 func (p *Publisher) finish(st *pubStream) error {
 	if st.legacy != nil {
+		p.mu.Unlock()
 		s, err := st.legacy.CloseAndRecv()
+		p.mu.Lock()
 		if err != nil {
-			return p.endStream(st, fmt.Errorf("closing the publish stream after %d messages: %w", st.sent, err))
+			if permanent(err) {
+				p.err = fmt.Errorf("drip client: broker %s rejected a message: %w", st.addr, err)
+			}
+			return fmt.Errorf("closing the publish stream after %d messages: %w", st.sent, err)
 		}
 		p.st = nil
 		p.sum.Accepted += s.GetAccepted()
 		p.sum.Unmatched += s.GetUnmatched()
-		if s.GetAccepted() < st.sent {
-			return fmt.Errorf("broker accepted %d of %d messages", s.GetAccepted(), st.sent)
-		}
 		return nil
 	}
 	if err := st.bidi.CloseSend(); err != nil {
 		return err
 	}
+	p.mu.Unlock()
 	select {
 	case <-st.ended:
 	case <-p.ctx.Done():
+	}
+	p.mu.Lock()
+	if p.ctx.Err() != nil {
 		return p.ctx.Err()
 	}
 	st.mu.Lock()
 	err, moving, left := st.err, st.moving, len(st.unacked)
 	st.mu.Unlock()
 	if !errors.Is(err, io.EOF) || moving || left > 0 {
+		if permanent(err) {
+			return p.endStream(st, err)
+		}
 		if err == nil || errors.Is(err, io.EOF) {
 			err = fmt.Errorf("broker acknowledged all but %d messages", left)
+		}
+		if moving {
+			err = errBrokerMoving
 		}
 		return err
 	}
@@ -440,24 +646,21 @@ func (p *Publisher) finish(st *pubStream) error {
 // publishes nothing; after a broker's rejection, messages before the one
 // it names were published.
 func (c *Client) Publish(ctx context.Context, msgs ...Message) (Summary, error) {
-	pms := make([]*dripv1.Message, len(msgs))
+	var names []string
 	for i, m := range msgs {
-		pm, err := m.toProto()
-		if err != nil {
+		var err error
+		if _, names, err = appendBatchEntry(nil, m, names); err != nil {
 			return Summary{}, fmt.Errorf("drip client: message %d: %w", i, err)
 		}
-		pms[i] = pm
 	}
 	p, err := c.NewPublisher(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
-	p.mu.Lock()
-	for _, pm := range pms {
-		if err := p.send(pm); err != nil {
+	for _, m := range msgs {
+		if err := p.Publish(m); err != nil {
 			break // Close returns the same error
 		}
 	}
-	p.mu.Unlock()
 	return p.Close()
 }

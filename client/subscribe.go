@@ -10,9 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // ErrClosed is returned by Next and Update after Close.
@@ -76,10 +79,13 @@ type subStream struct {
 	closeAt  time.Time // when a drained stream is to be closed (zero: not yet known)
 }
 
+// streamEvent is what a stream's receive goroutine hands run: decoded
+// deliveries, another event, or the error that ended the stream.
 type streamEvent struct {
-	st  *subStream
-	d   *dripv1.Delivery
-	err error
+	st   *subStream
+	msgs []Delivery
+	d    *dripv1.Delivery
+	err  error
 }
 
 // Subscribe opens a subscription with predicate in the predicate language
@@ -152,13 +158,13 @@ func (s *Subscription) open(ctx context.Context, avoid string) (*subStream, *dri
 		return nil, nil, err
 	}
 	type result struct {
-		ev  *dripv1.Delivery
+		ev  streamEvent
 		err error
 	}
 	res := make(chan result, 1)
 	go func() {
-		ev, err := st.grpc.Recv()
-		res <- result{ev, err}
+		ev := s.recv(st)
+		res <- result{ev, ev.err}
 	}()
 	var r result
 	select {
@@ -175,10 +181,14 @@ func (s *Subscription) open(ctx context.Context, avoid string) (*subStream, *dri
 		}
 		return nil, nil, fmt.Errorf("broker %s: %w", st.addr, r.err)
 	}
-	ack := r.ev.GetSubscribed()
+	ack := r.ev.d.GetSubscribed()
 	if ack == nil {
 		st.cancel()
-		return nil, nil, &protocolError{fmt.Sprintf("broker %s sent %T before acknowledging the predicate", st.addr, r.ev.GetEvent())}
+		what := "a delivery"
+		if r.ev.d != nil {
+			what = fmt.Sprintf("%T", r.ev.d.GetEvent())
+		}
+		return nil, nil, &protocolError{fmt.Sprintf("broker %s sent %s before acknowledging the predicate", st.addr, what)}
 	}
 	st.acked = true
 	st.broker = ack.GetBroker()
@@ -210,21 +220,52 @@ func (s *Subscription) start(avoid string) (*subStream, error) {
 	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}}
 	// A Send error (io.EOF when the broker ended the stream) carries no
 	// status; the Recv that follows returns it.
-	_ = stream.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name})
+	_ = stream.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name, AcceptBatches: true})
 	return st, nil
+}
+
+// recv reads one event from a stream in its wire form: deliveries are
+// decoded here, on the receiving goroutine, other events with protobuf.
+func (s *Subscription) recv(st *subStream) streamEvent {
+	var raw wire.Raw
+	if err := st.grpc.RecvMsg(&raw); err != nil {
+		return streamEvent{st: st, err: err}
+	}
+	msgs, ok, err := deliveriesFromWire(raw.B, nil)
+	switch {
+	case err != nil:
+		return streamEvent{st: st, err: &protocolError{fmt.Sprintf("broker %s sent a malformed delivery: %v", st.addr, err)}}
+	case ok:
+		return streamEvent{st: st, msgs: msgs}
+	}
+	d := new(dripv1.Delivery)
+	if err := proto.Unmarshal(raw.B, d); err != nil {
+		return streamEvent{st: st, err: &protocolError{fmt.Sprintf("broker %s sent an undecodable event: %v", st.addr, err)}}
+	}
+	if m := d.GetMessage(); m != nil {
+		// Not in the form the fast path reads (an unusual encoder):
+		// decode it field by field from protobuf's bytes.
+		b, _ := proto.Marshal(m)
+		one, err := deliveryFromWire(b)
+		if err != nil {
+			return streamEvent{st: st, err: &protocolError{fmt.Sprintf("broker %s sent a malformed delivery: %v", st.addr, err)}}
+		}
+		return streamEvent{st: st, msgs: []Delivery{one}}
+	}
+	return streamEvent{st: st, d: d}
 }
 
 // receive hands a stream's events to run, one at a time, so that a reader
 // that falls behind makes gRPC flow control hold the broker back.
 func (s *Subscription) receive(st *subStream) {
 	for {
-		ev, err := st.grpc.Recv()
+		ev := s.recv(st)
 		select {
-		case s.evs <- streamEvent{st, ev, err}:
+		case s.evs <- ev:
 		case <-s.ctx.Done():
 			return
 		}
-		if err != nil {
+		if ev.err != nil {
 			return
 		}
 	}
@@ -511,6 +552,16 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 	if ev.err != nil {
 		return s.streamEnded(rs, st, ev.err)
 	}
+	for _, d := range ev.msgs {
+		if d.Seq != 0 && rs.filter.Admit(dedup.Stamp{Origin: d.Ingress, Epoch: d.IngressEpoch, Seq: d.Seq}, time.Now()) != dedup.First {
+			s.dups.Add(1)
+			continue
+		}
+		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
+		rs.lostCount = 0
+		d.Gap, rs.gap = rs.gap, nil
+		rs.backlog = append(rs.backlog, d)
+	}
 	switch e := ev.d.GetEvent().(type) {
 	case *dripv1.Delivery_Subscribed:
 		first := !st.acked
@@ -523,19 +574,6 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		rs.lostCount += e.Lost.GetCount()
 		st.lost = e.Lost.GetTotal()
 		s.lost.Store(rs.lostBase + s.sumLost(rs))
-	case *dripv1.Delivery_Message:
-		d, err := deliveryFromProto(e.Message)
-		if err != nil {
-			return fmt.Errorf("broker %s sent a malformed delivery: %w", st.addr, err)
-		}
-		if d.Seq != 0 && rs.filter.Admit(dedup.Stamp{Origin: d.Ingress, Epoch: d.IngressEpoch, Seq: d.Seq}, time.Now()) != dedup.First {
-			s.dups.Add(1)
-			return nil
-		}
-		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
-		rs.lostCount = 0
-		d.Gap, rs.gap = rs.gap, nil
-		rs.backlog = append(rs.backlog, d)
 	case *dripv1.Delivery_Draining:
 		if !st.draining {
 			st.draining = true
@@ -676,7 +714,7 @@ func (s *Subscription) sendUpdate(rs *runState) {
 		}
 		st.sentGens = append(st.sentGens, gen)
 		// A failed Send means the stream is over; its receiver reports why.
-		_ = st.grpc.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name})
+		_ = st.grpc.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name, AcceptBatches: true})
 	}
 }
 

@@ -128,26 +128,35 @@ func (r *runner) run(ctx context.Context) error {
 	stopProgress := r.progress(ctx)
 	defer stopProgress()
 	var publishers sync.WaitGroup
+	var sumMu sync.Mutex
 	for i, p := range pubs {
 		publishers.Add(1)
 		go func() {
 			defer publishers.Done()
-			r.publish(pubCtx, i, p, cfg.Workload)
+			if !r.publish(pubCtx, i, p, cfg.Workload) {
+				return
+			}
+			// Closing sends what the publisher still holds: a mesh that
+			// stopped reading blocks it here, within the watchdog's reach.
+			s, err := p.Close()
+			if err != nil {
+				if pubCtx.Err() == nil {
+					r.fail(fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[i%len(cfg.Brokers)], err))
+				} else {
+					r.nCut.Add(1)
+				}
+			}
+			sumMu.Lock()
+			r.sum.Accepted += s.Accepted
+			r.sum.Unmatched += s.Unmatched
+			sumMu.Unlock()
+			if f, ok := p.(interface{ InFlightLost() uint64 }); ok {
+				r.nInFlight.Add(f.InFlightLost())
+			}
 		}()
 	}
 	publishers.Wait()
 	r.sendTime = r.sinceSendStart(r.now())
-	for i, p := range pubs {
-		s, err := p.Close()
-		if err != nil && pubCtx.Err() == nil {
-			r.fail(fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[i%len(cfg.Brokers)], err))
-		}
-		r.sum.Accepted += s.Accepted
-		r.sum.Unmatched += s.Unmatched
-		if f, ok := p.(interface{ InFlightLost() uint64 }); ok {
-			r.nInFlight.Store(r.nInFlight.Load() + f.InFlightLost())
-		}
-	}
 	watchdog.Stop()
 	if errors.Is(context.Cause(pubCtx), errStuck) && !cfg.CutStuckPublishers {
 		r.fail(errStuck)
@@ -293,14 +302,15 @@ func (r *runner) second(d time.Duration) int {
 func (r *runner) fail(err error) { r.cancel(err) }
 
 // publish sends publisher i's messages on its schedule until the duration
-// has passed. A publisher that falls behind its schedule sends late rather
-// than skipping: the input rate the report shows is what was sent.
-func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Config) {
+// has passed, and says whether the publisher may be closed normally. A
+// publisher that falls behind its schedule sends late rather than
+// skipping: the input rate the report shows is what was sent.
+func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Config) bool {
 	wc.Seed += 1 + int64(i) // each publisher its own reproducible message stream
 	gen, err := workload.New(wc)
 	if err != nil {
 		r.fail(err)
-		return
+		return false
 	}
 	n := float64(r.cfg.Publishers)
 	arr := &arrivals{
@@ -322,14 +332,14 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 	for seq := uint64(0); ; seq++ {
 		at := time.Duration(arr.next() * float64(time.Second))
 		if at >= r.cfg.Duration || at < 0 { // < 0: +Inf overflowed
-			return
+			return true
 		}
 		if wait := at - r.sinceSendStart(r.now()); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				return
+				return false
 			}
 		}
 		m := gen.Message()
@@ -346,7 +356,7 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 			} else {
 				r.nCut.Add(1) // blocked until cut
 			}
-			return
+			return false
 		}
 		r.sent[sec].Add(1)
 		r.ideal[sec].Add(uint64(len(expected)))

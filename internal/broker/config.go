@@ -86,6 +86,10 @@ type Config struct {
 	// are dropped and reported to it as Lost.
 	SubscriberQueue      int
 	SubscriberQueueBytes int
+	// SlowSubscribers says what a full subscriber queue does: publishers
+	// wait while the subscriber keeps up, and a subscriber that stalls
+	// loses deliveries (see the type).
+	SlowSubscribers SlowSubscribers
 	// MaxSubscriptions bounds the subscriptions one broker holds.
 	MaxSubscriptions int
 	// Predicates bound what a subscriber may install.
@@ -133,13 +137,16 @@ func DefaultConfig(id uint32, name string) Config {
 		DialTimeout:              5 * time.Second,
 		SubscriberQueue:          4096,
 		SubscriberQueueBytes:     16 << 20,
-		MaxSubscriptions:         100000,
-		Predicates:               content.DefaultLimits(),
-		Messages:                 wire.DefaultMessageLimits(),
-		Dedup:                    dedup.DefaultConfig(),
-		DrainTimeout:             10 * time.Second,
-		DrainOverlap:             2 * time.Second,
-		RerouteGrace:             time.Second,
+		// A send that takes half a second is a client not reading, not a
+		// busy broker; two seconds behind is an overload to shed.
+		SlowSubscribers:  SlowSubscribers{Stalled: 500 * time.Millisecond, Behind: 2 * time.Second},
+		MaxSubscriptions: 100000,
+		Predicates:       content.DefaultLimits(),
+		Messages:         wire.DefaultMessageLimits(),
+		Dedup:            dedup.DefaultConfig(),
+		DrainTimeout:     10 * time.Second,
+		DrainOverlap:     2 * time.Second,
+		RerouteGrace:     time.Second,
 	}
 }
 
@@ -193,6 +200,10 @@ func (c Config) Validate() error {
 		{"dial timeout", int64(c.DialTimeout)}, {"subscriber queue", int64(c.SubscriberQueue)},
 		{"subscriber queue bytes", int64(c.SubscriberQueueBytes)}, {"max subscriptions", int64(c.MaxSubscriptions)},
 		{"drain timeout", int64(c.DrainTimeout)}, {"drain overlap", int64(c.DrainOverlap)},
+	}
+	if c.SlowSubscribers.Stalled <= 0 || c.SlowSubscribers.Block < 0 || c.SlowSubscribers.Behind < 0 {
+		errs = append(errs, fmt.Errorf("slow subscribers: stalled %v must be positive, block %v and behind %v not negative",
+			c.SlowSubscribers.Stalled, c.SlowSubscribers.Block, c.SlowSubscribers.Behind))
 	}
 	if c.RerouteGrace < 0 {
 		errs = append(errs, fmt.Errorf("reroute grace must not be negative, got %v", c.RerouteGrace))

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/bits-and-blooms/bitset"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -18,11 +20,17 @@ import (
 // allocation-light without locks; it reads only the snapshots the control
 // plane publishes. Create one per goroutine with NewForwarder.
 type Forwarder struct {
-	n    *Node
-	fwd  *drp.Forwarder
-	dest bitset.BitSet
-	ids  []match.SubscriberID
+	n       *Node
+	fwd     *drp.Forwarder
+	dest    bitset.BitSet
+	ids     []match.SubscriberID
+	targets []*Subscription
+	count   uint64 // messages handled, for sampling the latency histograms
 }
+
+// sampleEvery is how often the match-latency histograms are observed: a
+// clock read costs as much as a small match.
+const sampleEvery = 64
 
 // NewForwarder returns a data plane for one goroutine.
 func (n *Node) NewForwarder() *Forwarder {
@@ -36,24 +44,37 @@ func (n *Node) NewForwarder() *Forwarder {
 // Publish routes a message accepted from a local publisher (Carzaniga09
 // §2.2): it stamps it, delivers it to matching local subscribers, matches it
 // once against every broker's encoded predicate, and sends one bundle per
-// next hop (dynamic receiver partitioning). m and pm are the same message;
-// pm is what is sent. It reports whether any subscriber, local or remote,
-// may want the message.
-func (f *Forwarder) Publish(m content.Message, pm *dripv1.Message) bool {
+// next hop (dynamic receiver partitioning). m is the message decoded from
+// raw, its wire form (wire.DecodeMessage), which bundles and deliveries
+// carry unchanged and which must not change. It reports whether any
+// subscriber, local or remote, may want the message.
+func (f *Forwarder) Publish(m content.Message, raw []byte) bool {
 	n := f.n
 	n.m.published.Inc()
 	stamp := dedup.Stamp{Origin: n.cfg.ID, Epoch: n.epoch, Seq: n.seq.Add(1)}
-	now := n.clock.Now()
-	published := &dripv1.Published{Message: pm, IngressRouter: n.cfg.ID, PublishedUnixNano: now.UnixNano(),
-		IngressEpoch: stamp.Epoch, Seq: stamp.Seq}
-	local := f.deliverLocal(m, published)
+	publishedAt := n.clock.Now().UnixNano()
+	local := f.deliverLocal(m, raw, stamp, publishedAt, 0)
 
-	start := n.clock.Now()
+	preds := n.preds.Load()
+	if ids := preds.Routers(); len(ids) == 0 || len(ids) == 1 && ids[0] == n.cfg.ID {
+		// No other broker advertises anything: nothing to encode or match.
+		if local == 0 {
+			n.m.unmatched.Inc()
+		}
+		return local > 0
+	}
+	sample := f.count%sampleEvery == 0
+	var start time.Time
+	if sample {
+		start = n.clock.Now()
+	}
 	bm := n.cfg.Encoding.EncodeMessage(m)
 	f.dest.ClearAll()
-	n.preds.Load().Match(bm, &f.dest)
+	preds.Match(bm, &f.dest)
 	f.dest.Clear(uint(n.cfg.ID))
-	n.m.matchEncoded.Observe(n.clock.Since(start).Seconds())
+	if sample {
+		n.m.matchEncoded.Observe(n.clock.Since(start).Seconds())
+	}
 	remote := f.dest.Count()
 	n.m.destinations.Observe(float64(remote))
 	if remote == 0 {
@@ -62,13 +83,8 @@ func (f *Forwarder) Publish(m content.Message, pm *dripv1.Message) bool {
 		}
 		return local > 0
 	}
-	raw, err := proto.Marshal(pm)
-	if err != nil {
-		n.log.Error("cannot encode message for peers", zap.Error(err))
-		return true
-	}
 	d := f.fwd.Ingress(n.routes.Load(), &f.dest)
-	f.send(d, raw, stamp, published.PublishedUnixNano, 0)
+	f.send(d, raw, stamp, publishedAt, 0)
 	return true
 }
 
@@ -101,33 +117,45 @@ func (f *Forwarder) Bundles(from Link, bs []*dripv1.Bundle) {
 
 func (f *Forwarder) deliverRemote(from Link, b wire.Bundle) {
 	n := f.n
-	var pm dripv1.Message
-	if err := proto.Unmarshal(b.Message, &pm); err != nil {
-		n.m.malformedBundles.Inc()
-		n.log.Debug("undecodable message in bundle", zap.String("peer", from.Name()), zap.Error(err))
-		return
-	}
-	m, err := wire.MessageFromProto(&pm, n.cfg.Messages)
+	m, err := wire.DecodeMessage(b.Message, n.cfg.Messages)
 	if err != nil {
 		n.m.malformedBundles.Inc()
 		n.log.Debug("invalid message in bundle", zap.String("peer", from.Name()), zap.Error(err))
 		return
 	}
-	published := &dripv1.Published{Message: &pm, IngressRouter: b.Source, PublishedUnixNano: b.PublishedAt, Hops: b.Hops + 1,
-		IngressEpoch: b.Stamp.Epoch, Seq: b.Stamp.Seq}
-	if f.deliverLocal(m, published) == 0 {
+	if f.deliverLocal(m, b.Message, b.Stamp, b.PublishedAt, b.Hops+1) == 0 {
 		n.m.falsePositives.Inc()
 	}
 }
 
-func (f *Forwarder) deliverLocal(m content.Message, p *dripv1.Published) int {
-	start := f.n.clock.Now()
-	d := &dripv1.Delivery{Event: &dripv1.Delivery_Message{Message: p}}
-	var k int
-	k, f.ids = f.n.subs.deliver(m, d, f.ids)
-	f.n.m.matchExact.Observe(f.n.clock.Since(start).Seconds())
-	return k
+// deliverLocal queues the message to every local subscriber it matches
+// exactly, encoding the delivery once for all of them, and returns how many
+// matched.
+func (f *Forwarder) deliverLocal(m content.Message, raw []byte, s dedup.Stamp, publishedAt int64, hops uint32) int {
+	n := f.n
+	f.count++
+	sample := f.count%sampleEvery == 0
+	var start time.Time
+	if sample {
+		start = n.clock.Now()
+	}
+	f.ids, f.targets = n.subs.matching(m, f.ids, f.targets[:0])
+	if sample {
+		n.m.matchExact.Observe(n.clock.Since(start).Seconds())
+	}
+	if len(f.targets) == 0 {
+		return 0
+	}
+	published := wire.AppendPublished(make([]byte, 0, len(raw)+publishedOverhead), raw, s.Origin, publishedAt, hops, s.Epoch, s.Seq)
+	for i, sub := range f.targets {
+		sub.offer(Queued{Published: published})
+		f.targets[i] = nil
+	}
+	return len(f.targets)
 }
+
+// publishedOverhead bounds what a Published adds to its message's bytes.
+const publishedOverhead = 48
 
 // send queues one bundle per next hop and counts what cannot leave.
 func (f *Forwarder) send(d drp.Decision, raw []byte, s dedup.Stamp, publishedAt int64, hops uint32) {

@@ -114,7 +114,8 @@ func newNode(cfg Config, o options) (*Node, error) {
 	}
 	n.subs = newSubscriptions(subscriptionsConfig{
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
-		enc: cfg.Encoding, broker: cfg.Name,
+		enc: cfg.Encoding, broker: cfg.Name, slow: cfg.SlowSubscribers,
+		now: func() int64 { return int64(n.clock.Since(n.start)) },
 	}, n.m, n.subscriptionsChanged)
 	n.routes.Store(ls.Routes())
 	n.preds.Store(n.table.Snapshot())

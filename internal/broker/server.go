@@ -153,7 +153,10 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
-	s.clientSrv = grpc.NewServer(append(ka, creds(clientCreds)...)...)
+	// The client API sends deliveries and receives publish requests in
+	// their wire form (wire.Raw): encoded once, decoded without building
+	// protobuf objects.
+	s.clientSrv = grpc.NewServer(append(append(ka, ClientServerOptions()...), creds(clientCreds)...)...)
 	dripv1.RegisterBrokerServer(s.clientSrv, b.ClientService())
 	healthpb.RegisterHealthServer(s.clientSrv, s.health)
 	reflection.Register(s.clientSrv)

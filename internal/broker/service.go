@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,46 +25,58 @@ type clientService struct {
 	n *Node
 }
 
-// ClientService returns the drip.v1.Broker service of this broker.
+// ClientService returns the drip.v1.Broker service of this broker. Serve it
+// on a gRPC server made with ClientServerOptions: it exchanges deliveries
+// and publish requests in their wire form.
 func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{n: b.node} }
+
+// ClientServerOptions are the gRPC server options the client service
+// needs: the codec that passes wire.Raw through.
+func ClientServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(wire.Codec{})}
+}
 
 // publishCounts is what a publish stream has accepted so far.
 type publishCounts struct{ accepted, unmatched uint64 }
 
-// accept publishes the messages of one request, in order. An invalid
-// message is an InvalidArgument naming its index on the stream; the ones
-// before it were published.
-func (c clientService) accept(fwd *Forwarder, req *dripv1.PublishRequest, counts *publishCounts) error {
-	publish := func(pm *dripv1.Message) error {
-		m, err := wire.MessageFromProto(pm, c.n.cfg.Messages)
+// accept publishes the messages of one request, in its wire form, in
+// order, and says whether they came as a batch. An invalid message is an
+// InvalidArgument naming its index on the stream; the ones before it were
+// published. batches says whether the request may carry several messages
+// (PublishStream) or one (Publish, whose clients predate batches).
+func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts, batches bool) (bool, error) {
+	inRequest := 0
+	batched, err := wire.PublishRequestMessages(req, func(raw []byte) error {
+		if inRequest++; !batches && inRequest > 1 {
+			return status.Error(codes.InvalidArgument, "Publish takes one message per request; send batches with PublishStream")
+		}
+		m, err := wire.DecodeMessage(raw, c.n.cfg.Messages)
 		if err != nil {
 			c.n.m.publishRejected.Inc()
 			return status.Errorf(codes.InvalidArgument, "message %d: %v", counts.accepted, err)
 		}
 		counts.accepted++
-		if !fwd.Publish(m, pm) {
+		if !fwd.Publish(m, raw) {
 			counts.unmatched++
 		}
 		return nil
+	})
+	if err != nil && status.Code(err) == codes.Unknown {
+		// The request itself did not decode.
+		return false, status.Errorf(codes.InvalidArgument, "request after message %d: %v", counts.accepted, err)
 	}
-	if req.Message != nil {
-		if err := publish(req.Message); err != nil {
-			return err
-		}
-	}
-	for _, pm := range req.Batch {
-		if err := publish(pm); err != nil {
-			return err
-		}
-	}
-	return nil
+	return batched, err
 }
 
+// Publish is the one-message-per-request stream of brokers before
+// PublishStream. Requests are decoded from their wire form, as
+// PublishStream's are.
 func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 	fwd := c.n.NewForwarder()
 	var counts publishCounts
 	for {
-		req, err := stream.Recv()
+		var req wire.Raw
+		err := stream.RecvMsg(&req)
 		if errors.Is(err, io.EOF) {
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
 		}
@@ -75,10 +88,7 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 			// summary says exactly how much was.
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
 		}
-		if len(req.Batch) > 0 {
-			return status.Error(codes.InvalidArgument, "Publish takes one message per request; send batches with PublishStream")
-		}
-		if err := c.accept(fwd, req, &counts); err != nil {
+		if _, err := c.accept(fwd, req.B, &counts, false); err != nil {
 			return err
 		}
 	}
@@ -121,7 +131,8 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 		}
 	}()
 	for {
-		req, err := stream.Recv()
+		var req wire.Raw
+		err := stream.RecvMsg(&req)
 		mu.Lock()
 		switch {
 		case errors.Is(err, io.EOF):
@@ -139,12 +150,14 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 			mu.Unlock()
 			continue
 		}
-		if err := c.accept(fwd, req, &counts); err != nil {
+		batched, err := c.accept(fwd, req.B, &counts, true)
+		if err != nil {
 			mu.Unlock()
 			return err
 		}
-		pending++
-		if pending >= ackEvery || len(req.Batch) > 0 {
+		// A client that batches expects an acknowledgement per request;
+		// one that sends a message per request gets one every ackEvery.
+		if pending++; pending >= ackEvery || batched {
 			ack(false)
 		}
 		err = sendErr
@@ -214,15 +227,16 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 		}
 		return nil
 	}
+	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches()}
+	sub.Attach()
 	draining := sub.Draining()
 	for {
 		select {
 		case q := <-sub.Deliveries():
-			sub.Dequeued(q)
 			if err := reportLoss(); err != nil {
 				return err
 			}
-			if err := stream.Send(q.Delivery); err != nil {
+			if err := out.send(q); err != nil {
 				return err
 			}
 		case <-sub.LossSignal():
@@ -253,4 +267,53 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			return stream.Context().Err()
 		}
 	}
+}
+
+// maxBatchBytes bounds the deliveries sent in one DeliveryBatch event.
+const maxBatchBytes = 64 << 10
+
+// deliverySender sends a subscription's queued deliveries in their wire
+// form: one event each, or — for clients that accept batches — whatever
+// the queue holds, up to maxBatchBytes, in one.
+type deliverySender struct {
+	stream  dripv1.Broker_SubscribeServer
+	sub     *Subscription
+	batches bool
+	batch   [][]byte
+}
+
+func (d *deliverySender) send(first Queued) error {
+	d.sub.Dequeued(first)
+	if !d.batches {
+		return d.raw(wire.AppendDelivery(make([]byte, 0, len(first.Published)+8), first.Published))
+	}
+	d.batch = append(d.batch[:0], first.Published)
+	size := len(first.Published)
+	for size < maxBatchBytes {
+		select {
+		case q := <-d.sub.Deliveries():
+			d.sub.Dequeued(q)
+			d.batch = append(d.batch, q.Published)
+			size += len(q.Published)
+			continue
+		default:
+		}
+		break
+	}
+	var b []byte
+	if len(d.batch) == 1 {
+		b = wire.AppendDelivery(make([]byte, 0, size+8), d.batch[0])
+	} else {
+		b = wire.AppendDeliveryBatch(make([]byte, 0, wire.DeliveryBatchSize(d.batch)), d.batch)
+	}
+	clear(d.batch)
+	return d.raw(b)
+}
+
+// raw sends one encoded event, marking the span of the send so that a
+// subscriber whose stream stalls is told from a broker that is behind.
+func (d *deliverySender) raw(b []byte) error {
+	d.sub.Sending(true)
+	defer d.sub.Sending(false)
+	return d.stream.SendMsg(&wire.Raw{B: b})
 }

@@ -1,12 +1,13 @@
 package broker
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
@@ -18,6 +19,8 @@ type subscriptionsConfig struct {
 	max, queue, queueBytes int
 	enc                    encoding.Params
 	broker                 string // name, for acknowledgements
+	slow                   SlowSubscribers
+	now                    func() int64 // monotonic nanoseconds, for stall times
 }
 
 // subscriptions is the LOCAL-PREDICATES table (Carzaniga09 §2.2): the exact
@@ -54,13 +57,25 @@ type Subscription struct {
 	notice  atomic.Pointer[dripv1.Delivery]
 	encoded []encoding.Bloom
 	pred    content.Predicate
+
+	// Backpressure: while a sender is attached, a full queue makes
+	// publishers wait for room, unless the subscriber is stalled.
+	attached atomic.Bool
+	sending  atomic.Int64  // when the current send began (now()); 0: not sending
+	room     chan struct{} // capacity 1: the sender took something
 }
 
-// Queued is one delivery waiting for its subscriber.
+// Queued is one delivery waiting for its subscriber: a drip.v1.Published
+// in its wire form, encoded once for every subscriber it goes to.
 type Queued struct {
-	Delivery *dripv1.Delivery
-	size     int
+	Published []byte
 }
+
+// queuedOverhead is what a queued delivery costs beyond its bytes, for the
+// queue's byte bound.
+const queuedOverhead = 32
+
+func (q Queued) size() int { return len(q.Published) + queuedOverhead }
 
 func newSubscriptions(cfg subscriptionsConfig, m *metrics, changed func()) *subscriptions {
 	return &subscriptions{cfg: cfg, m: m, changed: changed, index: match.New(), byID: map[match.SubscriberID]*Subscription{}}
@@ -91,6 +106,7 @@ func (s *subscriptions) add(p content.Predicate, client string) (*Subscription, 
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		drain:  make(chan struct{}),
+		room:   make(chan struct{}, 1),
 	}
 	if err := s.setLocked(sub, p, true); err != nil {
 		return nil, err
@@ -152,31 +168,30 @@ func (s *subscriptions) closeAll() {
 func (s *subscriptions) encodedFilters() []encoding.Bloom {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ids := make([]match.SubscriberID, 0, len(s.byID))
+	for id := range s.byID {
+		ids = append(ids, id)
+	}
+	// In subscription order, so that equal subscriptions give equal
+	// advertisements (and the simulator replays byte for byte).
+	slices.Sort(ids)
 	all := make([]encoding.Bloom, 0, s.filters)
-	for _, sub := range s.byID {
-		all = append(all, sub.encoded...)
+	for _, id := range ids {
+		all = append(all, s.byID[id].encoded...)
 	}
 	return all
 }
 
-// deliver queues d to every local subscriber m matches, exactly, and
-// returns how many matched. ids is scratch space, returned for reuse.
-func (s *subscriptions) deliver(m content.Message, d *dripv1.Delivery, ids []match.SubscriberID) (int, []match.SubscriberID) {
+// matching appends to targets every local subscriber m matches, exactly.
+// ids is scratch space; both are returned for reuse.
+func (s *subscriptions) matching(m content.Message, ids []match.SubscriberID, targets []*Subscription) ([]match.SubscriberID, []*Subscription) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	ids = s.index.Match(m, ids[:0])
-	targets := make([]*Subscription, 0, len(ids))
 	for _, id := range ids {
 		targets = append(targets, s.byID[id])
 	}
-	s.mu.Unlock()
-	if len(targets) == 0 {
-		return 0, ids
-	}
-	size := proto.Size(d)
-	for _, sub := range targets {
-		sub.offer(Queued{d, size})
-	}
-	return len(targets), ids
+	return ids, targets
 }
 
 // ID identifies the subscription in the broker's logs.
@@ -224,8 +239,15 @@ func (sub *Subscription) Acknowledgement() *dripv1.Delivery {
 // taken, which frees its bytes.
 func (sub *Subscription) Deliveries() <-chan Queued { return sub.queue }
 
-// Dequeued releases a taken delivery's bytes from the queue's bound.
-func (sub *Subscription) Dequeued(q Queued) { sub.bytes.Add(-int64(q.size)) }
+// Dequeued releases a taken delivery's bytes from the queue's bound, and
+// wakes a publisher waiting for room.
+func (sub *Subscription) Dequeued(q Queued) {
+	sub.bytes.Add(-int64(q.size()))
+	select {
+	case sub.room <- struct{}{}:
+	default:
+	}
+}
 
 // LossSignal receives when a delivery was dropped since it last did.
 func (sub *Subscription) LossSignal() <-chan struct{} { return sub.wake }
@@ -243,23 +265,112 @@ func (sub *Subscription) Draining() <-chan struct{} { return sub.drain }
 // DrainNotice is the Draining event, once Draining is closed.
 func (sub *Subscription) DrainNotice() *dripv1.Delivery { return sub.notice.Load() }
 
-// offer queues a delivery without ever blocking: a full queue drops it
-// and records the loss for the subscriber.
-func (sub *Subscription) offer(q Queued) {
-	m := sub.s.m
-	if sub.bytes.Add(int64(q.size)) <= int64(sub.s.cfg.queueBytes) {
+// SlowSubscribers is what a broker does when a subscriber's queue is full.
+// A subscriber whose stream has not taken a delivery for Stalled is slow:
+// its client reads too slowly, or its network is too slow. Its deliveries
+// are dropped and reported to it as Lost — after waiting up to Block for
+// room, if Block is positive, which slows the publishers instead. A full
+// queue whose subscriber is not slow means the broker itself is behind:
+// the publisher waits until there is room, up to Behind, and only then is
+// the delivery dropped. So a subscriber that keeps up loses nothing, and a
+// publisher is slowed by flow control rather than losing messages.
+type SlowSubscribers struct {
+	Stalled time.Duration
+	Block   time.Duration
+	Behind  time.Duration
+}
+
+// Attach says a sender now serves the subscription: from then on a full
+// queue makes publishers wait for it (SlowSubscribers). Sending marks the
+// span of each send, which is how a stalled subscriber is told apart.
+func (sub *Subscription) Attach() { sub.attached.Store(true) }
+
+// Sending brackets one send on the subscription's stream: call it with
+// true before and false after.
+func (sub *Subscription) Sending(active bool) {
+	if active {
+		sub.sending.Store(sub.s.cfg.now())
+	} else {
+		sub.sending.Store(0)
+	}
+}
+
+// stalled says whether the current send has lasted longer than d.
+func (sub *Subscription) stalled(d time.Duration) bool {
+	since := sub.sending.Load()
+	return since != 0 && sub.s.cfg.now()-since > int64(d)
+}
+
+// tryQueue queues q if the queue has room.
+func (sub *Subscription) tryQueue(q Queued) bool {
+	size := int64(q.size())
+	if sub.bytes.Add(size) <= int64(sub.s.cfg.queueBytes) {
 		select {
 		case sub.queue <- q:
-			m.delivered.Inc()
-			return
+			return true
 		default:
 		}
 	}
-	sub.bytes.Add(-int64(q.size))
+	sub.bytes.Add(-size)
+	return false
+}
+
+// offer queues a delivery. A full queue makes the caller — a publish
+// stream or a link reader — wait for room as SlowSubscribers says, and
+// drops the delivery and records the loss when it may not wait.
+func (sub *Subscription) offer(q Queued) {
+	m := sub.s.m
+	if sub.tryQueue(q) {
+		m.delivered.Inc()
+		return
+	}
+	if sub.attached.Load() && sub.wait(q) {
+		m.delivered.Inc()
+		return
+	}
 	sub.lost.Add(1)
 	m.subscriberDropped.Inc()
 	select {
 	case sub.wake <- struct{}{}:
 	default:
+	}
+}
+
+// wait waits for room for q and queues it; false when it may wait no more.
+func (sub *Subscription) wait(q Queued) bool {
+	pol := sub.s.cfg.slow
+	start := sub.s.cfg.now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		limit := pol.Behind
+		if sub.stalled(pol.Stalled) {
+			limit = pol.Block
+		}
+		left := time.Duration(start + int64(limit) - sub.s.cfg.now())
+		if left <= 0 {
+			return false
+		}
+		// Wake at least every Stalled to look again whether the
+		// subscriber has stalled meanwhile.
+		wait := min(left, max(pol.Stalled, time.Millisecond))
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-sub.room:
+		case <-timer.C:
+		case <-sub.done:
+			return false
+		}
+		if sub.tryQueue(q) {
+			return true
+		}
 	}
 }

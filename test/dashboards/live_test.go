@@ -34,7 +34,7 @@ import (
 // first six are the losses and errors the dashboards exist to show.
 var provoked = map[string]string{
 	"drip_subscriber_dropped_total":         "b2 gets deliveries larger than its subscriber queue's byte budget",
-	"drip_false_positives_total":            "b1's predicate n > 1e9 encodes to the existence of n, which every message has (Carzaniga09 §3)",
+	"drip_false_positives_total":            `b1's predicate k contains "abc" encodes to the bytes and pairs it implies, which every message's k = "xabybcz" has without containing "abc" (docs/design.md §2)`,
 	"drip_link_dropped_bundles_total":       "b0's link queue holds one bundle and b0 publishes in bursts",
 	"drip_route_dropped_destinations_total": "b0's hop limit is 1, so bundles for b2 die at b1 (hop_limit)",
 	"drip_link_handshake_failures_total":    "a broker of another mesh keeps dialling b0 (mesh)",
@@ -270,11 +270,12 @@ func (m *liveMesh) metricsAddrs() []string {
 }
 
 // subscribe installs one subscription per broker, each read as fast as
-// deliveries come. b1's never matches exactly but its Bloom filter (the
-// existence of n) matches every message with n: false positives at b1.
+// deliveries come. b1's never matches exactly, but its Bloom filter — the
+// bytes and byte pairs "abc" implies — matches every message whose k is
+// "xabybcz": false positives at b1.
 func (m *liveMesh) subscribe(t *testing.T) {
 	t.Helper()
-	for id, pred := range []string{`n >= 0`, `n > 1000000000`, `n >= 0`} {
+	for id, pred := range []string{`n >= 0`, `k contains "abc"`, `n >= 0`} {
 		sub, err := m.clients[id].Subscribe(m.ctx, pred)
 		require.NoError(t, err)
 		done := make(chan struct{})
@@ -337,7 +338,7 @@ func (m *liveMesh) traffic(t *testing.T) {
 		}
 		return out
 	}
-	withN := func(k int) client.Attrs { return client.Attrs{"n": k} }
+	withN := func(k int) client.Attrs { return client.Attrs{"n": k, "k": "xabybcz"} }
 	rounds := [][]client.Message{
 		msgs(100, 256, withN), // a burst: overflows b0's link queue
 		append(msgs(10, 64, withN), msgs(1, 64, func(int) client.Attrs { return client.Attrs{"other": 1} })...),

@@ -152,6 +152,8 @@ func (w *subStream) RecvMsg(m any) error {
 		return err
 	}
 	if req, ok := m.(*dripv1.SubscribeRequest); ok {
+		// One delivery per event, so that faults apply per delivery.
+		req.AcceptBatches = false
 		if p, err := wire.PredicateFromProto(req.GetPredicate(), content.DefaultLimits()); err == nil {
 			w.in.mu.Lock()
 			w.pred = p
@@ -169,6 +171,13 @@ func (w *subStream) send(m any) error {
 
 func (w *subStream) SendMsg(m any) error {
 	d, ok := m.(*dripv1.Delivery)
+	if raw, isRaw := m.(*wire.Raw); isRaw {
+		// The broker sends deliveries in their wire form.
+		d, ok = new(dripv1.Delivery), true
+		if err := proto.Unmarshal(raw.B, d); err != nil {
+			return err
+		}
+	}
 	p := d.GetMessage()
 	if !ok || p == nil {
 		return w.send(m)

@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
@@ -174,8 +177,9 @@ func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 		select {
 		case q := <-c.sub.Deliveries():
 			c.sub.Dequeued(q)
-			p := q.Delivery.GetMessage()
-			if p == nil {
+			p := new(dripv1.Published)
+			if err := proto.Unmarshal(q.Published, p); err != nil {
+				s.errs = append(s.errs, fmt.Errorf("subscriber %d: undecodable delivery: %w", sub.idx, err))
 				continue
 			}
 			st := dedup.Stamp{Origin: p.GetIngressRouter(), Epoch: p.GetIngressEpoch(), Seq: p.GetSeq()}
@@ -251,7 +255,17 @@ func (s *Sim) publish(p *publisher) {
 	s.ledger.msgs = append(s.ledger.msgs, msgRecord{at: s.now, ingress: p.node, expected: expected})
 	pm := wire.MessageToProto(m)
 	pm.Payload = binary.BigEndian.AppendUint64(nil, id)
-	p.fwd.Publish(m, pm)
+	raw, err := proto.Marshal(pm)
+	if err != nil {
+		s.errs = append(s.errs, err)
+		return
+	}
+	decoded, err := wire.DecodeMessage(raw, wire.DefaultMessageLimits())
+	if err != nil {
+		s.errs = append(s.errs, err)
+		return
+	}
+	p.fwd.Publish(decoded, raw)
 	s.dirty = true
 }
 

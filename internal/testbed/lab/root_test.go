@@ -140,8 +140,19 @@ func TestLabLine(t *testing.T) {
 		connect, ping := median(connects), median(pings)
 		t.Logf("TCP connect %v (ratio %.3f), ping-pong %v (ratio %.3f) for %v configured",
 			connect, float64(connect)/float64(wantRTT), ping, float64(ping)/float64(wantRTT), wantRTT)
-		assert.InDelta(t, 1.0, float64(connect)/float64(wantRTT), 0.2, "connect %v", connect)
-		assert.InDelta(t, 1.0, float64(ping)/float64(wantRTT), 0.2, "ping-pong %v", ping)
+		// The emulator only adds delay, and a busy machine (tests run in
+		// parallel) only adds more: the fastest sample is the emulator's
+		// own, and must neither beat the configured delay nor exceed it
+		// by much.
+		for _, s := range []struct {
+			name    string
+			samples []time.Duration
+		}{{"connect", connects}, {"ping-pong", pings}} {
+			fastest := slices.Min(s.samples)
+			ratio := float64(fastest) / float64(wantRTT)
+			assert.GreaterOrEqual(t, ratio, 0.95, "%s: fastest %v beats the configured %v", s.name, fastest, wantRTT)
+			assert.LessOrEqual(t, ratio, 1.3, "%s: fastest %v of %d is far above the configured %v", s.name, fastest, len(s.samples), wantRTT)
+		}
 	})
 
 	t.Run("throughput", func(t *testing.T) {

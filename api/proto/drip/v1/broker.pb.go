@@ -251,7 +251,11 @@ type SubscribeRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Predicate *Predicate             `protobuf:"bytes,1,opt,name=predicate,proto3" json:"predicate,omitempty"`
 	// Optional label shown in the broker's logs and metrics (not unique).
-	ClientName    string `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientName string `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// The client takes several deliveries in one event (DeliveryBatch).
+	// Brokers send batches only to clients that set it, so older clients,
+	// which would ignore the event, lose nothing.
+	AcceptBatches bool `protobuf:"varint,3,opt,name=accept_batches,json=acceptBatches,proto3" json:"accept_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +304,13 @@ func (x *SubscribeRequest) GetClientName() string {
 	return ""
 }
 
+func (x *SubscribeRequest) GetAcceptBatches() bool {
+	if x != nil {
+		return x.AcceptBatches
+	}
+	return false
+}
+
 type Delivery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -308,6 +319,7 @@ type Delivery struct {
 	//	*Delivery_Message
 	//	*Delivery_Lost
 	//	*Delivery_Draining
+	//	*Delivery_Batch
 	Event         isDelivery_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -386,6 +398,15 @@ func (x *Delivery) GetDraining() *Draining {
 	return nil
 }
 
+func (x *Delivery) GetBatch() *DeliveryBatch {
+	if x != nil {
+		if x, ok := x.Event.(*Delivery_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isDelivery_Event interface {
 	isDelivery_Event()
 }
@@ -406,6 +427,10 @@ type Delivery_Draining struct {
 	Draining *Draining `protobuf:"bytes,4,opt,name=draining,proto3,oneof"`
 }
 
+type Delivery_Batch struct {
+	Batch *DeliveryBatch `protobuf:"bytes,5,opt,name=batch,proto3,oneof"`
+}
+
 func (*Delivery_Subscribed) isDelivery_Event() {}
 
 func (*Delivery_Message) isDelivery_Event() {}
@@ -413,6 +438,55 @@ func (*Delivery_Message) isDelivery_Event() {}
 func (*Delivery_Lost) isDelivery_Event() {}
 
 func (*Delivery_Draining) isDelivery_Event() {}
+
+func (*Delivery_Batch) isDelivery_Event() {}
+
+// DeliveryBatch is several deliveries in one event, in order, for clients
+// that accept batches: one gRPC message carries what a subscriber's queue
+// holds, instead of one each.
+type DeliveryBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Published           `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryBatch) Reset() {
+	*x = DeliveryBatch{}
+	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryBatch) ProtoMessage() {}
+
+func (x *DeliveryBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryBatch.ProtoReflect.Descriptor instead.
+func (*DeliveryBatch) Descriptor() ([]byte, []int) {
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeliveryBatch) GetMessages() []*Published {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
 
 // Draining says the broker is shutting down gracefully. It keeps
 // delivering until deadline; a client should subscribe again on another
@@ -429,7 +503,7 @@ type Draining struct {
 
 func (x *Draining) Reset() {
 	*x = Draining{}
-	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	mi := &file_drip_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +515,7 @@ func (x *Draining) String() string {
 func (*Draining) ProtoMessage() {}
 
 func (x *Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[6]
+	mi := &file_drip_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +528,7 @@ func (x *Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draining.ProtoReflect.Descriptor instead.
 func (*Draining) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Draining) GetDeadlineUnixNano() int64 {
@@ -486,7 +560,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_drip_v1_broker_proto_msgTypes[7]
+	mi := &file_drip_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +572,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[7]
+	mi := &file_drip_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +585,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Subscribed) GetSubscriptionId() uint64 {
@@ -557,7 +631,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_drip_v1_broker_proto_msgTypes[8]
+	mi := &file_drip_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +643,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[8]
+	mi := &file_drip_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +656,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Published) GetMessage() *Message {
@@ -641,7 +715,7 @@ type Lost struct {
 
 func (x *Lost) Reset() {
 	*x = Lost{}
-	mi := &file_drip_v1_broker_proto_msgTypes[9]
+	mi := &file_drip_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +727,7 @@ func (x *Lost) String() string {
 func (*Lost) ProtoMessage() {}
 
 func (x *Lost) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_broker_proto_msgTypes[9]
+	mi := &file_drip_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +740,7 @@ func (x *Lost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lost.ProtoReflect.Descriptor instead.
 func (*Lost) Descriptor() ([]byte, []int) {
-	return file_drip_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_drip_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lost) GetCount() uint64 {
@@ -700,19 +774,23 @@ const file_drip_v1_broker_proto_rawDesc = "" +
 	"\x06moving\x18\x03 \x01(\bR\x06moving\"J\n" +
 	"\x0ePublishSummary\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\x04R\baccepted\x12\x1c\n" +
-	"\tunmatched\x18\x02 \x01(\x04R\tunmatched\"e\n" +
+	"\tunmatched\x18\x02 \x01(\x04R\tunmatched\"\x8c\x01\n" +
 	"\x10SubscribeRequest\x120\n" +
 	"\tpredicate\x18\x01 \x01(\v2\x12.drip.v1.PredicateR\tpredicate\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
-	"clientName\"\xd0\x01\n" +
+	"clientName\x12%\n" +
+	"\x0eaccept_batches\x18\x03 \x01(\bR\racceptBatches\"\x80\x02\n" +
 	"\bDelivery\x125\n" +
 	"\n" +
 	"subscribed\x18\x01 \x01(\v2\x13.drip.v1.SubscribedH\x00R\n" +
 	"subscribed\x12.\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.drip.v1.PublishedH\x00R\amessage\x12#\n" +
 	"\x04lost\x18\x03 \x01(\v2\r.drip.v1.LostH\x00R\x04lost\x12/\n" +
-	"\bdraining\x18\x04 \x01(\v2\x11.drip.v1.DrainingH\x00R\bdrainingB\a\n" +
-	"\x05event\"W\n" +
+	"\bdraining\x18\x04 \x01(\v2\x11.drip.v1.DrainingH\x00R\bdraining\x12.\n" +
+	"\x05batch\x18\x05 \x01(\v2\x16.drip.v1.DeliveryBatchH\x00R\x05batchB\a\n" +
+	"\x05event\"?\n" +
+	"\rDeliveryBatch\x12.\n" +
+	"\bmessages\x18\x01 \x03(\v2\x12.drip.v1.PublishedR\bmessages\"W\n" +
 	"\bDraining\x12,\n" +
 	"\x12deadline_unix_nano\x18\x01 \x01(\x03R\x10deadlineUnixNano\x12\x1d\n" +
 	"\n" +
@@ -749,7 +827,7 @@ func file_drip_v1_broker_proto_rawDescGZIP() []byte {
 	return file_drip_v1_broker_proto_rawDescData
 }
 
-var file_drip_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_drip_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_drip_v1_broker_proto_goTypes = []any{
 	(*PublishRequest)(nil),   // 0: drip.v1.PublishRequest
 	(*PublishResponse)(nil),  // 1: drip.v1.PublishResponse
@@ -757,34 +835,37 @@ var file_drip_v1_broker_proto_goTypes = []any{
 	(*PublishSummary)(nil),   // 3: drip.v1.PublishSummary
 	(*SubscribeRequest)(nil), // 4: drip.v1.SubscribeRequest
 	(*Delivery)(nil),         // 5: drip.v1.Delivery
-	(*Draining)(nil),         // 6: drip.v1.Draining
-	(*Subscribed)(nil),       // 7: drip.v1.Subscribed
-	(*Published)(nil),        // 8: drip.v1.Published
-	(*Lost)(nil),             // 9: drip.v1.Lost
-	(*Message)(nil),          // 10: drip.v1.Message
-	(*Predicate)(nil),        // 11: drip.v1.Predicate
+	(*DeliveryBatch)(nil),    // 6: drip.v1.DeliveryBatch
+	(*Draining)(nil),         // 7: drip.v1.Draining
+	(*Subscribed)(nil),       // 8: drip.v1.Subscribed
+	(*Published)(nil),        // 9: drip.v1.Published
+	(*Lost)(nil),             // 10: drip.v1.Lost
+	(*Message)(nil),          // 11: drip.v1.Message
+	(*Predicate)(nil),        // 12: drip.v1.Predicate
 }
 var file_drip_v1_broker_proto_depIdxs = []int32{
-	10, // 0: drip.v1.PublishRequest.message:type_name -> drip.v1.Message
-	10, // 1: drip.v1.PublishRequest.batch:type_name -> drip.v1.Message
+	11, // 0: drip.v1.PublishRequest.message:type_name -> drip.v1.Message
+	11, // 1: drip.v1.PublishRequest.batch:type_name -> drip.v1.Message
 	2,  // 2: drip.v1.PublishResponse.ack:type_name -> drip.v1.PublishAck
-	11, // 3: drip.v1.SubscribeRequest.predicate:type_name -> drip.v1.Predicate
-	7,  // 4: drip.v1.Delivery.subscribed:type_name -> drip.v1.Subscribed
-	8,  // 5: drip.v1.Delivery.message:type_name -> drip.v1.Published
-	9,  // 6: drip.v1.Delivery.lost:type_name -> drip.v1.Lost
-	6,  // 7: drip.v1.Delivery.draining:type_name -> drip.v1.Draining
-	10, // 8: drip.v1.Published.message:type_name -> drip.v1.Message
-	0,  // 9: drip.v1.Broker.Publish:input_type -> drip.v1.PublishRequest
-	0,  // 10: drip.v1.Broker.PublishStream:input_type -> drip.v1.PublishRequest
-	4,  // 11: drip.v1.Broker.Subscribe:input_type -> drip.v1.SubscribeRequest
-	3,  // 12: drip.v1.Broker.Publish:output_type -> drip.v1.PublishSummary
-	1,  // 13: drip.v1.Broker.PublishStream:output_type -> drip.v1.PublishResponse
-	5,  // 14: drip.v1.Broker.Subscribe:output_type -> drip.v1.Delivery
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	12, // 3: drip.v1.SubscribeRequest.predicate:type_name -> drip.v1.Predicate
+	8,  // 4: drip.v1.Delivery.subscribed:type_name -> drip.v1.Subscribed
+	9,  // 5: drip.v1.Delivery.message:type_name -> drip.v1.Published
+	10, // 6: drip.v1.Delivery.lost:type_name -> drip.v1.Lost
+	7,  // 7: drip.v1.Delivery.draining:type_name -> drip.v1.Draining
+	6,  // 8: drip.v1.Delivery.batch:type_name -> drip.v1.DeliveryBatch
+	9,  // 9: drip.v1.DeliveryBatch.messages:type_name -> drip.v1.Published
+	11, // 10: drip.v1.Published.message:type_name -> drip.v1.Message
+	0,  // 11: drip.v1.Broker.Publish:input_type -> drip.v1.PublishRequest
+	0,  // 12: drip.v1.Broker.PublishStream:input_type -> drip.v1.PublishRequest
+	4,  // 13: drip.v1.Broker.Subscribe:input_type -> drip.v1.SubscribeRequest
+	3,  // 14: drip.v1.Broker.Publish:output_type -> drip.v1.PublishSummary
+	1,  // 15: drip.v1.Broker.PublishStream:output_type -> drip.v1.PublishResponse
+	5,  // 16: drip.v1.Broker.Subscribe:output_type -> drip.v1.Delivery
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_drip_v1_broker_proto_init() }
@@ -798,6 +879,7 @@ func file_drip_v1_broker_proto_init() {
 		(*Delivery_Message)(nil),
 		(*Delivery_Lost)(nil),
 		(*Delivery_Draining)(nil),
+		(*Delivery_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -805,7 +887,7 @@ func file_drip_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drip_v1_broker_proto_rawDesc), len(file_drip_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

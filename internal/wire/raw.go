@@ -1,0 +1,339 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf8"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/dripmesh/drip/internal/content"
+)
+
+// The broker's data path works on messages in their wire form: a message is
+// decoded from the bytes a publisher sent, without the protobuf object tree,
+// and the same bytes travel in bundles and deliveries. The field numbers
+// below are those of api/proto/drip/v1: exchanged with clients and brokers
+// of other versions, never renumbered.
+const (
+	fieldMessageAttributes = 1 // Message.attributes
+	fieldMessagePayload    = 2 // Message.payload
+	fieldAttributeName     = 1 // Attribute.name
+	fieldAttributeValue    = 2 // Attribute.value
+	fieldValueString       = 1 // Value.string_value
+	fieldValueInt          = 2 // Value.int_value (sint64)
+	fieldValueFloat        = 3 // Value.float_value
+	fieldValueBool         = 4 // Value.bool_value
+
+	fieldRequestMessage = 1 // PublishRequest.message
+	fieldRequestBatch   = 2 // PublishRequest.batch
+
+	fieldPublishedMessage = 1 // Published.message
+	fieldPublishedIngress = 2 // Published.ingress_router
+	fieldPublishedAt      = 3 // Published.published_unix_nano
+	fieldPublishedHops    = 4 // Published.hops
+	fieldPublishedEpoch   = 5 // Published.ingress_epoch
+	fieldPublishedSeq     = 6 // Published.seq
+
+	fieldDeliveryMessage = 2 // Delivery.message
+	fieldDeliveryBatch   = 5 // Delivery.batch
+	fieldBatchMessages   = 1 // DeliveryBatch.messages
+)
+
+var errTruncated = errors.New("malformed protobuf: truncated or invalid field")
+
+// DecodeMessage decodes the wire form of a drip.v1.Message into a
+// content.Message, allocating only the attribute slice: names, string
+// values and the payload alias b, which the caller must never change
+// afterwards. It checks what MessageFromProto checks, with the same
+// errors, and what protobuf decoding checks (well-formed fields, UTF-8
+// strings).
+func DecodeMessage(b []byte, l MessageLimits) (content.Message, error) {
+	n := 0
+	for rest := b; len(rest) > 0; {
+		num, typ, k := consumeTag(rest)
+		if k < 0 {
+			return content.Message{}, errTruncated
+		}
+		if num == fieldMessageAttributes && typ == protowire.BytesType {
+			n++
+		}
+		rest = rest[k:]
+		if k = protowire.ConsumeFieldValue(num, typ, rest); k < 0 {
+			return content.Message{}, errTruncated
+		}
+		rest = rest[k:]
+	}
+	if l.MaxAttributes > 0 && n > l.MaxAttributes {
+		return content.Message{}, fmt.Errorf("message has %d attributes, over the limit of %d", n, l.MaxAttributes)
+	}
+	attrs := make([]content.Attribute, 0, n)
+	var payload []byte
+	for len(b) > 0 {
+		num, typ, k := consumeTag(b)
+		b = b[k:]
+		switch {
+		case num == fieldMessageAttributes && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			b = b[k:]
+			a, err := decodeAttribute(v, len(attrs), l)
+			if err != nil {
+				return content.Message{}, err
+			}
+			attrs = append(attrs, a)
+		case num == fieldMessagePayload && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			b = b[k:]
+			payload = v
+		default:
+			b = b[protowire.ConsumeFieldValue(num, typ, b):]
+		}
+	}
+	if l.MaxPayload > 0 && len(payload) > l.MaxPayload {
+		return content.Message{}, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(payload), l.MaxPayload)
+	}
+	return content.NewMessageOwned(attrs, payload)
+}
+
+// decodeAttribute decodes attribute i. Its errors match MessageFromProto's,
+// which checks the name's length, then the value, then the string's length.
+func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error) {
+	var name string
+	var value content.Value
+	var valueSeen bool
+	for len(b) > 0 {
+		num, typ, k := consumeTag(b)
+		if k < 0 {
+			return content.Attribute{}, errTruncated
+		}
+		b = b[k:]
+		switch {
+		case num == fieldAttributeName && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return content.Attribute{}, errTruncated
+			}
+			b = b[k:]
+			if !utf8.Valid(v) {
+				return content.Attribute{}, fmt.Errorf("attribute %d: name is not valid UTF-8", i)
+			}
+			name = alias(v)
+		case num == fieldAttributeValue && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return content.Attribute{}, errTruncated
+			}
+			b = b[k:]
+			// A message field given twice is merged: within the oneof, the
+			// last member set wins.
+			val, err := decodeValue(v)
+			if err != nil {
+				return content.Attribute{}, err
+			}
+			if val.IsValid() {
+				value = val
+			}
+			valueSeen = true
+		default:
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return content.Attribute{}, errTruncated
+			}
+			b = b[k:]
+		}
+	}
+	if l.MaxName > 0 && len(name) > l.MaxName {
+		return content.Attribute{}, fmt.Errorf("attribute %d: name is %d bytes, over the limit of %d", i, len(name), l.MaxName)
+	}
+	if !valueSeen || !value.IsValid() {
+		return content.Attribute{}, fmt.Errorf("attribute %q: value is unset", name)
+	}
+	if l.MaxString > 0 && len(value.Str()) > l.MaxString {
+		return content.Attribute{}, fmt.Errorf("attribute %q: string value is %d bytes, over the limit of %d", name, len(value.Str()), l.MaxString)
+	}
+	return content.Attribute{Name: name, Value: value}, nil
+}
+
+// decodeValue decodes a drip.v1.Value; an unset one is the invalid Value.
+func decodeValue(b []byte) (content.Value, error) {
+	var v content.Value
+	for len(b) > 0 {
+		num, typ, k := consumeTag(b)
+		if k < 0 {
+			return v, errTruncated
+		}
+		b = b[k:]
+		switch {
+		case num == fieldValueString && typ == protowire.BytesType:
+			s, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return v, errTruncated
+			}
+			b = b[k:]
+			if !utf8.Valid(s) {
+				return v, errors.New("string value is not valid UTF-8")
+			}
+			v = content.String(alias(s))
+		case num == fieldValueInt && typ == protowire.VarintType:
+			x, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return v, errTruncated
+			}
+			b = b[k:]
+			v = content.Int(protowire.DecodeZigZag(x))
+		case num == fieldValueFloat && typ == protowire.Fixed64Type:
+			x, k := protowire.ConsumeFixed64(b)
+			if k < 0 {
+				return v, errTruncated
+			}
+			b = b[k:]
+			v = content.Float(math.Float64frombits(x))
+		case num == fieldValueBool && typ == protowire.VarintType:
+			x, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return v, errTruncated
+			}
+			b = b[k:]
+			v = content.Bool(x != 0)
+		default:
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return v, errTruncated
+			}
+			b = b[k:]
+		}
+	}
+	return v, nil
+}
+
+// consumeTag is protowire.ConsumeTag that also refuses field numbers
+// beyond protobuf's largest, as protobuf decoding does.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n >= 0 && num > protowire.MaxValidNumber {
+		return 0, 0, -1
+	}
+	return num, typ, n
+}
+
+// alias returns b as a string without copying: b must never change.
+func alias(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// PublishRequestMessages calls f with the wire form of each message of a
+// drip.v1.PublishRequest in order: its message, then its batch. It says
+// whether the request had a batch, and stops at the first error.
+func PublishRequestMessages(b []byte, f func(msg []byte) error) (batched bool, err error) {
+	var first []byte
+	hasFirst := false
+	batch := b
+	// message (field 1) goes before the batch wherever it appears.
+	for rest := b; len(rest) > 0; {
+		num, typ, k := consumeTag(rest)
+		if k < 0 {
+			return false, errTruncated
+		}
+		rest = rest[k:]
+		if num == fieldRequestMessage && typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(rest)
+			if k < 0 {
+				return false, errTruncated
+			}
+			first, hasFirst = v, true // the last one wins, as protobuf merges it
+			rest = rest[k:]
+			continue
+		}
+		k = protowire.ConsumeFieldValue(num, typ, rest)
+		if k < 0 {
+			return false, errTruncated
+		}
+		rest = rest[k:]
+	}
+	if hasFirst {
+		if err := f(first); err != nil {
+			return false, err
+		}
+	}
+	for len(batch) > 0 {
+		num, typ, k := consumeTag(batch)
+		batch = batch[k:]
+		if num == fieldRequestBatch && typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(batch)
+			batch = batch[k:]
+			batched = true
+			if err := f(v); err != nil {
+				return batched, err
+			}
+			continue
+		}
+		batch = batch[protowire.ConsumeFieldValue(num, typ, batch):]
+	}
+	return batched, nil
+}
+
+// AppendPublished appends the wire form of a drip.v1.Published carrying
+// the message whose wire form is msg.
+func AppendPublished(dst, msg []byte, ingress uint32, publishedAt int64, hops uint32, epoch, seq uint64) []byte {
+	dst = protowire.AppendTag(dst, fieldPublishedMessage, protowire.BytesType)
+	dst = protowire.AppendBytes(dst, msg)
+	if ingress != 0 {
+		dst = protowire.AppendTag(dst, fieldPublishedIngress, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(ingress))
+	}
+	if publishedAt != 0 {
+		dst = protowire.AppendTag(dst, fieldPublishedAt, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(publishedAt))
+	}
+	if hops != 0 {
+		dst = protowire.AppendTag(dst, fieldPublishedHops, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(hops))
+	}
+	if epoch != 0 {
+		dst = protowire.AppendTag(dst, fieldPublishedEpoch, protowire.Fixed64Type)
+		dst = protowire.AppendFixed64(dst, epoch)
+	}
+	if seq != 0 {
+		dst = protowire.AppendTag(dst, fieldPublishedSeq, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, seq)
+	}
+	return dst
+}
+
+// AppendDelivery appends the wire form of a drip.v1.Delivery carrying one
+// Published, given in its wire form.
+func AppendDelivery(dst, published []byte) []byte {
+	dst = protowire.AppendTag(dst, fieldDeliveryMessage, protowire.BytesType)
+	return protowire.AppendBytes(dst, published)
+}
+
+// DeliveryBatchSize is the size of a drip.v1.Delivery carrying a
+// DeliveryBatch of the given Published wire forms.
+func DeliveryBatchSize(published [][]byte) int {
+	inner := 0
+	for _, p := range published {
+		inner += protowire.SizeTag(fieldBatchMessages) + protowire.SizeBytes(len(p))
+	}
+	return protowire.SizeTag(fieldDeliveryBatch) + protowire.SizeBytes(inner)
+}
+
+// AppendDeliveryBatch appends the wire form of a drip.v1.Delivery carrying
+// a DeliveryBatch of the given Published wire forms, in order.
+func AppendDeliveryBatch(dst []byte, published [][]byte) []byte {
+	inner := 0
+	for _, p := range published {
+		inner += protowire.SizeTag(fieldBatchMessages) + protowire.SizeBytes(len(p))
+	}
+	dst = protowire.AppendTag(dst, fieldDeliveryBatch, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(inner))
+	for _, p := range published {
+		dst = protowire.AppendTag(dst, fieldBatchMessages, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, p)
+	}
+	return dst
+}

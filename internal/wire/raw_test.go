@@ -1,0 +1,205 @@
+package wire
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// decodeReference is the protobuf path DecodeMessage replaces.
+func decodeReference(b []byte, l MessageLimits) (content.Message, error) {
+	var pm dripv1.Message
+	if err := proto.Unmarshal(b, &pm); err != nil {
+		return content.Message{}, err
+	}
+	return MessageFromProto(&pm, l)
+}
+
+func marshal(t testing.TB, m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+func val(kind any) *dripv1.Value {
+	switch k := kind.(type) {
+	case string:
+		return &dripv1.Value{Kind: &dripv1.Value_StringValue{StringValue: k}}
+	case int64:
+		return &dripv1.Value{Kind: &dripv1.Value_IntValue{IntValue: k}}
+	case float64:
+		return &dripv1.Value{Kind: &dripv1.Value_FloatValue{FloatValue: k}}
+	case bool:
+		return &dripv1.Value{Kind: &dripv1.Value_BoolValue{BoolValue: k}}
+	}
+	return &dripv1.Value{}
+}
+
+// TestDecodeMessageMatchesProtobuf: on valid and invalid messages alike,
+// DecodeMessage gives what protobuf decoding and MessageFromProto give,
+// errors included.
+func TestDecodeMessageMatchesProtobuf(t *testing.T) {
+	limits := MessageLimits{MaxAttributes: 4, MaxName: 8, MaxString: 10, MaxPayload: 16}
+	for _, tc := range []struct {
+		name string
+		msg  *dripv1.Message
+	}{
+		{"empty", &dripv1.Message{}},
+		{"every kind", &dripv1.Message{Attributes: []*dripv1.Attribute{
+			{Name: "s", Value: val("x\x00y")}, {Name: "i", Value: val(int64(-5))}, {Name: "f", Value: val(-0.5)}, {Name: "b", Value: val(true)},
+		}, Payload: []byte("pay")}},
+		{"unsorted", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "z", Value: val(int64(1))}, {Name: "a", Value: val(int64(2))}}}},
+		{"too many", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: val(true)}, {Name: "b", Value: val(true)}, {Name: "c", Value: val(true)}, {Name: "d", Value: val(true)}, {Name: "e", Value: val(true)}}}},
+		{"long name", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "longername", Value: val(true)}}}},
+		{"unset value", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a"}}}},
+		{"empty value", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: &dripv1.Value{}}}}},
+		{"long string", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: val("0123456789x")}}}},
+		{"empty name", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "", Value: val(true)}}}},
+		{"twice", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "b", Value: val(true)}, {Name: "a", Value: val(true)}, {Name: "b", Value: val(false)}}}},
+		{"long payload", &dripv1.Message{Payload: make([]byte, 17)}},
+		{"NaN", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "f", Value: val(math.NaN())}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := marshal(t, tc.msg)
+			want, wantErr := decodeReference(b, limits)
+			got, err := DecodeMessage(b, limits)
+			if wantErr != nil {
+				require.Error(t, err)
+				assert.Equal(t, wantErr.Error(), err.Error())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, want.String(), got.String())
+			assert.Equal(t, want.Payload, got.Payload)
+		})
+	}
+}
+
+// TestDecodeMessageWorkload: the seed workload's messages decode alike.
+func TestDecodeMessageWorkload(t *testing.T) {
+	gen, err := workload.New(workload.Default())
+	require.NoError(t, err)
+	for _, m := range gen.Messages(500) {
+		b := marshal(t, MessageToProto(m))
+		got, err := DecodeMessage(b, DefaultMessageLimits())
+		require.NoError(t, err)
+		require.Equal(t, m.String(), got.String())
+	}
+}
+
+// FuzzDecodeMessage: whatever bytes arrive, DecodeMessage never panics,
+// fails exactly when the protobuf path fails, and otherwise decodes the
+// same message.
+func FuzzDecodeMessage(f *testing.F) {
+	gen, err := workload.New(workload.Default())
+	require.NoError(f, err)
+	for _, m := range gen.Messages(5) {
+		f.Add(marshal(f, MessageToProto(m)))
+	}
+	f.Add([]byte{0x0a, 0x02, 0x12, 0x00})
+	limits := MessageLimits{MaxAttributes: 8, MaxName: 16, MaxString: 32, MaxPayload: 64}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, wantErr := decodeReference(b, limits)
+		got, err := DecodeMessage(append([]byte(nil), b...), limits)
+		if wantErr != nil {
+			require.Error(t, err, "protobuf failed with %v", wantErr)
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, want.String(), got.String())
+		require.Equal(t, string(want.Payload), string(got.Payload))
+	})
+}
+
+func TestPublishRequestMessages(t *testing.T) {
+	m := func(n int64) *dripv1.Message {
+		return &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "n", Value: val(n)}}}
+	}
+	for _, req := range []*dripv1.PublishRequest{
+		{Message: m(1)},
+		{Batch: []*dripv1.Message{m(1), m(2), m(3)}},
+		{Message: m(0), Batch: []*dripv1.Message{m(1), m(2)}},
+		{},
+	} {
+		var got []int64
+		batched, err := PublishRequestMessages(marshal(t, req), func(b []byte) error {
+			msg, err := DecodeMessage(b, DefaultMessageLimits())
+			require.NoError(t, err)
+			v, _ := msg.Get("n")
+			got = append(got, v.Int())
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, len(req.Batch) > 0, batched)
+		var want []int64
+		if req.Message != nil {
+			want = append(want, req.Message.Attributes[0].Value.GetIntValue())
+		}
+		for _, b := range req.Batch {
+			want = append(want, b.Attributes[0].Value.GetIntValue())
+		}
+		assert.Equal(t, want, got)
+	}
+	_, err := PublishRequestMessages([]byte{0x12, 0x05, 1}, func([]byte) error { return nil })
+	assert.Error(t, err)
+}
+
+// TestAppendPublishedAndDeliveries: the appended wire forms decode, with
+// protobuf, to what they stand for.
+func TestAppendPublishedAndDeliveries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	msg := &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: val("x")}}, Payload: []byte{1, 2}}
+	raw := marshal(t, msg)
+	var pubs [][]byte
+	var want []*dripv1.Published
+	for range 5 {
+		p := &dripv1.Published{Message: msg, IngressRouter: rng.Uint32N(4), PublishedUnixNano: rng.Int64(), Hops: rng.Uint32N(3),
+			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3)}
+		b := AppendPublished(nil, raw, p.IngressRouter, p.PublishedUnixNano, p.Hops, p.IngressEpoch, p.Seq)
+		var back dripv1.Published
+		require.NoError(t, proto.Unmarshal(b, &back))
+		require.True(t, proto.Equal(p, &back), "%v != %v", p, &back)
+		pubs, want = append(pubs, b), append(want, p)
+	}
+	var one dripv1.Delivery
+	require.NoError(t, proto.Unmarshal(AppendDelivery(nil, pubs[0]), &one))
+	assert.True(t, proto.Equal(want[0], one.GetMessage()))
+	batch := AppendDeliveryBatch(nil, pubs)
+	assert.Len(t, batch, DeliveryBatchSize(pubs))
+	var many dripv1.Delivery
+	require.NoError(t, proto.Unmarshal(batch, &many))
+	require.Len(t, many.GetBatch().GetMessages(), 5)
+	for i, p := range many.GetBatch().GetMessages() {
+		assert.True(t, proto.Equal(want[i], p))
+	}
+}
+
+func BenchmarkDecodeMessage(b *testing.B) {
+	gen, err := workload.New(workload.Default())
+	require.NoError(b, err)
+	raw := marshal(b, MessageToProto(gen.Message()))
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeMessage(raw, DefaultMessageLimits()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("protobuf", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeReference(raw, DefaultMessageLimits()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
