@@ -519,8 +519,9 @@ func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
 	}
 	if s.dense {
 		nWords := len(s.all)
-		for i, b := range s.hot {
-			if b.SubsetOf(bm) {
+		for i := range s.hot {
+			// By index: ranging over values would copy 256 bytes each.
+			if s.hot[i].subsetOfFirst(&bm, s.nWords) {
 				hr := s.hotRouters[i*nWords : (i+1)*nWords]
 				for j, w := range hr {
 					out[j] |= w
@@ -687,8 +688,8 @@ func (s *Snapshot) MatchLinear(bm Bloom, dst *bitset.BitSet) {
 	}
 	out := s.destWords(dst)
 	for slot, id := range s.ids {
-		for _, b := range s.filters[slot] {
-			if b.SubsetOf(bm) {
+		for i := range s.filters[slot] {
+			if s.filters[slot][i].subsetOfFirst(&bm, s.nWords) {
 				out[id>>6] |= 1 << (id & 63)
 				break
 			}
