@@ -4,14 +4,19 @@ import "time"
 
 // Report is the outcome of a run, written as JSON by drip bench.
 type Report struct {
-	Config       ReportConfig      `json:"config"`
-	Replication  Replication       `json:"replication"`
-	Series       []Second          `json:"series"`
-	Totals       Totals            `json:"totals"`
-	Latency      Latency           `json:"latency_ms"`
-	Subscribers  []SubscriberStats `json:"subscribers"`
-	SendSeconds  float64           `json:"send_s"`  // how long sending took
-	DrainSeconds float64           `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
+	Config      ReportConfig      `json:"config"`
+	Replication Replication       `json:"replication"`
+	Series      []Second          `json:"series"`
+	Totals      Totals            `json:"totals"`
+	Latency     Latency           `json:"latency_ms"`
+	Subscribers []SubscriberStats `json:"subscribers"`
+	// GapEvents and FailoverEvents list the churn the totals count, each
+	// with its time, for measurements that put them beside a fault (driplab
+	// churn): the first MaxEvents of each.
+	GapEvents      []GapEvent      `json:"gap_events,omitempty"`
+	FailoverEvents []FailoverEvent `json:"failover_events,omitempty"`
+	SendSeconds    float64         `json:"send_s"`  // how long sending took
+	DrainSeconds   float64         `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
 	// Error says why the run stopped early, if it did: the report then
 	// holds what was measured until then.
 	Error string `json:"error,omitempty"`
@@ -105,6 +110,33 @@ type Totals struct {
 	Resent           uint64  `json:"resent,omitempty"`
 	InFlightLost     uint64  `json:"in_flight_lost,omitempty"`
 	ClientSuppressed uint64  `json:"client_suppressed,omitempty"`
+}
+
+// MaxEvents bounds Report.GapEvents and Report.FailoverEvents: a run that
+// keeps failing over (a mesh that is down) must not grow its report
+// without end. Totals count every event.
+const MaxEvents = 4096
+
+// GapEvent is one subscription's time without a broker: from when its
+// stream ended to when another broker acknowledged it, in seconds since
+// sending started (negative: before), and the brokers' names before and
+// after (as the brokers call themselves).
+type GapEvent struct {
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	From   string  `json:"from"`
+	To     string  `json:"to"`
+}
+
+// FailoverEvent is one publisher moving to another broker, at AtS seconds
+// since sending started, between addresses: Resent messages the old
+// broker said it had not published, InFlight ones it may or may not have.
+type FailoverEvent struct {
+	AtS      float64 `json:"at_s"`
+	From     string  `json:"from"`
+	To       string  `json:"to"`
+	Resent   int     `json:"resent,omitempty"`
+	InFlight uint64  `json:"in_flight,omitempty"`
 }
 
 // Latency summarises end-to-end latency of expected deliveries, in

@@ -207,7 +207,13 @@ func (r *runner) dripConnector() Connector {
 // failed, in the second it came back.
 func (r *runner) gap(g client.Gap) {
 	r.nGaps.Add(1)
-	r.gaps[r.second(r.sinceSendStart(g.End.Sub(r.clock)))].Add(1)
+	end := r.sinceSendStart(g.End.Sub(r.clock))
+	r.gaps[r.second(end)].Add(1)
+	r.evMu.Lock()
+	if len(r.gapEvents) < MaxEvents {
+		r.gapEvents = append(r.gapEvents, GapEvent{StartS: r.sinceSendStart(g.Start.Sub(r.clock)).Seconds(), EndS: end.Seconds(), From: g.From, To: g.To})
+	}
+	r.evMu.Unlock()
 	for d := int64(g.Duration()); ; {
 		cur := r.maxGap.Load()
 		if d <= cur || r.maxGap.CompareAndSwap(cur, d) {
@@ -220,7 +226,13 @@ func (r *runner) gap(g client.Gap) {
 func (r *runner) failover(f client.Failover) {
 	r.nFailovers.Add(1)
 	r.nResent.Add(uint64(f.Resent))
-	r.failovers[r.second(r.sinceSendStart(r.now()))].Add(1)
+	at := r.sinceSendStart(r.now())
+	r.failovers[r.second(at)].Add(1)
+	r.evMu.Lock()
+	if len(r.failoverEvents) < MaxEvents {
+		r.failoverEvents = append(r.failoverEvents, FailoverEvent{AtS: at.Seconds(), From: f.From, To: f.To, Resent: f.Resent, InFlight: f.InFlight})
+	}
+	r.evMu.Unlock()
 }
 
 // runner is the shared state of one run.
@@ -254,6 +266,9 @@ type runner struct {
 	nGaps, nFailovers, nResent          atomic.Uint64
 	nInFlight                           atomic.Uint64
 	maxGap                              atomic.Int64 // nanoseconds
+	evMu                                sync.Mutex   // guards the event lists
+	gapEvents                           []GapEvent
+	failoverEvents                      []FailoverEvent
 	dups                                []atomic.Uint64
 
 	subIdeal []atomic.Uint64 // per subscriber, at send time
@@ -521,6 +536,10 @@ func (r *runner) report() *Report {
 			Gaps: r.gaps[s].Load(), Failovers: r.failovers[s].Load(),
 		})
 	}
+	r.evMu.Lock()
+	rep.GapEvents = slices.Clone(r.gapEvents)
+	rep.FailoverEvents = slices.Clone(r.failoverEvents)
+	r.evMu.Unlock()
 	t := &rep.Totals
 	t.Sent, t.Ideal, t.Unmatched = r.nSent.Load(), r.nIdeal.Load(), r.nUnmatched.Load()
 	t.Accepted, t.BrokerUnmatched = sum.Accepted, sum.Unmatched

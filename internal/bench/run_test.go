@@ -300,6 +300,11 @@ func TestRunThroughChurn(t *testing.T) {
 			tot := rep.Totals
 			assert.True(t, rep.Exact(), "no duplicate and no false positive through the churn")
 			assert.Positive(t, tot.Failovers, "the publisher at broker 1 moved")
+			require.Len(t, rep.FailoverEvents, int(tot.Failovers), "each failover is listed")
+			for _, f := range rep.FailoverEvents {
+				assert.InDelta(t, 0.6, f.AtS, 1.5, "failover %+v after the fault at 0.6 s", f)
+				assert.NotEqual(t, f.From, f.To)
+			}
 			if graceful {
 				assert.Zero(t, tot.Undelivered, "a graceful stop loses nothing")
 				assert.Zero(t, tot.Gaps, "subscriptions moved before their broker left")
@@ -312,6 +317,13 @@ func TestRunThroughChurn(t *testing.T) {
 					gaps += s.Gaps
 				}
 				assert.Equal(t, tot.Gaps, gaps, "every gap falls in a second of the series")
+				require.Len(t, rep.GapEvents, int(tot.Gaps), "each gap is listed")
+				for _, g := range rep.GapEvents {
+					assert.GreaterOrEqual(t, g.StartS, 0.5, "gap %+v starts at the kill (0.6 s)", g)
+					assert.Greater(t, g.EndS, g.StartS)
+					assert.LessOrEqual(t, (g.EndS-g.StartS)*1000, tot.MaxGapMs+0.001)
+					assert.NotEqual(t, g.From, g.To, "the subscription moved to another broker")
+				}
 			}
 			t.Logf("undelivered %d of %d, gaps %d (longest %.0f ms), failovers %d, resent %d, in flight %d, client-suppressed copies %d",
 				tot.Undelivered, tot.Ideal, tot.Gaps, tot.MaxGapMs, tot.Failovers, tot.Resent, tot.InFlightLost, tot.ClientSuppressed)
