@@ -76,6 +76,14 @@ experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the 
 	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
 	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD4_ARGS) --out $(EXPERIMENTS_OUT)/overload4
 
+.PHONY: churn
+# Three runs of about 70 s each (40 s of sending, start-up, drain) on 12
+# broker processes; not part of make test. CHURN_ARGS adds flags (--seed, --keep DIR).
+CHURN_OUT ?= docs/results/churn
+CHURN_ARGS ?=
+churn: build ## Kill, SIGTERM and restart brokers of a 12-process loopback mesh under the bench (~4 min) into CHURN_OUT.
+	$(LAB_BIN) churn --scenario all --out $(CHURN_OUT) $(CHURN_ARGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).
 	@for pkg in $$($(GO) list ./...); do \

@@ -20,6 +20,6 @@ the broker package in this process on loopback.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd())
+	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd())
 	return root
 }

@@ -42,7 +42,7 @@ func TestRootCommands(t *testing.T) {
 	for _, c := range NewRoot().Commands() {
 		names = append(names, c.Name())
 	}
-	assert.ElementsMatch(t, []string{"version", "lab", "experiment"}, names)
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn"}, names)
 }
 
 func TestVersion(t *testing.T) {
@@ -67,4 +67,12 @@ func TestFindDrip(t *testing.T) {
 	got, err := findDrip()
 	require.NoError(t, err)
 	assert.Equal(t, drip, got)
+}
+
+// driplab churn refuses an unknown scenario before it starts anything,
+// naming the ones it has.
+func TestChurnUnknownScenario(t *testing.T) {
+	_, _, err := execute(testCtx(t), "", "churn", "--scenario", "nope", "--drip-binary", "/nonexistent/drip")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--scenario: unknown scenario "nope": want one of kill, term, kill-cut, all`)
 }
