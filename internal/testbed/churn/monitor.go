@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ type Monitor struct {
 	mu       sync.Mutex
 	rounds   []Round
 	counters []map[int]map[string]float64 // broker → incarnation → counter → latest value
+	detailed []map[int]map[string]float64 // the same with every label (the peer of a link)
 	changed  chan struct{}                // closed and replaced when a round is added
 }
 
@@ -74,10 +76,11 @@ func NewMonitor(addrs []string, incarnation func(i int) int) *Monitor {
 		addrs: addrs, incarnation: incarnation,
 		http:     &http.Client{Timeout: scrapeTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
 		counters: make([]map[int]map[string]float64, len(addrs)),
+		detailed: make([]map[int]map[string]float64, len(addrs)),
 		changed:  make(chan struct{}),
 	}
 	for i := range m.counters {
-		m.counters[i] = map[int]map[string]float64{}
+		m.counters[i], m.detailed[i] = map[int]map[string]float64{}, map[int]map[string]float64{}
 	}
 	return m
 }
@@ -101,6 +104,7 @@ func (m *Monitor) Run(ctx context.Context) {
 func (m *Monitor) round(ctx context.Context) {
 	r := Round{Brokers: make([]Sample, len(m.addrs))}
 	counters := make([]map[string]float64, len(m.addrs))
+	detailed := make([]map[string]float64, len(m.addrs))
 	var wg sync.WaitGroup
 	for i, addr := range m.addrs {
 		wg.Add(1)
@@ -119,7 +123,7 @@ func (m *Monitor) round(ctx context.Context) {
 				Pending: gauge(fams, "drip_advertisement_pending"), LSDBEntries: gauge(fams, "drip_lsdb_entries"),
 				Advertised: gauge(fams, "drip_advertised_filters"),
 			}
-			counters[i] = sumCounters(fams)
+			counters[i], detailed[i] = sumCounters(fams, false), sumCounters(fams, true)
 		}()
 	}
 	wg.Wait()
@@ -133,6 +137,7 @@ func (m *Monitor) round(ctx context.Context) {
 	for i, c := range counters {
 		if c != nil {
 			m.counters[i][r.Brokers[i].Incarnation] = c
+			m.detailed[i][r.Brokers[i].Incarnation] = detailed[i]
 		}
 	}
 	close(m.changed)
@@ -167,16 +172,21 @@ func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
 }
 
 // sumCounters picks the counters of counterLabels out of a scrape, keyed
-// name or name{label="value"}.
-func sumCounters(fams map[string]*dto.MetricFamily) map[string]float64 {
+// name or name{label="value"}, summed over the other labels, or with all
+// labels, in the order of the scrape.
+func sumCounters(fams map[string]*dto.MetricFamily, allLabels bool) map[string]float64 {
 	out := map[string]float64{}
 	for name, label := range counterLabels {
 		for _, mt := range fams[name].GetMetric() {
-			key := name
+			var ls []string
 			for _, lp := range mt.GetLabel() {
-				if label != "" && lp.GetName() == label {
-					key = fmt.Sprintf("%s{%s=%q}", name, label, lp.GetValue())
+				if allLabels || (label != "" && lp.GetName() == label) {
+					ls = append(ls, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
 				}
+			}
+			key := name
+			if len(ls) > 0 {
+				key += "{" + strings.Join(ls, ",") + "}"
 			}
 			out[key] += mt.GetCounter().GetValue()
 		}
@@ -202,6 +212,31 @@ func (m *Monitor) Counters() map[string]float64 {
 		for _, c := range incs {
 			for k, v := range c {
 				out[k] += v
+			}
+		}
+	}
+	return out
+}
+
+// DropsByBroker lists, per broker incarnation ("b9/2": broker b9's
+// second process), its counters other than the published and delivered
+// totals that are not zero, with every label: where the drops and
+// suppressed copies of Counters happened, and on which link.
+func (m *Monitor) DropsByBroker() map[string]map[string]float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]map[string]float64{}
+	for i, incs := range m.detailed {
+		for inc, c := range incs {
+			for k, v := range c {
+				if v == 0 || k == "drip_published_messages_total" || k == "drip_delivered_messages_total" {
+					continue
+				}
+				key := fmt.Sprintf("%s/%d", Name(i), inc)
+				if out[key] == nil {
+					out[key] = map[string]float64{}
+				}
+				out[key][k] = v
 			}
 		}
 	}

@@ -105,6 +105,13 @@ drip_subscriber_dropped_total 3
 	assert.Equal(t, 2*(11.0+21.0), c[`drip_link_dropped_bundles_total{reason="link_down"}`])
 	assert.Equal(t, 0.0, c[`drip_link_dropped_bundles_total{reason="queue_full"}`])
 	assert.Equal(t, 2*2*3.0, c["drip_subscriber_dropped_total"])
+	by := m.DropsByBroker()
+	assert.Equal(t, map[string]float64{
+		`drip_link_dropped_bundles_total{peer="b1",reason="link_down"}`: 20,
+		`drip_link_dropped_bundles_total{peer="b2",reason="link_down"}`: 1,
+		"drip_subscriber_dropped_total":                                 3,
+	}, by["b1/2"], "by link; zeros left out")
+	assert.Len(t, by, 4, "two brokers, two incarnations each")
 
 	short, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer stop()

@@ -5,6 +5,8 @@ import (
 	"image/color"
 	"os"
 
+	"github.com/dripmesh/drip/internal/bench"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -22,16 +24,16 @@ var (
 	colFault       = color.RGBA{R: 0x44, G: 0x44, B: 0x44, A: 0xff}
 )
 
-// Plot writes r as a PNG: per second, the deliveries expected (ideal) and
-// received, the undelivered ones (by the second they were sent) and the
-// duplicates, with the fault, the victim's exit and its restart marked.
+// Plot writes r as a PNG: above, per second, the deliveries expected
+// (ideal) and received; below, on their own scale, the undelivered ones
+// (by the second they were sent) and the duplicates; the fault, the
+// victim's exit (when it is not at once) and its restart marked on both.
 // Unlike the experiments' plots the counts are not smoothed: a fault's
 // effect lasts a second or two.
 func Plot(r *Result, path string) error {
-	const w, h = 16 * vg.Centimeter, 9 * vg.Centimeter
+	const w, h = 16 * vg.Centimeter, 12 * vg.Centimeter
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
-	rp := ratesPlot(r)
-	rp.Draw(draw.New(img))
+	drawResult(r, draw.New(img))
 	return savePNG(img, path)
 }
 
@@ -40,15 +42,31 @@ func PlotAll(rs []*Result, path string) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("churn: no results to plot")
 	}
-	const w, hEach = 16 * vg.Centimeter, 7 * vg.Centimeter
+	const w, hEach = 16 * vg.Centimeter, 10 * vg.Centimeter
 	h := hEach * vg.Length(len(rs))
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
 	dc := draw.New(img)
 	for i, r := range rs {
 		top := hEach * vg.Length(i)
-		ratesPlot(r).Draw(draw.Crop(dc, 0, 0, h-top-hEach, -top))
+		drawResult(r, draw.Crop(dc, 0, 0, h-top-hEach, -top))
 	}
 	return savePNG(img, path)
+}
+
+// drawResult draws r's two panels in dc, the deliveries on 60% of it.
+func drawResult(r *Result, dc draw.Canvas) {
+	h := dc.Max.Y - dc.Min.Y
+	top, bottom := ratesPlot(r), lossPlot(r)
+	top.Draw(draw.Crop(dc, 0, 0, h*0.40, 0))
+	bottom.Draw(draw.Crop(dc, 0, 0, 0, -h*0.60))
+}
+
+// curve is one line of a plot, over the bench's series.
+type curve struct {
+	name  string
+	col   color.Color
+	dash  []vg.Length
+	value func(s bench.Second) float64
 }
 
 func ratesPlot(r *Result) *plot.Plot {
@@ -57,30 +75,40 @@ func ratesPlot(r *Result) *plot.Plot {
 	if !r.OK() {
 		p.Title.Text += " — checks failed"
 	}
+	p.Y.Label.Text = "deliveries/s"
+	addCurves(p, r, []curve{
+		{"ideal", colIdeal, []vg.Length{vg.Points(4), vg.Points(2)}, func(s bench.Second) float64 { return float64(s.Ideal) }},
+		{"delivered", colDelivered, nil, func(s bench.Second) float64 { return float64(s.Delivered) }},
+	}, false)
+	return p
+}
+
+func lossPlot(r *Result) *plot.Plot {
+	p := plot.New()
 	p.X.Label.Text = "time since sending started (s)"
-	p.Y.Label.Text = "per second"
+	p.Y.Label.Text = "messages/s"
+	addCurves(p, r, []curve{
+		{"undelivered (by send second)", colUndelivered, nil, func(s bench.Second) float64 { return float64(s.Undelivered) }},
+		{"duplicates", colDuplicates, []vg.Length{vg.Points(1), vg.Points(2)}, func(s bench.Second) float64 { return float64(s.Duplicates) }},
+	}, true)
+	return p
+}
+
+// addCurves draws the curves and the fault's marks, with the legend at
+// the top right above the curves' range.
+func addCurves(p *plot.Plot, r *Result, curves []curve, markLegend bool) {
 	p.Y.Min = 0
+	p.Legend.Top, p.Legend.Left = true, false
+	p.Add(plotter.NewGrid())
 	if r.Bench == nil {
-		return p
-	}
-	type curve struct {
-		name  string
-		col   color.Color
-		dash  []vg.Length
-		value func(i int) float64
+		return
 	}
 	series := r.Bench.Series
-	curves := []curve{
-		{"ideal deliveries", colIdeal, []vg.Length{vg.Points(4), vg.Points(2)}, func(i int) float64 { return float64(series[i].Ideal) }},
-		{"delivered", colDelivered, nil, func(i int) float64 { return float64(series[i].Delivered) }},
-		{"undelivered (by send second)", colUndelivered, nil, func(i int) float64 { return float64(series[i].Undelivered) }},
-		{"duplicates", colDuplicates, []vg.Length{vg.Points(1), vg.Points(2)}, func(i int) float64 { return float64(series[i].Duplicates) }},
-	}
-	ymax := 0.0
+	ymax := 1.0
 	for _, c := range curves {
 		xys := make(plotter.XYs, len(series))
-		for i := range series {
-			xys[i].X, xys[i].Y = float64(series[i].T), c.value(i)
+		for i, s := range series {
+			xys[i].X, xys[i].Y = float64(s.T), c.value(s)
 			ymax = max(ymax, xys[i].Y)
 		}
 		l, err := plotter.NewLine(xys)
@@ -91,6 +119,8 @@ func ratesPlot(r *Result) *plot.Plot {
 		p.Add(l)
 		p.Legend.Add(c.name, l)
 	}
+	// Room for the legend above the curves.
+	p.Y.Max = ymax * 1.6
 	marks := []struct {
 		name string
 		at   *float64
@@ -101,21 +131,19 @@ func ratesPlot(r *Result) *plot.Plot {
 		{"restart", r.Times.RestartS, []vg.Length{vg.Points(4), vg.Points(2)}},
 	}
 	for _, m := range marks {
-		if m.at == nil || (m.name == "exit" && r.Times.FaultS != nil && *m.at-*r.Times.FaultS < 0.2) {
+		if m.at == nil || (m.name == "exit" && r.Times.FaultS != nil && *m.at-*r.Times.FaultS < 0.5) {
 			continue // a kill's exit is the fault
 		}
-		l, err := plotter.NewLine(plotter.XYs{{X: *m.at, Y: 0}, {X: *m.at, Y: ymax * 1.05}})
+		l, err := plotter.NewLine(plotter.XYs{{X: *m.at, Y: 0}, {X: *m.at, Y: p.Y.Max}})
 		if err != nil {
 			continue
 		}
 		l.Color, l.Dashes, l.Width = colFault, m.dash, vg.Points(0.8)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s %.1fs", m.name, *m.at), l)
+		if markLegend {
+			p.Legend.Add(fmt.Sprintf("%s %.1fs", m.name, *m.at), l)
+		}
 	}
-	p.Legend.Top, p.Legend.Left = false, true
-	p.Legend.YOffs = -vg.Points(30)
-	p.Add(plotter.NewGrid())
-	return p
 }
 
 func savePNG(img *vgimg.Canvas, path string) error {

@@ -41,9 +41,13 @@ type Result struct {
 	// BrokerCounters are the brokers' own counters, summed over brokers
 	// and incarnations (each as of its last scrape).
 	BrokerCounters map[string]float64 `json:"broker_counters"`
-	Checks         []Check            `json:"checks"`
-	Error          string             `json:"error,omitempty"`
-	Bench          *bench.Report      `json:"bench,omitempty"`
+	// DropsByBroker says where: per broker incarnation ("b9/2"), its
+	// counters of drops, suppressed copies and false positives that are
+	// not zero.
+	DropsByBroker map[string]map[string]float64 `json:"drops_by_broker"`
+	Checks        []Check                       `json:"checks"`
+	Error         string                        `json:"error,omitempty"`
+	Bench         *bench.Report                 `json:"bench,omitempty"`
 }
 
 // ScenarioInfo says what fault the run injected, and where.
@@ -198,6 +202,7 @@ type observation struct {
 	sendStart, fault, exit, start time.Time
 	rounds                        []Round
 	counters                      map[string]float64
+	drops                         map[string]map[string]float64
 	report                        *bench.Report
 	err                           error
 }
@@ -213,6 +218,7 @@ func assemble(o observation) *Result {
 		Mesh:           meshInfo(o.plan, victim, o.topology),
 		Config:         o.config,
 		BrokerCounters: o.counters,
+		DropsByBroker:  o.drops,
 		Bench:          o.report,
 	}
 	if o.err != nil {

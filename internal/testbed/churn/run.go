@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg Config, o *observation) (err error) {
 	defer func() {
 		stopMonitor()
 		monDone.Wait()
-		o.rounds, o.counters = mon.Rounds(), mon.Counters()
+		o.rounds, o.counters, o.drops = mon.Rounds(), mon.Counters(), mon.DropsByBroker()
 	}()
 	all := o.plan.Graph.Components()
 	if _, err := waitAgree(ctx, cfg, mon, 3, func(r Round) bool { return Agree(r, all) }); err != nil {
