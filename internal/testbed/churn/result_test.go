@@ -91,6 +91,9 @@ func TestAssemble(t *testing.T) {
 	require.NotNil(t, r.Times.ReconvergedAfterRestartS)
 	assert.InDelta(t, 0.3, *r.Times.ReconvergedAfterRestartS, 1e-9)
 	assert.Equal(t, []SecondCount{{T: 10, N: 7}}, r.UndeliveredBySecond)
+	assert.Equal(t, uint64(7), r.UndeliveredBeforeRestart, "lost to the fault")
+	assert.Zero(t, r.UndeliveredFromRestart)
+	assert.True(t, check(t, r, "rejoin lost nothing").OK)
 	require.Len(t, r.Gaps.Events, 1)
 	g := r.Gaps.Events[0]
 	assert.Equal(t, GapTiming{From: Name(o.plan.NonCut), To: "b0", StartAfterFaultS: 0.01, EndAfterFaultS: 0.05, EndAfterRestartS: -9.95, DurationMs: 40, Back: true}, g)
@@ -143,19 +146,36 @@ func TestAssembleGracefulStop(t *testing.T) {
 	r := assemble(o)
 	c := check(t, r, "graceful departure lost nothing")
 	assert.False(t, c.OK, "7 undelivered, 2 in flight and a gap are more than a drain allows")
-	assert.Equal(t, "7 undelivered, 2 in flight to the leaving broker, 1 gaps", c.Detail)
+	assert.Equal(t, "7 undelivered among the messages sent before the restart, 2 in flight to the leaving broker, 1 gaps", c.Detail)
 
 	o.report.Totals = bench.Totals{Sent: 100, Ideal: 500, Delivered: 500}
 	o.report.GapEvents, o.report.FailoverEvents, o.report.Series = nil, nil, nil
 	r = assemble(o)
 	assert.True(t, check(t, r, "graceful departure lost nothing").OK)
 	assert.True(t, r.OK())
+
+	// Loss in the restart's second is the rejoin's, not the departure's.
+	o.report.Series = []bench.Second{{T: 14}, {T: 15, Undelivered: 2}}
+	o.report.Totals.Undelivered, o.report.Totals.Delivered = 2, 498
+	o.drops = map[string]map[string]float64{Name(o.plan.NonCut) + "/2": {`drip_route_dropped_destinations_total{reason="no_route"}`: 1}}
+	r = assemble(o)
+	require.NotNil(t, r.Times.RestartS)
+	require.InDelta(t, 15.0, *r.Times.RestartS, 1e-9)
+	assert.True(t, check(t, r, "graceful departure lost nothing").OK)
+	rejoin := check(t, r, "rejoin lost nothing")
+	assert.False(t, rejoin.OK)
+	assert.Equal(t, "2 undelivered among the messages sent from the restart's second on; the restarted "+Name(o.plan.NonCut)+" dropped 1 destinations for want of a route", rejoin.Detail)
 }
 
 func TestAssembleCutVertex(t *testing.T) {
 	cut := Scenarios()[2]
 	o := observed(t, cut, 600*time.Millisecond, 300*time.Millisecond)
+	o.report.Series = append(o.report.Series, bench.Second{T: 20, Undelivered: 50})
 	r := assemble(o)
+	for _, c := range r.Checks {
+		assert.NotEqual(t, "rejoin lost nothing", c.Name, "the partition lasts into the restart's second")
+	}
+	assert.Equal(t, uint64(50), r.UndeliveredFromRestart)
 	assert.Greater(t, len(r.Mesh.Parts), 1, "the cut vertex partitions the mesh")
 	require.NotNil(t, r.Times.PartsAgreeAfterFaultS, "each part agrees on its own")
 	assert.InDelta(t, 0.6, *r.Times.PartsAgreeAfterFaultS, 1e-9)
