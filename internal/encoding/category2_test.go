@@ -255,3 +255,53 @@ func TestNoFalseNegativesOnCategories(t *testing.T) {
 		}
 	})
 }
+
+// FuzzFilterCategories maps fuzzed constraints (clients' predicates are
+// untrusted) and checks the necessary condition against a message built
+// from fuzzed values: if the filter matches the message exactly, one of its
+// category sets is among the message's, and the filter expands to at most
+// maxDisjuncts sets.
+func FuzzFilterCategories(f *testing.F) {
+	f.Add(uint8(content.OpContains), "ab", uint8(content.OpLt), int64(10), 2.5, "xaby", int64(3), 1.0, uint8(0))
+	f.Add(uint8(content.OpPrefix), "héllo", uint8(content.OpGt), int64(-7), -0.0, "héllo wörld", int64(-1), 0x1p63, uint8(3))
+	f.Add(uint8(content.OpSuffix), strings.Repeat("z", 30), uint8(content.OpGe), int64(1<<53+1), 1e300, strings.Repeat("z", 40), int64(1<<53), 1e-300, uint8(5))
+	f.Fuzz(func(t *testing.T, sop uint8, operand string, nop uint8, ni int64, nf float64, sval string, mi int64, mf float64, shape uint8) {
+		num := func(i int64, f float64, asFloat bool) content.Value {
+			if asFloat {
+				return content.Float(f)
+			}
+			return content.Int(i)
+		}
+		filter := content.Filter{
+			{Name: "s", Op: content.Op(sop % 11), Value: content.String(operand)},
+			{Name: "n", Op: content.Op(nop % 11), Value: num(ni, nf, shape&1 != 0)},
+		}
+		if shape&4 != 0 {
+			// A second bound on n, as in two-sided ranges.
+			filter = append(filter, content.Constraint{Name: "n", Op: content.Op((nop/11)%11 + 1), Value: num(ni/2, nf*2, shape&8 != 0)})
+		}
+		if shape&16 != 0 {
+			filter = filter[1:] // one attribute
+		}
+		m := content.MessageFrom(map[string]content.Value{"s": content.String(sval), "n": num(mi, mf, shape&2 != 0)})
+		sets := SchemeCatV2.FilterCategories(filter)
+		require.LessOrEqual(t, len(sets), maxDisjuncts)
+		if !filter.Matches(m) {
+			return
+		}
+		have := map[string]bool{}
+		for _, c := range SchemeCatV2.Categories(m) {
+			have[c] = true
+		}
+		for _, set := range sets {
+			in := true
+			for _, c := range set {
+				in = in && have[c]
+			}
+			if in {
+				return
+			}
+		}
+		t.Fatalf("%v matches %v, but none of %q is in %q", filter, m, sets, SchemeCatV2.Categories(m))
+	})
+}

@@ -258,9 +258,12 @@ type schemeRow struct {
 	Category int    `json:"category"`
 	Selected int    `json:"selected"`
 	// FloorFP is (Category-Exact)/Category, the broker-level rate with a
-	// perfect hash; BrokerFP is (Selected-Exact)/Selected.
+	// perfect hash; BrokerFP is (Selected-Exact)/Selected; PairFP is
+	// (Selected-Exact)/Pairs, the chance that a broker gets a message
+	// uselessly.
 	FloorFP  float64 `json:"floor_fp"`
 	BrokerFP float64 `json:"broker_fp"`
+	PairFP   float64 `json:"pair_fp"`
 	// Categories is the mean number of categories of a message; Blooms the
 	// mean number of Blooms a broker's filters encode to (before Advertise).
 	Categories float64 `json:"categories"`
@@ -330,12 +333,12 @@ func TestSchemeStudy(t *testing.T) {
 		}
 	}
 	var s strings.Builder
-	fmt.Fprintf(&s, "%-8s %4s %-7s %5s %3s %-8s %8s %8s %8s %8s %7s %7s %6s %7s %6s %6s\n",
-		"workload", "brk", "scheme", "M", "K", "layout", "pairs", "exact", "category", "selected", "floorFP", "brokFP", "cats", "blooms", "dCoarse", "dFine")
+	fmt.Fprintf(&s, "%-8s %4s %-7s %5s %3s %-8s %8s %8s %8s %8s %7s %7s %7s %6s %7s %6s %6s\n",
+		"workload", "brk", "scheme", "M", "K", "layout", "pairs", "exact", "category", "selected", "floorFP", "brokFP", "pairFP", "cats", "blooms", "dCoarse", "dFine")
 	for _, r := range rows {
-		fmt.Fprintf(&s, "%-8s %4d %-7s %5d %3d %-8s %8d %8d %8d %8d %6.2f%% %6.2f%% %6.1f %7.1f %6.3f %6.3f\n",
+		fmt.Fprintf(&s, "%-8s %4d %-7s %5d %3d %-8s %8d %8d %8d %8d %6.2f%% %6.2f%% %6.2f%% %6.1f %7.1f %6.3f %6.3f\n",
 			r.Workload, r.Brokers, r.Scheme, r.M, r.K, r.Layout, r.Pairs, r.Exact, r.Category, r.Selected,
-			100*r.FloorFP, 100*r.BrokerFP, r.Categories, r.Blooms, r.CoarseDensity, r.FineDensity)
+			100*r.FloorFP, 100*r.BrokerFP, 100*r.PairFP, r.Categories, r.Blooms, r.CoarseDensity, r.FineDensity)
 	}
 	t.Log("\n" + s.String())
 	data, err := json.MarshalIndent(rows, "", "  ")
@@ -464,6 +467,7 @@ func studySchemeCell(t *testing.T, mesh paperMesh, p Params, layout string, fl s
 	if row.Selected > 0 {
 		row.BrokerFP = float64(row.Selected-row.Exact) / float64(row.Selected)
 	}
+	row.PairFP = float64(row.Selected-row.Exact) / float64(row.Pairs)
 	n := float64(len(mesh.messages))
 	row.CoarseDensity = float64(coarseBits) / n / float64(coarse)
 	if fine := p.M - coarse; fine > 0 {

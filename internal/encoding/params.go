@@ -157,7 +157,7 @@ func (p Params) add(b *Bloom, category []byte) {
 }
 
 // Positions appends the K positions (in hash order, possibly repeated) of
-// a category given in its string form (see Params.Categories), for tests,
+// a category given in its string form (see Scheme.Categories), for tests,
 // golden vectors and other implementations of the layout.
 func (p Params) Positions(category string, dst []int) []int {
 	p.mustValidate()
