@@ -263,7 +263,7 @@ func TestNoFalseNegativesOnCategories(t *testing.T) {
 // maxDisjuncts sets.
 func FuzzFilterCategories(f *testing.F) {
 	f.Add(uint8(content.OpContains), "ab", uint8(content.OpLt), int64(10), 2.5, "xaby", int64(3), 1.0, uint8(0))
-	f.Add(uint8(content.OpPrefix), "héllo", uint8(content.OpGt), int64(-7), -0.0, "héllo wörld", int64(-1), 0x1p63, uint8(3))
+	f.Add(uint8(content.OpPrefix), "héllo", uint8(content.OpGt), int64(-7), math.Copysign(0, -1), "héllo wörld", int64(-1), 0x1p63, uint8(3))
 	f.Add(uint8(content.OpSuffix), strings.Repeat("z", 30), uint8(content.OpGe), int64(1<<53+1), 1e300, strings.Repeat("z", 40), int64(1<<53), 1e-300, uint8(5))
 	f.Fuzz(func(t *testing.T, sop uint8, operand string, nop uint8, ni int64, nf float64, sval string, mi int64, mf float64, shape uint8) {
 		num := func(i int64, f float64, asFloat bool) content.Value {
