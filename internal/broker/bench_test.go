@@ -179,3 +179,163 @@ func BenchmarkClient1to1(b *testing.B) {
 	_, err = p.Close()
 	require.NoError(b, err)
 }
+
+// BenchmarkBroker2 is the path through two brokers: published at b0,
+// carried in a bundle over the peer link, delivered at b1; with and without
+// link compression (on by default, for WAN links).
+func BenchmarkBroker2(b *testing.B) {
+	for _, compress := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "deflate"}[compress], func(b *testing.B) {
+			c0, p0, c1, p1 := listen(b), listen(b), listen(b), listen(b)
+			start := func(id int, cl, pl net.Listener, peers []broker.Peer) {
+				cfg := brokertest.FastConfig(uint32(id))
+				cfg.PeerCompression, cfg.Peers = compress, peers
+				srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientListener: cl, PeerListener: pl, StopTimeout: time.Second})
+				require.NoError(b, err)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- srv.Serve(ctx) }()
+				b.Cleanup(func() { cancel(); <-done })
+			}
+			start(0, c0, p0, []broker.Peer{{ID: 1, Addr: p1.Addr().String(), Weight: 1}})
+			start(1, c1, p1, nil)
+			pubAPI, subAPI := rawClient(b, c0.Addr().String()), rawClient(b, c1.Addr().String())
+			runRaw(b, pubAPI, subAPI, func() {
+				// The subscription must be known at b0 before publishing.
+				time.Sleep(300 * time.Millisecond)
+			})
+		})
+	}
+}
+
+func rawClient(b *testing.B, addr string) dripv1.BrokerClient {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})))
+	require.NoError(b, err)
+	b.Cleanup(func() { cc.Close() })
+	return dripv1.NewBrokerClient(cc)
+}
+
+// runRaw publishes b.N messages in requests of 64 through pub and counts
+// their deliveries through sub, whose subscription is made first; settle
+// runs between the two.
+func runRaw(b *testing.B, pub, subAPI dripv1.BrokerClient, settle func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := subAPI.Subscribe(ctx)
+	require.NoError(b, err)
+	require.NoError(b, sub.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: `symbol = "DRIP"`}, AcceptBatches: true}))
+	_, err = sub.Recv()
+	require.NoError(b, err)
+	settle()
+	const perRequest = 64
+	msg := benchMessage(b)
+	var req []byte
+	for range perRequest {
+		req = protowire.AppendTag(req, 2, protowire.BytesType)
+		req = protowire.AppendBytes(req, msg)
+	}
+	ps, err := pub.PublishStream(ctx)
+	require.NoError(b, err)
+	go func() {
+		for {
+			var ack wire.Raw
+			if ps.RecvMsg(&ack) != nil {
+				return
+			}
+		}
+	}()
+	received := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			var ev wire.Raw
+			if err := sub.RecvMsg(&ev); err != nil {
+				received <- n
+				return
+			}
+			if n += countDeliveries(ev.B); n >= b.N {
+				received <- n
+				return
+			}
+		}
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; sent += perRequest {
+		if err := ps.SendMsg(&wire.Raw{B: req}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case n := <-received:
+		if n < b.N {
+			b.Fatalf("received %d of %d", n, b.N)
+		}
+	case <-time.After(time.Minute):
+		b.Fatalf("deliveries stopped")
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+}
+
+// BenchmarkBroker1to20 is one publisher's messages delivered to 20
+// subscribers of one broker: b.N counts deliveries.
+func BenchmarkBroker1to20(b *testing.B) {
+	addr := benchBroker(b)
+	api := rawClient(b, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const subs = 20
+	counts := make(chan int, subs)
+	msgs := b.N/subs + 1
+	for range subs {
+		sub, err := api.Subscribe(ctx)
+		require.NoError(b, err)
+		require.NoError(b, sub.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: `symbol = "DRIP"`}, AcceptBatches: true}))
+		_, err = sub.Recv()
+		require.NoError(b, err)
+		go func() {
+			n := 0
+			for n < msgs {
+				var ev wire.Raw
+				if sub.RecvMsg(&ev) != nil {
+					break
+				}
+				n += countDeliveries(ev.B)
+			}
+			counts <- n
+		}()
+	}
+	const perRequest = 64
+	msg := benchMessage(b)
+	var req []byte
+	for range perRequest {
+		req = protowire.AppendTag(req, 2, protowire.BytesType)
+		req = protowire.AppendBytes(req, msg)
+	}
+	ps, err := api.PublishStream(ctx)
+	require.NoError(b, err)
+	go func() {
+		for {
+			var ack wire.Raw
+			if ps.RecvMsg(&ack) != nil {
+				return
+			}
+		}
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < msgs; sent += perRequest {
+		if err := ps.SendMsg(&wire.Raw{B: req}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range subs {
+		if n := <-counts; n < msgs {
+			b.Fatalf("a subscriber received %d of %d", n, msgs)
+		}
+	}
+	b.ReportMetric(float64(msgs*subs)/time.Since(start).Seconds(), "deliveries/s")
+}

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -230,4 +231,24 @@ func metricValue(t *testing.T, reg prometheus.Gatherer, name string, label ...st
 	}
 	t.Fatalf("no metric %s%v", name, label)
 	return 0
+}
+
+// TestPprofOnlyWhenAsked: the profiler is on the metrics listener with
+// Pprof, and absent without it.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv, err := broker.NewServer(fastConfig(0), broker.ServerConfig{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+			MetricsAddr: "127.0.0.1:0", Pprof: on, StopTimeout: time.Second})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		resp, err := http.Get("http://" + srv.MetricsAddr() + "/debug/pprof/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[on]
+		assert.Equal(t, want, resp.StatusCode, "pprof %v", on)
+		cancel()
+		require.NoError(t, <-done)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -96,6 +97,10 @@ type ServerConfig struct {
 	ClientAddr  string // drip.v1.Broker, health, reflection
 	PeerAddr    string // drip.v1.Peer
 	MetricsAddr string // HTTP /metrics; empty disables it
+	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on
+	// the metrics listener. Off by default: profiles reveal internals and
+	// cost CPU while they run.
+	Pprof bool
 	ClientTLS   TLSFiles
 	PeerTLS     TLSFiles // also used when dialling peers (mTLS)
 	// StopTimeout bounds how long open client streams may take to finish
@@ -186,6 +191,13 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		if sc.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return s, nil

@@ -48,6 +48,7 @@ type brokerFlags struct {
 	drainTimeout, drainOverlap time.Duration
 	dedupWindow                int
 	maxRouterID                uint32
+	pprof                      bool
 
 	tlsCert, tlsKey, tlsCA string
 	tlsClientAuth          bool
@@ -97,6 +98,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.client, "client-addr", ":7000", "listen address for publishers and subscribers")
 	fl.StringVar(&f.peer, "peer-addr", ":7100", "listen address for neighbouring brokers")
 	fl.StringVar(&f.metrics, "metrics-addr", ":9100", "listen address for Prometheus /metrics (empty: off)")
+	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on the metrics listener (docs/metrics.md)")
 	fl.StringSliceVar(&f.peers, "peer", nil, "neighbour to dial as ID=HOST:PORT[@WEIGHT] (repeatable)")
 	fl.BoolVar(&f.wan, "wan", false, "use wide-area link-state timers (slower hellos, longer dead interval)")
 	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (Kim10)")
@@ -133,7 +135,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		return broker.Config{}, broker.ServerConfig{}, fmt.Errorf("--name is required")
 	}
 	cfg := broker.DefaultConfig(f.id, f.name)
-	sc := broker.ServerConfig{ClientAddr: f.client, PeerAddr: f.peer, MetricsAddr: f.metrics}
+	sc := broker.ServerConfig{ClientAddr: f.client, PeerAddr: f.peer, MetricsAddr: f.metrics, Pprof: f.pprof}
 	if f.topology != "" {
 		t, err := topology.Load(f.topology)
 		if err != nil {
