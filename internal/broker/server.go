@@ -100,9 +100,9 @@ type ServerConfig struct {
 	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on
 	// the metrics listener. Off by default: profiles reveal internals and
 	// cost CPU while they run.
-	Pprof bool
-	ClientTLS   TLSFiles
-	PeerTLS     TLSFiles // also used when dialling peers (mTLS)
+	Pprof     bool
+	ClientTLS TLSFiles
+	PeerTLS   TLSFiles // also used when dialling peers (mTLS)
 	// StopTimeout bounds how long open client streams may take to finish
 	// after the broker has drained, before they are cut.
 	StopTimeout time.Duration
