@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -332,12 +333,14 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes,
 		Compression: n.cfg.PeerCompression, Dialed: dialed, Metrics: n.linkMetrics(remote.GetRouterName()),
-	}, func(l *transport.Link, f *dripv1.Frame) error {
-		if len(f.Control) > 0 {
-			b.toCore(coreEvent{kind: evControl, link: l, ctl: f.Control})
+		Backpressure: transport.Backpressure{Stalled: n.cfg.SlowLinks.Stalled, Behind: n.cfg.SlowLinks.Behind, Now: n.subs.cfg.now},
+	}, func(l *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
+		if len(control) > 0 {
+			// The frame's slice is the reader's to reuse.
+			b.toCore(coreEvent{kind: evControl, link: l, ctl: slices.Clone(control)})
 		}
-		if len(f.Bundles) > 0 {
-			fwd.Bundles(l, f.Bundles)
+		if len(bundles) > 0 {
+			fwd.Bundles(l, bundles)
 		}
 		return nil
 	})

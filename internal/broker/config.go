@@ -63,9 +63,15 @@ type Config struct {
 	// few hundred subscribers, so advertising each change of a burst would
 	// fill slow WAN links with superseded copies.
 	AdvertiseInterval time.Duration
-	// LinkQueueBytes bounds the data queued per link; beyond it bundles are
-	// dropped and counted (reason queue_full).
+	// LinkQueueBytes bounds the data queued per link; beyond it bundles
+	// wait for room as SlowLinks says, or are dropped and counted (reason
+	// queue_full).
 	LinkQueueBytes int
+	// SlowLinks says what a full link queue does: while the link's writer
+	// keeps sending, the publishers and upstream brokers that feed it wait
+	// up to Behind for room; a link whose send has stalled for Stalled
+	// drops (transport.Backpressure). Behind 0 always drops.
+	SlowLinks SlowLinks
 	// PeerCompression compresses the frames sent to neighbours that accept
 	// it (one DEFLATE stream per link direction, see drip.v1.Frame), and
 	// offers neighbours to do the same. On the seed's workload it cuts the
@@ -115,6 +121,13 @@ type Config struct {
 	RerouteGrace time.Duration
 }
 
+// SlowLinks is what a broker does when a link's queue is full: see
+// transport.Backpressure.
+type SlowLinks struct {
+	Stalled time.Duration
+	Behind  time.Duration
+}
+
 // DefaultConfig returns a configuration for broker id with sane defaults:
 // LAN link-state timers, Bloom defaults, 4 MiB per link queue.
 func DefaultConfig(id uint32, name string) Config {
@@ -139,7 +152,12 @@ func DefaultConfig(id uint32, name string) Config {
 		SubscriberQueueBytes:     16 << 20,
 		// A send that takes half a second is a client not reading, not a
 		// busy broker; two seconds behind is an overload to shed.
-		SlowSubscribers:  SlowSubscribers{Stalled: 500 * time.Millisecond, Behind: 2 * time.Second},
+		SlowSubscribers: SlowSubscribers{Stalled: 500 * time.Millisecond, Behind: 2 * time.Second},
+		// A WAN link may take a round trip or two to reopen its flow-control
+		// window, so its stall is a second; waiting stays well inside the
+		// routing protocol's dead interval, since a link reader that waits
+		// holds back the hellos behind its frame.
+		SlowLinks:        SlowLinks{Stalled: time.Second, Behind: time.Second},
 		MaxSubscriptions: 100000,
 		Predicates:       content.DefaultLimits(),
 		Messages:         wire.DefaultMessageLimits(),
@@ -204,6 +222,10 @@ func (c Config) Validate() error {
 	if c.SlowSubscribers.Stalled <= 0 || c.SlowSubscribers.Block < 0 || c.SlowSubscribers.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow subscribers: stalled %v must be positive, block %v and behind %v not negative",
 			c.SlowSubscribers.Stalled, c.SlowSubscribers.Block, c.SlowSubscribers.Behind))
+	}
+	if c.SlowLinks.Stalled <= 0 || c.SlowLinks.Behind < 0 {
+		errs = append(errs, fmt.Errorf("slow links: stalled %v must be positive, behind %v not negative",
+			c.SlowLinks.Stalled, c.SlowLinks.Behind))
 	}
 	if c.RerouteGrace < 0 {
 		errs = append(errs, fmt.Errorf("reroute grace must not be negative, got %v", c.RerouteGrace))

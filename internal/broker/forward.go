@@ -5,9 +5,7 @@ import (
 
 	"github.com/bits-and-blooms/bitset"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
@@ -23,6 +21,8 @@ type Forwarder struct {
 	n       *Node
 	fwd     *drp.Forwarder
 	dest    bitset.BitSet
+	in      bitset.BitSet // a received bundle's destinations
+	words   []uint64      // their words
 	ids     []match.SubscriberID
 	targets []*Subscription
 	count   uint64 // messages handled, for sampling the latency histograms
@@ -88,13 +88,16 @@ func (f *Forwarder) Publish(m content.Message, raw []byte) bool {
 	return true
 }
 
-// Bundles handles the bundles of one frame from a neighbour: each is
-// delivered here if this broker is a destination — exactly, once per
-// stamp — and its other destinations are repartitioned.
-func (f *Forwarder) Bundles(from Link, bs []*dripv1.Bundle) {
+// Bundles handles the bundles of one frame from a neighbour, in their wire
+// form (which must not change afterwards): each is delivered here if this
+// broker is a destination — exactly, once per stamp — and its other
+// destinations are repartitioned.
+func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 	n := f.n
-	for _, pb := range bs {
-		b, err := wire.BundleFromProto(pb, n.cfg.MaxRouterID)
+	for _, raw := range bs {
+		var b wire.Bundle
+		var err error
+		b, f.words, err = wire.ParseBundle(raw, n.cfg.MaxRouterID, &f.in, f.words)
 		if err != nil {
 			n.m.malformedBundles.Inc()
 			n.log.Debug("malformed bundle", zap.String("peer", from.Name()), zap.Error(err))
@@ -176,7 +179,7 @@ func (f *Forwarder) send(d drp.Decision, raw []byte, s dedup.Stamp, publishedAt 
 			n.m.routeDropped.WithLabelValues("link_down").Add(float64(fw.Bundle.Dest.Count()))
 			continue
 		}
-		bu := wire.NewBundle(fw.Bundle, s, publishedAt, hops, raw)
-		l.PushBundle(bu, proto.Size(bu))
+		l.PushBundle(wire.AppendBundle(make([]byte, 0, wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))),
+			fw.Bundle, s, publishedAt, hops, raw))
 	}
 }

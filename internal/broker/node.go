@@ -27,9 +27,9 @@ type Link interface {
 	Name() string
 	// PushControl queues a control message; it is never dropped.
 	PushControl(*dripv1.Control)
-	// PushBundle queues a bundle of the given encoded size and reports
-	// whether it was queued; the link counts what it refuses.
-	PushBundle(b *dripv1.Bundle, size int) bool
+	// PushBundle queues a bundle in its wire form and reports whether it
+	// was queued; the link counts what it refuses.
+	PushBundle(b []byte) bool
 }
 
 // Node is one broker's logic with no goroutine, socket or timer of its own:

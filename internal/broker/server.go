@@ -165,7 +165,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	dripv1.RegisterBrokerServer(s.clientSrv, b.ClientService())
 	healthpb.RegisterHealthServer(s.clientSrv, s.health)
 	reflection.Register(s.clientSrv)
-	s.peerSrv = grpc.NewServer(append(ka, creds(peerCreds)...)...)
+	s.peerSrv = grpc.NewServer(append(append(ka, transport.PeerServerOptions()...), creds(peerCreds)...)...)
 	dripv1.RegisterPeerServer(s.peerSrv, b.PeerService())
 	healthpb.RegisterHealthServer(s.peerSrv, s.health)
 	reflection.Register(s.peerSrv)

@@ -35,6 +35,7 @@ type brokerFlags struct {
 	bloomK     int
 	bloomSchm  string
 	linkQueue  int
+	linkWait   time.Duration
 	adInterval time.Duration
 	compress   bool
 	subQueue   int
@@ -108,7 +109,8 @@ The broker's identity and neighbours come either from a topology file
 	_ = cmd.RegisterFlagCompletionFunc("bloom-scheme", fixedCompletions("cat-v2", "cat-v1"))
 	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
-	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles are dropped")
+	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles wait (--link-wait) or are dropped")
+	fl.DurationVar(&f.linkWait, "link-wait", def.SlowLinks.Behind, "how long a full link queue makes publishers and upstream brokers wait for room while the link still sends, before its bundles are dropped (0: drop at once)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", def.DrainTimeout, "bound on a graceful shutdown (SIGTERM): clients moving away, withdrawal, links draining; keep it below Kubernetes' termination grace period")
 	fl.DurationVar(&f.drainOverlap, "drain-overlap", def.DrainOverlap, "how long a moving subscriber keeps both subscriptions: the time the mesh needs to learn where it went")
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
@@ -185,6 +187,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		cfg.Encoding.K = f.bloomK
 	}
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
+	cfg.SlowLinks.Behind = f.linkWait
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
 	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr

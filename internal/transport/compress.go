@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/protobuf/proto"
-
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // CompressionDeflate is the frame compression a broker lists in its Open
@@ -30,7 +28,6 @@ const MaxInflatedFrame = 4 << 20
 type FrameCompressor struct {
 	w   *flate.Writer
 	out bytes.Buffer
-	raw []byte
 }
 
 // NewFrameCompressor returns a compressor at a compress/flate level.
@@ -44,27 +41,19 @@ func NewFrameCompressor(level int) (*FrameCompressor, error) {
 	return c, nil
 }
 
-// Compress returns the frame that carries f compressed, and f's size. f
-// must hold only control messages and bundles. After an error the stream
-// is broken and the link must end.
-func (c *FrameCompressor) Compress(f *dripv1.Frame) (*dripv1.Frame, int, error) {
-	if f.GetOpen() != nil || len(f.GetDeflated()) > 0 {
-		return nil, 0, errors.New("frame compression: only control messages and bundles are compressed")
-	}
-	var err error
-	c.raw, err = proto.MarshalOptions{}.MarshalAppend(c.raw[:0], f)
-	if err != nil {
-		return nil, 0, fmt.Errorf("frame compression: %w", err)
-	}
+// Compress returns the wire form of the frame that carries frame, a
+// frame's wire form, compressed. It must hold only control messages and
+// bundles. After an error the stream is broken and the link must end.
+func (c *FrameCompressor) Compress(frame []byte) ([]byte, error) {
 	c.out.Reset()
-	if _, err := c.w.Write(c.raw); err != nil {
-		return nil, 0, fmt.Errorf("frame compression: %w", err)
+	if _, err := c.w.Write(frame); err != nil {
+		return nil, fmt.Errorf("frame compression: %w", err)
 	}
 	if err := c.w.Flush(); err != nil {
-		return nil, 0, fmt.Errorf("frame compression: %w", err)
+		return nil, fmt.Errorf("frame compression: %w", err)
 	}
 	// The frame is sent after Compress returns, and c.out is reused.
-	return &dripv1.Frame{Deflated: bytes.Clone(c.out.Bytes()), InflatedSize: uint32(len(c.raw))}, len(c.raw), nil
+	return wire.AppendCompressedFrame(make([]byte, 0, c.out.Len()+16), c.out.Bytes(), len(frame)), nil
 }
 
 // FrameDecompressor inflates the compressed frames of one link direction,
@@ -74,7 +63,7 @@ type FrameDecompressor struct {
 	src    chunkSource
 	r      io.ReadCloser
 	limit  int
-	buf    []byte
+	parsed wire.ParsedFrame
 	broken error
 }
 
@@ -89,17 +78,22 @@ func NewFrameDecompressor(limit int) *FrameDecompressor {
 	return d
 }
 
-// Decompress returns the frame a compressed frame carries, or f itself
-// when it is not compressed. An error means the peer sent a corrupt or
-// oversized frame; the stream cannot continue and the link must end.
-func (d *FrameDecompressor) Decompress(f *dripv1.Frame) (*dripv1.Frame, error) {
+// Decompress returns the wire form of the frame a compressed frame
+// carries, or frame itself when it is not compressed. An error means the
+// peer sent a corrupt or oversized frame; the stream cannot continue and
+// the link must end.
+func (d *FrameDecompressor) Decompress(frame []byte) ([]byte, error) {
 	if d.broken != nil {
 		return nil, d.broken
 	}
-	if len(f.GetDeflated()) == 0 && f.GetInflatedSize() == 0 {
-		return f, nil
+	if err := wire.PeekFrame(frame, &d.parsed); err != nil {
+		d.broken = fmt.Errorf("frame: %w", err)
+		return nil, d.broken
 	}
-	out, err := d.inflate(f)
+	if !d.parsed.Compressed() {
+		return frame, nil
+	}
+	out, err := d.inflate(&d.parsed)
 	if err != nil {
 		d.broken = fmt.Errorf("compressed frame: %w", err)
 		return nil, d.broken
@@ -107,19 +101,17 @@ func (d *FrameDecompressor) Decompress(f *dripv1.Frame) (*dripv1.Frame, error) {
 	return out, nil
 }
 
-func (d *FrameDecompressor) inflate(f *dripv1.Frame) (*dripv1.Frame, error) {
-	if f.GetOpen() != nil || len(f.GetControl()) > 0 || len(f.GetBundles()) > 0 {
+func (d *FrameDecompressor) inflate(f *wire.ParsedFrame) ([]byte, error) {
+	if f.Plain() {
 		return nil, errors.New("carries plain fields besides the deflated ones")
 	}
-	size := int(f.GetInflatedSize())
+	size := int(f.InflatedSize)
 	if size > d.limit {
 		return nil, fmt.Errorf("inflates to %d bytes, more than the limit of %d", size, d.limit)
 	}
-	d.src.feed(f.GetDeflated())
-	if cap(d.buf) < size {
-		d.buf = make([]byte, size)
-	}
-	buf := d.buf[:size]
+	d.src.feed(f.Deflated)
+	// Owned by the caller: bundles parsed from it alias it.
+	buf := make([]byte, size)
 	if _, err := io.ReadFull(d.r, buf); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("deflated data ends before %d bytes", size)
@@ -134,14 +126,16 @@ func (d *FrameDecompressor) inflate(f *dripv1.Frame) (*dripv1.Frame, error) {
 	if n := len(d.src.b); n > maxFlushTail {
 		return nil, fmt.Errorf("%d deflated bytes left after %d inflated", n, size)
 	}
-	in := &dripv1.Frame{}
-	if err := proto.Unmarshal(buf, in); err != nil {
+	// The link parses the inflated frame in full; a walk over its tags
+	// here keeps a peer from nesting frames or smuggling an Open.
+	in := &d.parsed
+	if err := wire.PeekFrame(buf, in); err != nil {
 		return nil, err
 	}
-	if in.GetOpen() != nil || len(in.GetDeflated()) > 0 || in.GetInflatedSize() != 0 {
+	if in.Open || in.Compressed() {
 		return nil, errors.New("inflated frame is itself an Open or compressed")
 	}
-	return in, nil
+	return buf, nil
 }
 
 // maxFlushTail bounds the deflated bytes a frame may leave unread: an

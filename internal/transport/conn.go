@@ -13,15 +13,18 @@ import (
 const ProtocolVersion = 1
 
 // Conn is an established link to a neighbour, after the Open handshake.
-// Send and Recv may be called from one goroutine each, concurrently.
+// Frames travel in their wire form (the protobuf encoding of a
+// drip.v1.Frame), which the link builds and parses itself. Send and Recv
+// may be called from one goroutine each, concurrently.
 type Conn interface {
 	// Remote is the neighbour's Open.
 	Remote() *dripv1.Open
 	// Send writes a frame; it blocks under flow control and fails once the
-	// link is closed.
-	Send(*dripv1.Frame) error
-	// Recv reads the next frame; it fails once the link is closed.
-	Recv() (*dripv1.Frame, error)
+	// link is closed. The frame's bytes must not change afterwards.
+	Send(frame []byte) error
+	// Recv reads the next frame, whose bytes the caller then owns; it
+	// fails once the link is closed.
+	Recv() ([]byte, error)
 	// CloseSend says no more frames will be sent: the neighbour's Recv
 	// returns io.EOF once it has read every frame sent before. It is how a
 	// link ends without losing data in flight; call it from the goroutine

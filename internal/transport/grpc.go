@@ -13,12 +13,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // frameStream is what the client and server sides of Peer.Link share.
 type frameStream interface {
-	Send(*dripv1.Frame) error
-	Recv() (*dripv1.Frame, error)
+	SendMsg(any) error
+	RecvMsg(any) error
 	Context() context.Context
 }
 
@@ -50,21 +51,21 @@ func newStreamConn(s frameStream, remote *dripv1.Open, cancel context.CancelFunc
 
 func (c *streamConn) Remote() *dripv1.Open { return c.remote }
 
-func (c *streamConn) Send(f *dripv1.Frame) error {
-	if err := c.stream.Send(f); err != nil {
+func (c *streamConn) Send(frame []byte) error {
+	if err := c.stream.SendMsg(&wire.Raw{B: frame}); err != nil {
 		c.Close(err)
 		return err
 	}
 	return nil
 }
 
-func (c *streamConn) Recv() (*dripv1.Frame, error) {
-	f, err := c.stream.Recv()
-	if err != nil {
+func (c *streamConn) Recv() ([]byte, error) {
+	var f wire.Raw
+	if err := c.stream.RecvMsg(&f); err != nil {
 		c.Close(err)
 		return nil, err
 	}
-	return f, nil
+	return f.B, nil
 }
 
 func (c *streamConn) CloseSend() error { return c.closeSend() }
@@ -102,8 +103,15 @@ type PeerServer struct {
 }
 
 // NewPeerServer returns a Peer service introducing itself with local.
+// Serve it on a gRPC server made with PeerServerOptions.
 func NewPeerServer(local *dripv1.Open, handle Handler) *PeerServer {
 	return &PeerServer{local: local, handle: handle}
+}
+
+// PeerServerOptions are the gRPC server options the Peer service needs:
+// the codec that carries frames in their wire form.
+func PeerServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(wire.Codec{})}
 }
 
 // Link implements drip.v1.PeerServer.
@@ -179,7 +187,7 @@ func (d GRPCDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (
 		_ = cc.Close()
 		return nil, err
 	}
-	stream, err := dripv1.NewPeerClient(cc).Link(streamCtx)
+	stream, err := dripv1.NewPeerClient(cc).Link(streamCtx, grpc.ForceCodecV2(wire.Codec{}))
 	if err != nil {
 		return fail(fmt.Errorf("open link to %s: %w", addr, err))
 	}

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // LinkMetrics are one link's counters, resolved by the owner (per peer
@@ -46,13 +50,34 @@ type LinkConfig struct {
 	Compression bool
 	// Dialed says this side dialled the link; it decides which of two
 	// simultaneous links to one neighbour survives.
-	Dialed  bool
-	Metrics LinkMetrics
+	Dialed bool
+	// Backpressure says what a full queue does to a started link's
+	// producers; the zero value drops at once.
+	Backpressure Backpressure
+	Metrics      LinkMetrics
 }
 
-// FrameHandler receives each frame the neighbour sends, decompressed, in
-// order, from one goroutine. An error closes the link with it.
-type FrameHandler func(l *Link, f *dripv1.Frame) error
+// Backpressure is what a started link does when its queue is full. While
+// the writer keeps sending — a send lasting less than Stalled — a producer
+// waits up to Behind for room: the publishers, and upstream brokers through
+// the link readers that forward to this link, are slowed to what the link
+// carries instead of losing messages. A link whose writer has stalled
+// drops instead, which also breaks cycles of brokers waiting on each other
+// (each waits at most Stalled for a writer blocked by the next). Step-mode
+// links (TakeFrame) never wait.
+type Backpressure struct {
+	Stalled time.Duration
+	Behind  time.Duration
+	// Now reads a monotonic clock in nanoseconds (default: time since the
+	// link was made).
+	Now func() int64
+}
+
+// FrameHandler receives what each frame the neighbour sends carries, in
+// order, from one goroutine: its control messages, then its bundles in
+// their wire form, which alias the frame's bytes (owned by the handler
+// from then on). An error closes the link with it.
+type FrameHandler func(l *Link, control []*dripv1.Control, bundles [][]byte) error
 
 // Link is an established link to a neighbour: the connection, its send
 // queue (control first, data bounded in bytes), the compression both sides
@@ -69,10 +94,12 @@ type Link struct {
 	writerMu sync.Mutex         // TakeFrame and the writer goroutine share the compressor
 	readerMu sync.Mutex         // Deliver and the reader goroutine share the decompressor
 
-	started    bool
+	started    atomic.Bool
 	writerDone chan struct{} // closed when the writer has sent its last frame
 	readerDone chan struct{}
 	closeOnce  sync.Once
+	parsed     wire.ParsedFrame // the reader's, reused
+	sending    atomic.Int64     // when the writer's current send began (Backpressure.Now); 0: not sending
 }
 
 // NewLink wraps an established connection. It does not start goroutines.
@@ -96,6 +123,10 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 	}
 	if g := cfg.Metrics.QueueBytes; g != nil {
 		g.Set(0)
+	}
+	if l.cfg.Backpressure.Now == nil {
+		made := time.Now()
+		l.cfg.Backpressure.Now = func() int64 { return int64(time.Since(made)) + 1 }
 	}
 	return l, nil
 }
@@ -122,10 +153,15 @@ func (l *Link) PushControl(c *dripv1.Control) {
 	inc(l.cfg.Metrics.SentControl, 1)
 }
 
-// PushBundle queues a bundle of the given encoded size. It returns false,
-// and counts the drop, when the queue is full or closed.
-func (l *Link) PushBundle(b *dripv1.Bundle, size int) bool {
-	if !l.queue.PushBundle(b, size) {
+// PushBundle queues a bundle in its wire form. A full queue makes the
+// caller wait as Backpressure says; PushBundle returns false, and counts
+// the drop, when it may wait no longer or the link has closed.
+func (l *Link) PushBundle(b []byte) bool {
+	ok, room := l.queue.TryPushBundle(b)
+	if !ok && room != nil && l.started.Load() && l.cfg.Backpressure.Behind > 0 {
+		ok = l.waitRoom(b, room)
+	}
+	if !ok {
 		inc(l.cfg.Metrics.DroppedFull, 1)
 		return false
 	}
@@ -133,6 +169,49 @@ func (l *Link) PushBundle(b *dripv1.Bundle, size int) bool {
 		g.Set(float64(l.queue.Bytes()))
 	}
 	return true
+}
+
+// waitRoom waits for room for b and queues it; false when it may wait no
+// more.
+func (l *Link) waitRoom(b []byte, room <-chan struct{}) bool {
+	bp := l.cfg.Backpressure
+	deadline := bp.Now() + int64(bp.Behind)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := bp.Now()
+		if since := l.sending.Load(); since != 0 && now-since > int64(bp.Stalled) {
+			return false
+		}
+		left := time.Duration(deadline - now)
+		if left <= 0 {
+			return false
+		}
+		// Wake at least every Stalled to look again whether the writer
+		// has stalled meanwhile.
+		wait := min(left, max(bp.Stalled, time.Millisecond))
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-room:
+		case <-timer.C:
+		case <-l.conn.Done():
+			return false
+		}
+		var ok bool
+		if ok, room = l.queue.TryPushBundle(b); ok {
+			return true
+		} else if room == nil {
+			return false // closed
+		}
+	}
 }
 
 // QueuedBytes is the encoded size of the bundles waiting to be sent.
@@ -161,14 +240,14 @@ func (l *Link) Close(reason error) {
 // connection does (Close, a failed send or receive, the neighbour leaving,
 // a handler error); Wait returns once both goroutines have stopped.
 func (l *Link) Start() {
-	l.started = true
+	l.started.Store(true)
 	go l.writeLoop()
 	go l.readLoop()
 }
 
 // Wait blocks until the goroutines Start began have stopped.
 func (l *Link) Wait() {
-	if l.started {
+	if l.started.Load() {
 		<-l.writerDone
 		<-l.readerDone
 	}
@@ -207,7 +286,10 @@ func (l *Link) writeLoop() {
 			l.Close(fmt.Errorf("link to %s: %w", l.Name(), err))
 			return
 		}
-		if err := l.conn.Send(out); err != nil {
+		l.sending.Store(l.cfg.Backpressure.Now())
+		err = l.conn.Send(out)
+		l.sending.Store(0)
+		if err != nil {
 			return
 		}
 	}
@@ -216,10 +298,11 @@ func (l *Link) writeLoop() {
 // closedCh makes Queue.Next return at once when nothing is queued.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// TakeFrame returns the next frame the writer would send, compressed and
-// counted, or false if nothing is queued. It is for drivers that move
-// frames themselves (virtual-time tests); do not mix it with Start.
-func (l *Link) TakeFrame() (*dripv1.Frame, bool, error) {
+// TakeFrame returns the next frame the writer would send, in its wire
+// form, compressed and counted, or false if nothing is queued. It is for
+// drivers that move frames themselves (virtual-time tests); do not mix it
+// with Start.
+func (l *Link) TakeFrame() ([]byte, bool, error) {
 	f, ok := l.queue.Next(closedCh, l.cfg.MaxFrameBytes)
 	if !ok {
 		return nil, false, nil
@@ -233,27 +316,31 @@ func (l *Link) TakeFrame() (*dripv1.Frame, bool, error) {
 	return out, true, nil
 }
 
-// prepare compresses a frame taken from the queue and counts it.
-func (l *Link) prepare(f *dripv1.Frame) (*dripv1.Frame, error) {
-	bundles, plain := len(f.Bundles), 0
+// prepare encodes a batch taken from the queue as a frame, compresses it
+// if the link is compressed, and counts it.
+func (l *Link) prepare(b Batch) ([]byte, error) {
+	controlSize := 0
+	for _, c := range b.Control {
+		controlSize += protowire.SizeTag(2) + protowire.SizeBytes(proto.Size(c))
+	}
+	frame, err := wire.AppendFrame(make([]byte, 0, wire.FrameSize(controlSize, b.Bundles)), b.Control, b.Bundles)
+	if err != nil {
+		return nil, err
+	}
+	plain := len(frame)
 	if l.comp != nil {
-		var err error
-		if f, plain, err = l.comp.Compress(f); err != nil {
+		if frame, err = l.comp.Compress(frame); err != nil {
 			return nil, err
 		}
 	}
-	size := proto.Size(f)
-	if l.comp == nil {
-		plain = size
-	}
 	m := l.cfg.Metrics
-	inc(m.SentBytes, size)
+	inc(m.SentBytes, len(frame))
 	inc(m.SentPlainBytes, plain)
-	inc(m.SentBundles, bundles)
+	inc(m.SentBundles, len(b.Bundles))
 	if m.QueueBytes != nil {
 		m.QueueBytes.Set(float64(l.queue.Bytes()))
 	}
-	return f, nil
+	return frame, nil
 }
 
 func (l *Link) readLoop() {
@@ -273,25 +360,31 @@ func (l *Link) readLoop() {
 	}
 }
 
-// Deliver handles one frame received from the neighbour: it counts it,
-// inflates it if it is compressed and hands it to the handler. An error
-// means the link must end; the reader goroutine closes it. Drivers that
-// move frames themselves call it in the order frames were taken.
-func (l *Link) Deliver(f *dripv1.Frame) error {
+// Deliver handles one frame received from the neighbour, in its wire
+// form, which it then owns: it counts it, inflates it if it is compressed,
+// parses it and hands its contents to the handler. An error means the link
+// must end; the reader goroutine closes it. Drivers that move frames
+// themselves call it in the order frames were taken.
+func (l *Link) Deliver(frame []byte) error {
 	l.readerMu.Lock()
 	defer l.readerMu.Unlock()
-	inc(l.cfg.Metrics.RecvBytes, proto.Size(f))
+	inc(l.cfg.Metrics.RecvBytes, len(frame))
 	if l.decomp != nil {
 		var err error
-		if f, err = l.decomp.Decompress(f); err != nil {
+		if frame, err = l.decomp.Decompress(frame); err != nil {
 			return fmt.Errorf("link from %s: %w", l.Name(), err)
 		}
-	} else if len(f.GetDeflated()) > 0 {
-		return fmt.Errorf("link from %s: compressed frame, but this broker did not offer compression", l.Name())
 	}
-	if f.GetOpen() != nil {
+	f := &l.parsed
+	if err := wire.ParseFrame(frame, f); err != nil {
+		return fmt.Errorf("link from %s: %w", l.Name(), err)
+	}
+	switch {
+	case f.Compressed():
+		return fmt.Errorf("link from %s: compressed frame, but this broker did not offer compression", l.Name())
+	case f.Open:
 		return fmt.Errorf("link from %s: a second Open on an established link", l.Name())
 	}
-	inc(l.cfg.Metrics.RecvBundles, len(f.GetBundles()))
-	return l.handle(l, f)
+	inc(l.cfg.Metrics.RecvBundles, len(f.Bundles))
+	return l.handle(l, f.Control, f.Bundles)
 }

@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +19,8 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 )
 
-// recorder collects what a link's handler receives.
+// recorder collects what a link's handler receives: per frame, its
+// control messages and its bundles decoded.
 type recorder struct {
 	mu      sync.Mutex
 	frames  []*dripv1.Frame
@@ -25,11 +28,19 @@ type recorder struct {
 	fail    error
 }
 
-func (r *recorder) handle(_ *Link, f *dripv1.Frame) error {
+func (r *recorder) handle(_ *Link, control []*dripv1.Control, bundles [][]byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	f := &dripv1.Frame{Control: slices.Clone(control)}
+	for _, raw := range bundles {
+		var b dripv1.Bundle
+		if err := proto.Unmarshal(raw, &b); err != nil {
+			return err
+		}
+		f.Bundles = append(f.Bundles, &b)
+	}
 	r.frames = append(r.frames, f)
-	r.bundles += len(f.GetBundles())
+	r.bundles += len(bundles)
 	return r.fail
 }
 
@@ -63,8 +74,12 @@ func linkPair(t *testing.T, compress bool, ra, rb *recorder) (a, b *Link, ma, mb
 	return a, b, ma, mb
 }
 
-func numbered(i int) *dripv1.Bundle {
-	return &dripv1.Bundle{Source: 1, Seq: uint64(i), Message: []byte(fmt.Sprintf("message %d with repeated attribute names", i))}
+func numbered(i int) []byte {
+	b, err := proto.Marshal(&dripv1.Bundle{Source: 1, Seq: uint64(i), Message: []byte(fmt.Sprintf("message %06d with repeated attribute names", i))})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func TestLinkCarriesControlAndBundlesInOrder(t *testing.T) {
@@ -77,7 +92,7 @@ func TestLinkCarriesControlAndBundlesInOrder(t *testing.T) {
 			b.Start()
 			const n = 2000
 			for i := 1; i <= n; i++ {
-				require.True(t, a.PushBundle(numbered(i), proto.Size(numbered(i))))
+				require.True(t, a.PushBundle(numbered(i)))
 				if i%500 == 0 {
 					a.PushControl(&dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1, SentAtNs: int64(i)}}})
 				}
@@ -116,7 +131,7 @@ func TestLinkStepMode(t *testing.T) {
 		var ra, rb recorder
 		a, b, _, mb := linkPair(t, compress, &ra, &rb)
 		for i := 1; i <= 300; i++ {
-			a.PushBundle(numbered(i), proto.Size(numbered(i)))
+			a.PushBundle(numbered(i))
 		}
 		frames := 0
 		for {
@@ -126,12 +141,10 @@ func TestLinkStepMode(t *testing.T) {
 				break
 			}
 			frames++
-			// Through the wire encoding, as gRPC carries it.
-			raw, err := proto.Marshal(f)
-			require.NoError(t, err)
-			var got dripv1.Frame
-			require.NoError(t, proto.Unmarshal(raw, &got))
-			require.NoError(t, b.Deliver(&got))
+			// A frame in its wire form is a protobuf Frame.
+			var asFrame dripv1.Frame
+			require.NoError(t, proto.Unmarshal(f, &asFrame))
+			require.NoError(t, b.Deliver(bytes.Clone(f)))
 		}
 		assert.Greater(t, frames, 1, "4 KiB frames split 300 bundles")
 		assert.Equal(t, 300, rb.count())
@@ -146,7 +159,7 @@ func TestLinkDrainDeliversQueuedData(t *testing.T) {
 	a.Start()
 	b.Start()
 	for i := 1; i <= 5000; i++ {
-		a.PushBundle(numbered(i), proto.Size(numbered(i)))
+		a.PushBundle(numbered(i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -154,7 +167,7 @@ func TestLinkDrainDeliversQueuedData(t *testing.T) {
 	a.Wait()
 	b.Wait()
 	assert.Equal(t, 5000, rb.count(), "everything queued before Drain arrives")
-	assert.False(t, a.PushBundle(numbered(1), 10), "a drained link takes nothing")
+	assert.False(t, a.PushBundle(numbered(1)), "a drained link takes nothing")
 	<-b.Done()
 }
 
@@ -162,7 +175,7 @@ func TestLinkCloseCountsDroppedAndHandlerErrorCloses(t *testing.T) {
 	var ra, rb recorder
 	a, b, ma, _ := linkPair(t, false, &ra, &rb)
 	for i := 1; i <= 10; i++ {
-		a.PushBundle(numbered(i), 100)
+		a.PushBundle(numbered(i))
 	}
 	a.Close(errors.New("gone"))
 	a.Close(errors.New("twice"))
@@ -175,7 +188,7 @@ func TestLinkCloseCountsDroppedAndHandlerErrorCloses(t *testing.T) {
 	a, b, _, _ = linkPair(t, false, &ra, &rb)
 	a.Start()
 	b.Start()
-	a.PushBundle(numbered(1), 10)
+	a.PushBundle(numbered(1))
 	<-a.Done()
 	a.Wait()
 	b.Wait()
@@ -187,9 +200,131 @@ func TestLinkRefusesCompressedFramesItDidNotOffer(t *testing.T) {
 	_, cb := memPipe(open(1), open(2))
 	b, err := NewLink(cb, LinkConfig{QueueBytes: 100, MaxFrameBytes: 100}, rb.handle)
 	require.NoError(t, err)
-	assert.ErrorContains(t, b.Deliver(&dripv1.Frame{Deflated: []byte{1}, InflatedSize: 1}), "did not offer compression")
-	assert.ErrorContains(t, b.Deliver(&dripv1.Frame{Open: open(1)}), "second Open")
+	marshal := func(f *dripv1.Frame) []byte { b, err := proto.Marshal(f); require.NoError(t, err); return b }
+	assert.ErrorContains(t, b.Deliver(marshal(&dripv1.Frame{Deflated: []byte{1}, InflatedSize: 1})), "did not offer compression")
+	assert.ErrorContains(t, b.Deliver(marshal(&dripv1.Frame{Open: open(1)})), "second Open")
 	_, err = NewLink(cb, LinkConfig{}, rb.handle)
 	assert.ErrorContains(t, err, "must be positive")
 	b.Close(nil)
+}
+
+// backpressured starts a link whose queue holds about three bundles, one
+// per frame, sending into a pipe nobody reads until the test does.
+func backpressured(t *testing.T, bp Backpressure) (*Link, *memConn, LinkMetrics) {
+	t.Helper()
+	ca, cb := memPipe(open(1), open(2))
+	m := newMetrics()
+	size := len(numbered(1))
+	l, err := NewLink(ca, LinkConfig{QueueBytes: 3 * size, MaxFrameBytes: size, Backpressure: bp, Metrics: m},
+		func(*Link, []*dripv1.Control, [][]byte) error { return nil })
+	require.NoError(t, err)
+	l.Start()
+	t.Cleanup(func() { l.Close(nil); l.Wait() })
+	return l, cb, m
+}
+
+// TestLinkBackpressureSlowsProducers: while the writer keeps sending, a
+// full queue makes producers wait instead of dropping, and everything
+// arrives in order; without backpressure the same load drops.
+func TestLinkBackpressureSlowsProducers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bp    Backpressure
+		drops bool
+	}{
+		{"waits", Backpressure{Stalled: 5 * time.Second, Behind: 5 * time.Second}, false},
+		{"drops without", Backpressure{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, peer, m := backpressured(t, tc.bp)
+			const n = 200
+			got := make(chan []uint64, 1)
+			go func() {
+				var seqs []uint64
+				for range time.Tick(100 * time.Microsecond) {
+					raw, err := peer.Recv()
+					if err != nil {
+						break
+					}
+					var f dripv1.Frame
+					if proto.Unmarshal(raw, &f) != nil {
+						break
+					}
+					for _, b := range f.Bundles {
+						seqs = append(seqs, b.Seq)
+					}
+					if len(seqs) > 0 && seqs[len(seqs)-1] == n {
+						break
+					}
+				}
+				got <- seqs
+			}()
+			queued := 0
+			for i := 1; i <= n; i++ {
+				if l.PushBundle(numbered(i)) {
+					queued++
+				}
+			}
+			dropped := testutil.ToFloat64(m.DroppedFull)
+			assert.Equal(t, float64(n-queued), dropped)
+			if !tc.drops {
+				assert.Equal(t, n, queued, "a producer waits for a writer that sends")
+				select {
+				case seqs := <-got:
+					want := make([]uint64, n)
+					for i := range want {
+						want[i] = uint64(i + 1)
+					}
+					assert.Equal(t, want, seqs)
+				case <-time.After(10 * time.Second):
+					t.Fatal("bundles did not arrive")
+				}
+				return
+			}
+			assert.Positive(t, dropped, "a full queue drops when producers may not wait")
+		})
+	}
+}
+
+// TestLinkBackpressureStalledWriterDrops: a writer blocked in a send for
+// longer than Stalled makes producers drop rather than wait out Behind, so
+// brokers waiting on each other in a cycle come free.
+func TestLinkBackpressureStalledWriterDrops(t *testing.T) {
+	l, _, m := backpressured(t, Backpressure{Stalled: 50 * time.Millisecond, Behind: time.Minute})
+	start := time.Now()
+	queued := 0
+	for i := 1; i <= 40 && time.Since(start) < 30*time.Second; i++ {
+		if l.PushBundle(numbered(i)) {
+			queued++
+		}
+	}
+	// 16 frames fill the pipe, one more is in the writer's hands, three
+	// wait in the queue.
+	assert.Equal(t, 20, queued)
+	assert.Equal(t, float64(20), testutil.ToFloat64(m.DroppedFull))
+	assert.Less(t, time.Since(start), 20*time.Second, "no producer waited out Behind")
+}
+
+// TestLinkBackpressureCloseWakes: closing the link frees a waiting
+// producer at once, with its bundle counted as dropped.
+func TestLinkBackpressureCloseWakes(t *testing.T) {
+	l, _, m := backpressured(t, Backpressure{Stalled: time.Minute, Behind: time.Minute})
+	for i := 1; i <= 20; i++ {
+		require.True(t, l.PushBundle(numbered(i)))
+	}
+	result := make(chan bool, 1)
+	go func() { result <- l.PushBundle(numbered(21)) }()
+	select {
+	case <-result:
+		t.Fatal("a full queue's producer did not wait")
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.Close(nil)
+	select {
+	case ok := <-result:
+		assert.False(t, ok)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake the waiting producer")
+	}
+	assert.Equal(t, float64(1), testutil.ToFloat64(m.DroppedFull))
 }

@@ -1,20 +1,19 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 )
 
 // MemNetwork connects brokers in memory: listeners register a Handler under
 // an address and Dial reaches them through a pair of channels. Frames are
-// cloned on send, as a real wire would copy them, so no state leaks between
+// copied on send, as a real wire would copy them, so no state leaks between
 // brokers. Cut ends every link of an address, as a network failure would.
 type MemNetwork struct {
 	mu        sync.Mutex
@@ -96,8 +95,8 @@ func (d memDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (C
 // CloseSend closes only this end's direction, after what was sent.
 type memConn struct {
 	remote *dripv1.Open
-	in     <-chan *dripv1.Frame
-	out    chan<- *dripv1.Frame
+	in     <-chan []byte
+	out    chan<- []byte
 	shared *memShared
 
 	sendMu     sync.Mutex // Send and CloseSend come from one goroutine; this guards misuse
@@ -114,8 +113,8 @@ type memShared struct {
 func memPipe(aOpen, bOpen *dripv1.Open) (a, b *memConn) {
 	// A little buffering stands in for socket buffers; Send still blocks
 	// once it is full, which is the flow control the writer must handle.
-	ab := make(chan *dripv1.Frame, 16)
-	ba := make(chan *dripv1.Frame, 16)
+	ab := make(chan []byte, 16)
+	ba := make(chan []byte, 16)
 	sh := &memShared{done: make(chan struct{})}
 	return &memConn{remote: bOpen, in: ba, out: ab, shared: sh},
 		&memConn{remote: aOpen, in: ab, out: ba, shared: sh}
@@ -123,8 +122,8 @@ func memPipe(aOpen, bOpen *dripv1.Open) (a, b *memConn) {
 
 func (c *memConn) Remote() *dripv1.Open { return c.remote }
 
-func (c *memConn) Send(f *dripv1.Frame) error {
-	f = proto.Clone(f).(*dripv1.Frame)
+func (c *memConn) Send(frame []byte) error {
+	f := bytes.Clone(frame)
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.sendClosed {
@@ -148,7 +147,7 @@ func (c *memConn) CloseSend() error {
 	return nil
 }
 
-func (c *memConn) Recv() (*dripv1.Frame, error) {
+func (c *memConn) Recv() ([]byte, error) {
 	select {
 	case f, ok := <-c.in:
 		if !ok {

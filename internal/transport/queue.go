@@ -9,7 +9,8 @@ import (
 // Queue is a link's send queue (docs/design.md §4). Control messages are never
 // dropped and always leave before queued data; bundles are bounded by their
 // encoded bytes and refused when the bound would be exceeded, so a slow link
-// sheds data instead of growing memory or slowing the routing protocol.
+// never grows memory or holds the routing protocol back; whether a refused
+// bundle waits for room or is dropped is the Link's decision.
 //
 // Producers (the broker's goroutines) Push; the link's single writer
 // goroutine calls Next in a loop and sends what it returns.
@@ -17,16 +18,19 @@ type Queue struct {
 	mu        sync.Mutex
 	wake      chan struct{} // holds a token while there is work or the queue is closed
 	control   []*dripv1.Control
-	bundles   []sizedBundle
-	head      int // bundles[head:] are queued
+	bundles   [][]byte // encoded bundles
+	head      int      // bundles[head:] are queued
 	dataBytes int
 	limit     int
 	closed    bool
+	room      chan struct{} // closed when bundles next leave or the queue closes; nil while nobody waits
 }
 
-type sizedBundle struct {
-	b    *dripv1.Bundle
-	size int
+// Batch is what one frame carries: every queued control message, then
+// bundles in their wire form.
+type Batch struct {
+	Control []*dripv1.Control
+	Bundles [][]byte
 }
 
 // NewQueue returns a queue that holds at most limitBytes of bundles.
@@ -85,23 +89,48 @@ func advertisement(c *dripv1.Control) (kind int, origin uint32, seq uint64, ok b
 	return 0, 0, 0, false
 }
 
-// PushBundle queues a bundle of the given encoded size (proto.Size), which
-// the queue trusts for its byte accounting. It returns false,
-// queuing nothing, when the bundle would take the queue over its limit or
-// the queue is closed; the caller counts the drop. A bundle larger than the
+// PushBundle queues a bundle in its wire form. It returns false, queuing
+// nothing, when the bundle would take the queue over its limit or the
+// queue is closed; the caller counts the drop. A bundle larger than the
 // whole limit is still accepted into an empty queue, so no message is
 // unsendable merely for its size.
-func (q *Queue) PushBundle(b *dripv1.Bundle, size int) bool {
+func (q *Queue) PushBundle(b []byte) bool {
+	ok, _ := q.TryPushBundle(b)
+	return ok
+}
+
+// TryPushBundle queues a bundle in its wire form like PushBundle; when the
+// queue is full it returns a channel that is closed once bundles leave it
+// (or it closes), for a producer that would rather wait than drop. A
+// closed queue returns neither.
+func (q *Queue) TryPushBundle(b []byte) (ok bool, room <-chan struct{}) {
+	size := len(b)
 	q.mu.Lock()
-	if q.closed || (q.dataBytes > 0 && q.dataBytes+size > q.limit) {
+	if q.closed {
 		q.mu.Unlock()
-		return false
+		return false, nil
 	}
-	q.bundles = append(q.bundles, sizedBundle{b, size})
+	if q.dataBytes > 0 && q.dataBytes+size > q.limit {
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		q.mu.Unlock()
+		return false, room
+	}
+	q.bundles = append(q.bundles, b)
 	q.dataBytes += size
 	q.mu.Unlock()
 	q.signal()
-	return true
+	return true, nil
+}
+
+// freeLocked wakes the producers waiting for room.
+func (q *Queue) freeLocked() {
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
 }
 
 // Bytes is the encoded size of the queued bundles.
@@ -112,10 +141,10 @@ func (q *Queue) Bytes() int {
 }
 
 // Next blocks until there is something to send or done is closed, and
-// returns one frame: every queued control message, then bundles up to
-// maxFrameBytes (at least one). ok is false once the queue is closed and
+// returns one frame's worth: every queued control message, then bundles up
+// to maxFrameBytes (at least one). ok is false once the queue is closed and
 // drained, or done is closed.
-func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f *dripv1.Frame, ok bool) {
+func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f Batch, ok bool) {
 	for {
 		q.mu.Lock()
 		if len(q.control) > 0 || q.head < len(q.bundles) {
@@ -130,31 +159,35 @@ func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f *dripv1.Frame, 
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return nil, false
+			return Batch{}, false
 		}
 		select {
 		case <-q.wake:
 		case <-done:
-			return nil, false
+			return Batch{}, false
 		}
 	}
 }
 
-func (q *Queue) takeLocked(maxFrameBytes int) *dripv1.Frame {
-	f := &dripv1.Frame{Control: q.control}
+func (q *Queue) takeLocked(maxFrameBytes int) Batch {
+	f := Batch{Control: q.control}
 	q.control = nil
-	size := 0
+	size, start := 0, q.head
 	for q.head < len(q.bundles) {
-		sb := q.bundles[q.head]
-		if len(f.Bundles) > 0 && size+sb.size > maxFrameBytes {
+		b := q.bundles[q.head]
+		if q.head > start && size+len(b) > maxFrameBytes {
 			break
 		}
-		f.Bundles = append(f.Bundles, sb.b)
-		q.bundles[q.head] = sizedBundle{}
 		q.head++
-		size += sb.size
-		q.dataBytes -= sb.size
+		size += len(b)
+		q.dataBytes -= len(b)
 	}
+	if q.head > start {
+		q.freeLocked()
+	}
+	// A copy: the queue's slice is compacted and reused below.
+	f.Bundles = append([][]byte(nil), q.bundles[start:q.head]...)
+	clear(q.bundles[start:q.head])
 	if q.head == len(q.bundles) {
 		q.bundles, q.head = q.bundles[:0], 0
 	} else if q.head > len(q.bundles)/2 {
@@ -171,6 +204,7 @@ func (q *Queue) takeLocked(maxFrameBytes int) *dripv1.Frame {
 func (q *Queue) Close() int {
 	q.mu.Lock()
 	q.closed = true
+	q.freeLocked()
 	n := len(q.bundles) - q.head
 	q.mu.Unlock()
 	q.signal()

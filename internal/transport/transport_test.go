@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"net"
 	"testing"
@@ -13,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -53,28 +54,29 @@ func TestCompatible(t *testing.T) {
 	}
 }
 
-func bundle(n int) *dripv1.Bundle { return &dripv1.Bundle{Source: 1, Message: make([]byte, n)} }
+// bundle is a bundle in its wire form, of n bytes.
+func bundle(n int) []byte { return make([]byte, n) }
 
 func TestQueueControlFirstAndBounded(t *testing.T) {
 	q := NewQueue(250)
 	b1, b2, b3 := bundle(90), bundle(90), bundle(90)
-	require.True(t, q.PushBundle(b1, proto.Size(b1)))
-	require.True(t, q.PushBundle(b2, proto.Size(b2)))
-	assert.False(t, q.PushBundle(b3, proto.Size(b3)), "third bundle exceeds 250 bytes")
+	require.True(t, q.PushBundle(b1))
+	require.True(t, q.PushBundle(b2))
+	assert.False(t, q.PushBundle(b3), "third bundle exceeds 250 bytes")
 	q.PushControl(&dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}})
 
 	f, ok := q.Next(nil, 100)
 	require.True(t, ok)
 	assert.Len(t, f.Control, 1, "control leaves with the first frame")
 	assert.Len(t, f.Bundles, 1, "frame limit of 100 bytes fits one bundle")
-	assert.Equal(t, proto.Size(b2), q.Bytes())
+	assert.Equal(t, len(b2), q.Bytes())
 
 	f, ok = q.Next(nil, 1000)
 	require.True(t, ok)
 	assert.Empty(t, f.Control)
 	assert.Len(t, f.Bundles, 1)
 	assert.Zero(t, q.Bytes())
-	assert.True(t, q.PushBundle(b3, proto.Size(b3)), "room again after draining")
+	assert.True(t, q.PushBundle(b3), "room again after draining")
 }
 
 // TestQueueSupersedesAdvertisements: a newer advertisement from an origin
@@ -123,16 +125,16 @@ func TestQueueSupersedesAdvertisements(t *testing.T) {
 func TestQueueOversizedBundleFitsEmptyQueue(t *testing.T) {
 	q := NewQueue(10)
 	b := bundle(100)
-	assert.True(t, q.PushBundle(b, proto.Size(b)))
-	assert.False(t, q.PushBundle(b, proto.Size(b)))
+	assert.True(t, q.PushBundle(b))
+	assert.False(t, q.PushBundle(b))
 }
 
 func TestQueueCloseDrainsThenStops(t *testing.T) {
 	q := NewQueue(1000)
 	b := bundle(10)
-	require.True(t, q.PushBundle(b, proto.Size(b)))
+	require.True(t, q.PushBundle(b))
 	assert.Equal(t, 1, q.Close())
-	assert.False(t, q.PushBundle(b, proto.Size(b)))
+	assert.False(t, q.PushBundle(b))
 	_, ok := q.Next(nil, 1000)
 	assert.True(t, ok)
 	_, ok = q.Next(nil, 1000)
@@ -141,7 +143,7 @@ func TestQueueCloseDrainsThenStops(t *testing.T) {
 
 func TestQueueNextWakesAndStops(t *testing.T) {
 	q := NewQueue(1000)
-	got := make(chan *dripv1.Frame)
+	got := make(chan Batch)
 	go func() {
 		f, _ := q.Next(nil, 1000)
 		got <- f
@@ -173,14 +175,21 @@ func exerciseLink(t *testing.T, dial func() (Conn, error), accepted <-chan Conn)
 	}
 	assert.Equal(t, uint32(1), s.Remote().RouterId)
 
-	require.NoError(t, c.Send(&dripv1.Frame{Bundles: []*dripv1.Bundle{bundle(3)}}))
-	f, err := s.Recv()
+	frame := func(control []*dripv1.Control, bundles ...[]byte) []byte {
+		b, err := wire.AppendFrame(nil, control, bundles)
+		require.NoError(t, err)
+		return b
+	}
+	sent := frame(nil, []byte{1, 2, 3})
+	require.NoError(t, c.Send(sent))
+	got, err := s.Recv()
 	require.NoError(t, err)
-	assert.Len(t, f.Bundles, 1)
-	require.NoError(t, s.Send(&dripv1.Frame{Control: []*dripv1.Control{{}}}))
-	f, err = c.Recv()
+	assert.Equal(t, sent, got, "a frame arrives byte for byte")
+	sent = frame([]*dripv1.Control{{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 2}}}})
+	require.NoError(t, s.Send(sent))
+	got, err = c.Recv()
 	require.NoError(t, err)
-	assert.Len(t, f.Control, 1)
+	assert.Equal(t, sent, got)
 
 	c.Close(nil)
 	select {
@@ -221,7 +230,7 @@ func TestMemNetworkCut(t *testing.T) {
 func startGRPC(t *testing.T, local *dripv1.Open, handle Handler) (GRPCDialer, *PeerServer) {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(PeerServerOptions()...)
 	ps := NewPeerServer(local, handle)
 	dripv1.RegisterPeerServer(srv, ps)
 	go func() { _ = srv.Serve(lis) }()
@@ -274,16 +283,19 @@ func checkHalfClose(t *testing.T, c Conn, accepted <-chan Conn) {
 	const n = 500
 	go func() {
 		for i := range n {
-			if c.Send(&dripv1.Frame{Bundles: []*dripv1.Bundle{{Source: uint32(i), Message: make([]byte, 1024)}}}) != nil {
+			b := make([]byte, 1024)
+			binary.BigEndian.PutUint32(b, uint32(i))
+			if c.Send(b) != nil {
 				return
 			}
 		}
 		_ = c.CloseSend()
 	}()
 	for i := range n {
-		f, err := s.Recv()
+		b, err := s.Recv()
 		require.NoError(t, err, "frame %d", i)
-		require.Equal(t, uint32(i), f.Bundles[0].Source)
+		require.Len(t, b, 1024)
+		require.Equal(t, uint32(i), binary.BigEndian.Uint32(b))
 	}
 	_, err := s.Recv()
 	require.ErrorIs(t, err, io.EOF)

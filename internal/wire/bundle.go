@@ -6,8 +6,8 @@ import (
 	"math/bits"
 
 	"github.com/bits-and-blooms/bitset"
+	"google.golang.org/protobuf/encoding/protowire"
 
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
 )
@@ -23,55 +23,6 @@ type Bundle struct {
 	Message     []byte
 }
 
-// NewBundle builds the wire form of one forwarding decision. It shares
-// b.Dest's words: the caller must not change the set afterwards (each
-// drp.Forward owns its set).
-func NewBundle(b drp.Bundle, s dedup.Stamp, publishedAt int64, hops uint32, msg []byte) *dripv1.Bundle {
-	return &dripv1.Bundle{
-		Source:            b.Source,
-		Destinations:      b.Dest.Words(),
-		HopsLeft:          uint32(b.HopsLeft),
-		Broadcast:         b.Broadcast,
-		Message:           msg,
-		PublishedUnixNano: publishedAt,
-		Hops:              hops,
-		Epoch:             s.Epoch,
-		Seq:               s.Seq,
-	}
-}
-
-// BundleFromProto checks a bundle a neighbour sent. maxRouter is the
-// largest router ID the mesh admits: the source and every destination must
-// be at most it, so a peer cannot make this broker hold per-message state
-// sized by an arbitrary ID. Destinations share b's words.
-func BundleFromProto(b *dripv1.Bundle, maxRouter uint32) (Bundle, error) {
-	if b.GetSource() > maxRouter {
-		return Bundle{}, fmt.Errorf("bundle from router %d: source beyond the largest router ID %d", b.GetSource(), maxRouter)
-	}
-	words := b.GetDestinations()
-	if limit := int(maxRouter/64) + 1; len(words) > limit {
-		return Bundle{}, fmt.Errorf("bundle from router %d: %d destination words, more than the %d that router IDs up to %d need",
-			b.GetSource(), len(words), limit, maxRouter)
-	}
-	dest := bitset.From(words)
-	if top, ok := lastSet(dest); ok && top > uint(maxRouter) {
-		return Bundle{}, fmt.Errorf("bundle from router %d: destination %d beyond the largest router ID %d", b.GetSource(), top, maxRouter)
-	}
-	if b.GetHopsLeft() > math.MaxUint8 {
-		return Bundle{}, fmt.Errorf("bundle from router %d: hops left %d, at most %d", b.GetSource(), b.GetHopsLeft(), math.MaxUint8)
-	}
-	if len(b.GetMessage()) == 0 {
-		return Bundle{}, fmt.Errorf("bundle from router %d: no message", b.GetSource())
-	}
-	return Bundle{
-		Bundle:      drp.Bundle{Source: b.GetSource(), Dest: dest, HopsLeft: uint8(b.GetHopsLeft()), Broadcast: b.GetBroadcast()},
-		Stamp:       dedup.Stamp{Origin: b.GetSource(), Epoch: b.GetEpoch(), Seq: b.GetSeq()},
-		PublishedAt: b.GetPublishedUnixNano(),
-		Hops:        b.GetHops(),
-		Message:     b.GetMessage(),
-	}, nil
-}
-
 func lastSet(s *bitset.BitSet) (uint, bool) {
 	w := s.Words()
 	for i := len(w) - 1; i >= 0; i-- {
@@ -80,4 +31,176 @@ func lastSet(s *bitset.BitSet) (uint, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Field numbers of drip.v1.Bundle and Frame: exchanged between brokers,
+// never renumbered.
+const (
+	fieldBundleSource      = 1
+	fieldBundleDest        = 2 // repeated fixed64, packed
+	fieldBundleHopsLeft    = 3
+	fieldBundleBroadcast   = 4
+	fieldBundleMessage     = 5
+	fieldBundlePublishedAt = 6
+	fieldBundleHops        = 7
+	fieldBundleEpoch       = 8
+	fieldBundleSeq         = 9
+
+	fieldFrameOpen         = 1
+	fieldFrameControl      = 2
+	fieldFrameBundles      = 3
+	fieldFrameDeflated     = 4
+	fieldFrameInflatedSize = 5
+)
+
+// AppendBundle appends the wire form (a drip.v1.Bundle) of one forwarding
+// decision, for link queues that hold bundles encoded.
+func AppendBundle(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64, hops uint32, msg []byte) []byte {
+	if b.Source != 0 {
+		dst = protowire.AppendTag(dst, fieldBundleSource, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(b.Source))
+	}
+	if words := b.Dest.Words(); len(words) > 0 {
+		dst = protowire.AppendTag(dst, fieldBundleDest, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(8*len(words)))
+		for _, w := range words {
+			dst = protowire.AppendFixed64(dst, w)
+		}
+	}
+	if b.HopsLeft != 0 {
+		dst = protowire.AppendTag(dst, fieldBundleHopsLeft, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(b.HopsLeft))
+	}
+	if b.Broadcast {
+		dst = protowire.AppendTag(dst, fieldBundleBroadcast, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, 1)
+	}
+	if len(msg) > 0 {
+		dst = protowire.AppendTag(dst, fieldBundleMessage, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, msg)
+	}
+	if publishedAt != 0 {
+		dst = protowire.AppendTag(dst, fieldBundlePublishedAt, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(publishedAt))
+	}
+	if hops != 0 {
+		dst = protowire.AppendTag(dst, fieldBundleHops, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(hops))
+	}
+	if s.Epoch != 0 {
+		dst = protowire.AppendTag(dst, fieldBundleEpoch, protowire.Fixed64Type)
+		dst = protowire.AppendFixed64(dst, s.Epoch)
+	}
+	if s.Seq != 0 {
+		dst = protowire.AppendTag(dst, fieldBundleSeq, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, s.Seq)
+	}
+	return dst
+}
+
+// BundleSizeBound is a size no larger than AppendBundle's output for a
+// message of msgLen bytes and destination words, for preallocating.
+func BundleSizeBound(msgLen, words int) int { return msgLen + 9*words + 64 }
+
+// ParseBundle decodes and checks a bundle a neighbour sent, without
+// protobuf objects: the message aliases b, and the destinations are
+// decoded into dest, whose words are reused (a bundle's set is only read).
+// words is scratch space, returned for reuse. maxRouter is the largest
+// router ID the mesh admits: the source and every destination must be at
+// most it, so a peer cannot make this broker hold per-message state sized
+// by an arbitrary ID.
+func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64) (Bundle, []uint64, error) {
+	var out Bundle
+	var hopsLeft uint64
+	words = words[:0]
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return out, words, errTruncated
+		}
+		b = b[n:]
+		var v uint64
+		switch {
+		case num == fieldBundleDest && typ == protowire.BytesType:
+			packed, n := protowire.ConsumeBytes(b)
+			if n < 0 || len(packed)%8 != 0 {
+				return out, words, errTruncated
+			}
+			b = b[n:]
+			for len(packed) > 0 {
+				w, _ := protowire.ConsumeFixed64(packed)
+				words = append(words, w)
+				packed = packed[8:]
+			}
+			continue
+		case num == fieldBundleDest && typ == protowire.Fixed64Type:
+			w, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return out, words, errTruncated
+			}
+			b, words = b[n:], append(words, w)
+			continue
+		case num == fieldBundleMessage && typ == protowire.BytesType:
+			m, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return out, words, errTruncated
+			}
+			b, out.Message = b[n:], m
+			continue
+		case num == fieldBundleEpoch && typ == protowire.Fixed64Type:
+			e, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return out, words, errTruncated
+			}
+			b, out.Stamp.Epoch = b[n:], e
+			continue
+		case typ == protowire.VarintType && num >= fieldBundleSource && num <= fieldBundleSeq:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return out, words, errTruncated
+			}
+			b, v = b[n:], x
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return out, words, errTruncated
+			}
+			b = b[n:]
+			continue
+		}
+		switch num {
+		case fieldBundleSource:
+			out.Source = uint32(v)
+		case fieldBundleHopsLeft:
+			hopsLeft = uint64(uint32(v))
+		case fieldBundleBroadcast:
+			out.Broadcast = v != 0
+		case fieldBundlePublishedAt:
+			out.PublishedAt = int64(v)
+		case fieldBundleHops:
+			out.Hops = uint32(v)
+		case fieldBundleSeq:
+			out.Stamp.Seq = v
+		}
+	}
+	if out.Source > maxRouter {
+		return out, words, fmt.Errorf("bundle from router %d: source beyond the largest router ID %d", out.Source, maxRouter)
+	}
+	if limit := int(maxRouter/64) + 1; len(words) > limit {
+		return out, words, fmt.Errorf("bundle from router %d: %d destination words, more than the %d that router IDs up to %d need",
+			out.Source, len(words), limit, maxRouter)
+	}
+	dest.SetBitsetFrom(words)
+	if top, ok := lastSet(dest); ok && top > uint(maxRouter) {
+		return out, words, fmt.Errorf("bundle from router %d: destination %d beyond the largest router ID %d", out.Source, top, maxRouter)
+	}
+	if hopsLeft > math.MaxUint8 {
+		return out, words, fmt.Errorf("bundle from router %d: hops left %d, at most %d", out.Source, hopsLeft, math.MaxUint8)
+	}
+	if len(out.Message) == 0 {
+		return out, words, fmt.Errorf("bundle from router %d: no message", out.Source)
+	}
+	out.Bundle.Dest, out.HopsLeft = dest, uint8(hopsLeft)
+	out.Stamp.Origin = out.Source
+	return out, words, nil
 }

@@ -1,18 +1,20 @@
 package wire
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
+	"github.com/bits-and-blooms/bitset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
-	"github.com/dripmesh/drip/internal/transport"
 )
 
 func sampleControl() []linkstate.Message {
@@ -91,9 +93,11 @@ func TestControlFromProtoRejects(t *testing.T) {
 	}
 }
 
-// FuzzPeerFrame decodes arbitrary bytes as a peer frame and feeds every
-// control message that converts into a link-state node: nothing may panic,
-// whatever a broken or hostile peer sends.
+// FuzzPeerFrame parses arbitrary bytes as a peer frame the way a link's
+// reader does and feeds every control message that converts into a
+// link-state node: nothing may panic, whatever a broken or hostile peer
+// sends. Where protobuf's decoder accepts the bytes, ParseFrame finds the
+// same frame.
 func FuzzPeerFrame(f *testing.F) {
 	frame := &dripv1.Frame{Open: &dripv1.Open{ProtocolVersion: 1, RouterId: 2}}
 	for _, msg := range sampleControl() {
@@ -104,11 +108,23 @@ func FuzzPeerFrame(f *testing.F) {
 	seed, _ := proto.Marshal(frame)
 	f.Add(seed)
 	f.Add([]byte{0x12, 0x00})
+	f.Add(AppendCompressedFrame(nil, []byte{1, 2, 3}, 40))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var fr dripv1.Frame
-		if proto.Unmarshal(b, &fr) != nil {
+		var fr ParsedFrame
+		parseErr := ParseFrame(b, &fr)
+		var ref dripv1.Frame
+		if proto.Unmarshal(b, &ref) == nil {
+			require.NoError(t, parseErr)
+			requireSameFrame(t, &ref, &fr)
+		}
+		if parseErr != nil {
 			return
 		}
+		var peeked ParsedFrame
+		require.NoError(t, PeekFrame(b, &peeked))
+		require.Empty(t, peeked.Control)
+		require.Equal(t, fr.Bundles, peeked.Bundles)
+		require.Equal(t, fr.Open || len(fr.Control) > 0 || len(fr.Bundles) > 0, peeked.Plain())
 		cfg := linkstate.DefaultConfig(2, "b2")
 		node, err := linkstate.New(cfg)
 		require.NoError(t, err)
@@ -132,63 +148,66 @@ func TestControlToProtoRejectsBadParams(t *testing.T) {
 	assert.ErrorContains(t, err, "predicate advertisement of router 5: encoding: M=7 bits")
 }
 
-// The handshake contract of docs/design.md §2: a mesh runs one Bloom
-// scheme. Opens filled from Params are compatible exactly when the Params
-// are equal, and a broker older than the scheme field (no scheme) is a
-// cat-v1 broker: compatible with cat-v1, refused by cat-v2 with reason
-// "bloom" and a detail naming both schemes.
-func TestOpenBloomAndCompatibility(t *testing.T) {
-	open := func(id uint32, p encoding.Params) *dripv1.Open {
-		o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: id, RouterName: fmt.Sprint("b", id), Mesh: "m"}
-		SetOpenBloom(o, p)
-		return o
+func requireSameFrame(t *testing.T, want *dripv1.Frame, got *ParsedFrame) {
+	t.Helper()
+	require.Equal(t, want.Open != nil, got.Open)
+	require.Len(t, got.Control, len(want.Control))
+	for i := range want.Control {
+		require.True(t, proto.Equal(want.Control[i], got.Control[i]), "control %d", i)
 	}
-	v1, v2 := encoding.DefaultParamsV1(), encoding.DefaultParams()
-	for _, p := range []encoding.Params{v1, v2, {Scheme: encoding.SchemeCatV2, M: 1024, K: 4}} {
-		got, err := OpenBloom(open(1, p))
+	require.Len(t, got.Bundles, len(want.Bundles))
+	for i, raw := range got.Bundles {
+		var b dripv1.Bundle
+		require.NoError(t, proto.Unmarshal(raw, &b))
+		require.True(t, proto.Equal(want.Bundles[i], &b), "bundle %d", i)
+	}
+	require.Equal(t, string(want.Deflated), string(got.Deflated))
+	require.Equal(t, uint64(want.InflatedSize), got.InflatedSize)
+	require.Equal(t, len(want.Deflated) > 0 || want.InflatedSize > 0, got.Compressed())
+}
+
+func TestParseFrameMatchesProtobuf(t *testing.T) {
+	var control []*dripv1.Control
+	for _, msg := range sampleControl() {
+		c, err := ControlToProto(msg)
 		require.NoError(t, err)
-		assert.Equal(t, p, got)
+		control = append(control, c)
 	}
-	old := open(2, v1)
-	old.BloomScheme = "" // a broker from before the field
-	got, err := OpenBloom(old)
+	bundles := [][]byte{
+		AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(64).Set(6), HopsLeft: 3}, dedup.Stamp{Origin: 1, Epoch: 9, Seq: 4}, 7, 1, []byte{1, 2}),
+		AppendBundle(nil, drp.Bundle{Source: 2, Dest: bitset.New(64)}, dedup.Stamp{}, 0, 0, []byte("x")),
+	}
+	raw, err := AppendFrame(nil, control, bundles)
 	require.NoError(t, err)
-	assert.Equal(t, v1, got)
-
-	for _, tc := range []struct {
-		name          string
-		local, remote *dripv1.Open
-		detail        string
-	}{
-		{"cat-v1 with cat-v1", open(1, v1), open(2, v1), ""},
-		{"cat-v2 with cat-v2", open(1, v2), open(2, v2), ""},
-		{"cat-v1 with an older broker", open(1, v1), old, ""},
-		{"cat-v2 with an older broker", open(1, v2), old, `peer "b2" encodes with cat-v1 M=512 K=6, we with cat-v2 M=2048 K=6`},
-		{"an older broker with cat-v2", old, open(1, v2), `peer "b1" encodes with cat-v2 M=2048 K=6, we with cat-v1 M=512 K=6`},
-		{"same M and K, other scheme", open(1, encoding.Params{Scheme: encoding.SchemeCatV2, M: 512, K: 6}), open(2, v1),
-			`peer "b2" encodes with cat-v1 M=512 K=6, we with cat-v2 M=512 K=6`},
-		{"a scheme from the future", open(1, v2), func() *dripv1.Open { o := open(2, v2); o.BloomScheme = "cat-v3"; return o }(),
-			`peer "b2" encodes with cat-v3 M=2048 K=6, we with cat-v2 M=2048 K=6`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := transport.Compatible(tc.local, tc.remote)
-			if tc.detail == "" {
-				require.NoError(t, err)
-				return
-			}
-			reason, ok := transport.IsIncompatible(err)
-			require.True(t, ok, "%v", err)
-			assert.Equal(t, "bloom", reason)
-			assert.ErrorContains(t, err, tc.detail)
-		})
+	size := 0
+	for _, c := range control {
+		size += protowire.SizeTag(fieldFrameControl) + protowire.SizeBytes(proto.Size(c))
 	}
+	assert.Equal(t, len(raw), FrameSize(size, bundles))
 
-	future := open(3, v2)
-	future.BloomScheme = "cat-v3"
-	_, err = OpenBloom(future)
-	assert.EqualError(t, err, `open of router 3: unknown Bloom scheme "cat-v3", want cat-v1 or cat-v2`)
-	bad := open(3, v2)
-	bad.BloomScheme = "cat-v1"
-	_, err = OpenBloom(bad)
-	assert.ErrorContains(t, err, "open of router 3: encoding: M=2048 bits")
+	var ref dripv1.Frame
+	require.NoError(t, proto.Unmarshal(raw, &ref))
+	var got ParsedFrame
+	require.NoError(t, ParseFrame(raw, &got))
+	requireSameFrame(t, &ref, &got)
+	assert.False(t, got.Compressed())
+	assert.True(t, got.Plain())
+
+	var peeked ParsedFrame
+	require.NoError(t, PeekFrame(raw, &peeked))
+	assert.Empty(t, peeked.Control, "a peek leaves control messages encoded")
+	assert.Equal(t, got.Bundles, peeked.Bundles)
+	assert.True(t, peeked.Plain(), "control messages alone make a frame plain")
+	require.NoError(t, PeekFrame(raw[:FrameSize(size, nil)], &peeked))
+	assert.True(t, peeked.Plain())
+
+	// Parsing again into the same frame reuses it and forgets the old one.
+	require.NoError(t, ParseFrame(AppendCompressedFrame(nil, []byte{9}, 3), &got))
+	assert.Empty(t, got.Control)
+	assert.Empty(t, got.Bundles)
+	assert.True(t, got.Compressed())
+	assert.False(t, got.Plain())
+	assert.Equal(t, uint64(3), got.InflatedSize)
+
+	assert.ErrorContains(t, ParseFrame(raw[:len(raw)-1], &got), "truncated")
 }

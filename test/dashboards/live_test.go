@@ -242,8 +242,9 @@ func startLiveMesh(t *testing.T) *liveMesh {
 		}
 		switch id {
 		case 0:
-			cfg.LinkQueueBytes = 1 // one bundle at a time: a burst overflows it
-			cfg.DRP.HopLimit = 1   // bundles reach b1 and no further
+			cfg.LinkQueueBytes = 1   // one bundle at a time: a burst overflows it
+			cfg.SlowLinks.Behind = 0 // and publishers may not wait for room
+			cfg.DRP.HopLimit = 1     // bundles reach b1 and no further
 		case 2:
 			cfg.SubscriberQueueBytes = 4096 // smaller than one large delivery
 		}

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 	testingclock "k8s.io/utils/clock/testing"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -307,17 +307,17 @@ func (s *Sim) connect(l *simLink) {
 		node, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression, Dialed: side == 0,
-		}, func(tl *transport.Link, f *dripv1.Frame) error {
+		}, func(tl *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
 			if n.inc != inc {
 				return errors.New("broker is down")
 			}
-			if len(f.Control) > 0 {
-				if err := node.Control(tl, f.Control); err != nil {
+			if len(control) > 0 {
+				if err := node.Control(tl, control); err != nil {
 					return err
 				}
 			}
-			if len(f.Bundles) > 0 {
-				fwd.Bundles(tl, f.Bundles)
+			if len(bundles) > 0 {
+				fwd.Bundles(tl, bundles)
 				s.dirty = true
 			}
 			return nil
@@ -351,11 +351,7 @@ func (s *Sim) pump(l *simLink) bool {
 				break
 			}
 			moved = true
-			raw, err := proto.Marshal(f)
-			if err != nil {
-				s.errs = append(s.errs, err)
-				continue
-			}
+			raw := bytes.Clone(f) // what crosses the wire
 			at := max(s.now+l.delay+l.extra, l.lastAt[side])
 			l.lastAt[side] = at
 			gen := l.gen
@@ -373,12 +369,7 @@ func (s *Sim) deliver(l *simLink, side, gen int, raw []byte) {
 		l.held[side] = append(l.held[side], heldFrame{gen, raw})
 		return
 	}
-	var f dripv1.Frame
-	if err := proto.Unmarshal(raw, &f); err != nil {
-		s.errs = append(s.errs, err)
-		return
-	}
-	if err := l.ends[1-side].Deliver(&f); err != nil {
+	if err := l.ends[1-side].Deliver(raw); err != nil {
 		s.disconnect(l, err)
 	}
 }
@@ -644,10 +635,10 @@ func newStepConn(remote *dripv1.Open) *stepConn {
 }
 
 func (c *stepConn) Remote() *dripv1.Open { return c.remote }
-func (c *stepConn) Send(*dripv1.Frame) error {
+func (c *stepConn) Send([]byte) error {
 	return errors.New("brokertest: frames are moved with TakeFrame")
 }
-func (c *stepConn) Recv() (*dripv1.Frame, error) {
+func (c *stepConn) Recv() ([]byte, error) {
 	return nil, errors.New("brokertest: frames are moved with Deliver")
 }
 func (c *stepConn) CloseSend() error { return nil }

@@ -283,17 +283,27 @@ func udpProbe(t *testing.T, l *Lab, from, to string, n int) int {
 	require.NoError(t, err)
 	defer tx.Close()
 	got := make(chan int)
+	sent := make(chan struct{})
 	go func() {
 		buf := make([]byte, 2048)
 		count := 0
-		for {
+		// Count until everything is sent and 300 ms pass without a
+		// datagram: a loaded machine may hold the emulator up for longer
+		// than that while the sender still runs.
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 			_ = rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 			if _, _, err := rx.ReadFrom(buf); err != nil {
-				got <- count
-				return
+				select {
+				case <-sent:
+					got <- count
+					return
+				default:
+					continue
+				}
 			}
 			count++
 		}
+		got <- count
 	}()
 	msg := make([]byte, 100)
 	for i := range n {
@@ -301,6 +311,7 @@ func udpProbe(t *testing.T, l *Lab, from, to string, n int) int {
 		require.NoError(t, err, "datagram %d", i)
 		time.Sleep(time.Millisecond)
 	}
+	close(sent)
 	return <-got
 }
 
