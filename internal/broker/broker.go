@@ -17,6 +17,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // Option customises a Broker or a Node.
@@ -95,10 +96,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 			RouterId:        cfg.ID,
 			RouterName:      cfg.Name,
 			Mesh:            cfg.Mesh,
-			BloomBits:       uint32(cfg.Encoding.M),
-			BloomHashes:     uint32(cfg.Encoding.K),
 		},
 	}
+	wire.SetOpenBloom(b.open, cfg.Encoding)
 	if cfg.PeerCompression {
 		b.open.Compression = []string{transport.CompressionDeflate}
 	}
@@ -200,7 +200,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	n, cfg := b.node, b.node.cfg
 	n.log.Info("broker starting", zap.String("mesh", cfg.Mesh), zap.Int("peers", len(cfg.Peers)),
-		zap.Int("bloom_bits", cfg.Encoding.M), zap.Int("bloom_hashes", cfg.Encoding.K))
+		zap.Stringer("bloom_scheme", cfg.Encoding.Scheme), zap.Int("bloom_bits", cfg.Encoding.M), zap.Int("bloom_hashes", cfg.Encoding.K))
 	dialCtx, stopDialing := context.WithCancel(context.Background())
 	var dialers sync.WaitGroup
 	for _, p := range cfg.Peers {

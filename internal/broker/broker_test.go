@@ -16,6 +16,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -203,21 +204,34 @@ func TestSlowSubscriberLosesOnlyItsOwn(t *testing.T) {
 }
 
 // TestIncompatiblePeersDoNotLink: brokers with different Bloom parameters
-// refuse each other at the handshake and say why in a metric.
+// or schemes refuse each other at the handshake and say why in a metric.
 func TestIncompatiblePeersDoNotLink(t *testing.T) {
-	m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) {
-		if c.ID == 1 {
-			c.Encoding.K++
-		}
-	})
-	time.Sleep(300 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	in, err := m.nodes[0].srv.Broker().Inspect(ctx)
-	require.NoError(t, err)
-	assert.Empty(t, in.Links)
-	assert.Equal(t, []uint32{0}, in.Routers)
-	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(m.nodes[1].srv.Broker().HandshakeFailures("bloom")) > 0
-	}, 5*time.Second, 20*time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		edit func(*broker.Config)
+	}{
+		{"hashes", func(c *broker.Config) { c.Encoding.K++ }},
+		// Both schemes at the same M and K: a cat-v1 broker (one older
+		// than the scheme field, say) would misread cat-v2 filters.
+		{"scheme", func(c *broker.Config) { c.Encoding.Scheme = encoding.DefaultParamsV1().Scheme }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) {
+				c.Encoding.M = encoding.DefaultParamsV1().M
+				if c.ID == 1 {
+					tc.edit(c)
+				}
+			})
+			time.Sleep(300 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			in, err := m.nodes[0].srv.Broker().Inspect(ctx)
+			require.NoError(t, err)
+			assert.Empty(t, in.Links)
+			assert.Equal(t, []uint32{0}, in.Routers)
+			require.Eventually(t, func() bool {
+				return testutil.ToFloat64(m.nodes[1].srv.Broker().HandshakeFailures("bloom")) > 0
+			}, 5*time.Second, 20*time.Millisecond)
+		})
+	}
 }

@@ -38,6 +38,7 @@ func TestCompatible(t *testing.T) {
 		{"mesh", mod(func(o *dripv1.Open) { o.Mesh = "other" }), "mesh"},
 		{"bloom bits", mod(func(o *dripv1.Open) { o.BloomBits = 128 }), "bloom"},
 		{"bloom hashes", mod(func(o *dripv1.Open) { o.BloomHashes = 3 }), "bloom"},
+		{"bloom scheme", mod(func(o *dripv1.Open) { o.BloomScheme = "cat-v2" }), "bloom"},
 		{"self", open(1), "self"},
 	}
 	for _, tt := range tests {

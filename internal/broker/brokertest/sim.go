@@ -17,6 +17,7 @@ import (
 	"github.com/dripmesh/drip/internal/pq"
 	"github.com/dripmesh/drip/internal/sim"
 	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -284,8 +285,8 @@ func (s *Sim) reconcile() {
 func (s *Sim) canLink(n *simNode) bool { return n.state == up || n.state == draining }
 
 func (s *Sim) open(n *simNode) *dripv1.Open {
-	o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: n.id, RouterName: n.name, Mesh: n.cfg.Mesh,
-		BloomBits: uint32(n.cfg.Encoding.M), BloomHashes: uint32(n.cfg.Encoding.K)}
+	o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: n.id, RouterName: n.name, Mesh: n.cfg.Mesh}
+	wire.SetOpenBloom(o, n.cfg.Encoding)
 	if n.cfg.PeerCompression {
 		o.Compression = []string{transport.CompressionDeflate}
 	}
