@@ -267,3 +267,23 @@ func BenchmarkReplace(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkInertFilters installs filters that share the message's
+// equality but fail on a numeric bound (symbol = "DRIP" && n < -K, one K
+// per filter), beside the one subscription the message matches: the
+// sorted bound groups should keep the cost near that of the plain case,
+// however many such filters there are.
+func BenchmarkInertFilters(b *testing.B) {
+	m := content.MessageFrom(map[string]content.Value{"symbol": content.String("DRIP"), "n": content.Int(5)})
+	for _, inert := range []int{0, 100, 10000} {
+		s := benchSetup{x: New(), msgs: []content.Message{m}}
+		s.preds = append(s.preds, content.MustParse(`symbol = "DRIP"`))
+		for k := range inert {
+			s.preds = append(s.preds, content.MustParse(fmt.Sprintf(`symbol = "DRIP" && n < %d`, -k-1)))
+		}
+		for i, p := range s.preds {
+			require.NoError(b, s.x.Add(SubscriberID(i), p))
+		}
+		b.Run(fmt.Sprintf("inert=%d", inert), s.runIndex)
+	}
+}

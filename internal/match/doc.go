@@ -42,6 +42,11 @@
 //     whose access constraint matched, on the value the message gave their
 //     name. The selective ones are found once per message and stamped, so
 //     checking them costs one lookup.
+//   - Many filters often share their access constraint and differ in a
+//     numeric bound (symbol = "DRIP" && price < K, one K per subscriber).
+//     Those are kept sorted by the bound, per attribute and operator, so
+//     a message visits only the filters whose bound its value satisfies:
+//     one binary search instead of one check per filter (boundGroup).
 //
 // This is the access-predicate scheme of Fabret et al. ("Filtering
 // algorithms and implementation for very fast publish/subscribe systems",

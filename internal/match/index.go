@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/dripmesh/drip/internal/content"
 )
@@ -24,8 +25,8 @@ type Index struct {
 	cons      []consInfo
 	consByKey map[consKey]int32
 	freeCons  []int32
-	access    [][]int32   // filters whose access constraint this is
-	state     []consState // what phase 1 of Match reads and writes
+	access    []accessList // filters whose access constraint this is
+	state     []consState  // what phase 1 of Match reads and writes
 
 	// Distinct filters, by id.
 	filters     []filterInfo
@@ -47,6 +48,8 @@ type Index struct {
 
 	idBuf  []int32 // scratch for internFilter
 	keyBuf []byte
+
+	groupMin int32 // plain filters sharing a bound that form a boundGroup
 }
 
 // consInfo is what the index keeps per distinct constraint outside Match.
@@ -89,9 +92,200 @@ type filterInfo struct {
 	cons []int32
 	// rest is how Match checks cons[1:], in the filter's own memory so
 	// that checking a filter does not wander over the index.
-	rest      []check
-	owners    []owner // subscribers whose predicate contains this filter
-	accessPos int32   // position of this filter in access[cons[0]]
+	rest   []check
+	owners []owner // subscribers whose predicate contains this filter
+	// Where the filter sits in access[cons[0]]: at accessPos of its plain
+	// list, or, when group is set, in that group under the key bound.
+	accessPos int32
+	group     *boundGroup
+	bound     num
+}
+
+// accessList holds the filters reached through one access constraint.
+// Where many of them also order one numeric attribute with one operator
+// (symbol = "DRIP" && n < K, a K per subscriber), those are kept in a
+// boundGroup sorted by the bound, so that Match visits only the filters
+// whose ordering the message satisfies: ten thousand such filters cost a
+// binary search, not ten thousand checks, for a message whose n satisfies
+// none of them. A group costs a binary search per message, more than
+// checking a few filters, so it forms only once groupMin plain filters
+// share the attribute and operator, and dissolves below a quarter of that.
+type accessList struct {
+	plain  []int32            // checked one by one
+	bounds []*boundGroup      // few: one per attribute and operator
+	counts map[boundKey]int32 // plain filters by the bound they would be grouped by
+}
+
+// boundKey is what the filters of a boundGroup share.
+type boundKey struct {
+	attr *attrIndex
+	op   content.Op
+}
+
+// defaultGroupMin is where a group starts to pay: measured on the paper's
+// workload, where groups of a few filters made Match slower.
+const defaultGroupMin = 32
+
+// boundGroup is the filters of one access constraint that share an
+// ordering operator on one numeric attribute, sorted by its operand.
+type boundGroup struct {
+	attr    *attrIndex // of the ordered attribute, for the message's value
+	op      content.Op // <, <=, > or >=
+	keys    []num      // the operands, ascending; never NaN
+	filters []int32    // filters[i] has operand keys[i]
+}
+
+// holding returns the range of g.filters whose ordering the value the
+// current message (numbered gen) gave g's attribute satisfies: x < t holds
+// for the t above the value, x <= t for those at or above it, and so on. A
+// missing, non-numeric or NaN value satisfies none.
+func (g *boundGroup) holding(gen uint32) (lo, hi int) {
+	a := g.attr
+	if a.curGen != gen {
+		return 0, 0
+	}
+	if k := a.cur.Kind(); k != content.KindInt && k != content.KindFloat {
+		return 0, 0
+	}
+	v := toNum(a.cur)
+	if v.kind == numNaN {
+		return 0, 0
+	}
+	// below: first key >= v; upTo: first key > v.
+	below, eq := slices.BinarySearchFunc(g.keys, v, cmpNum)
+	upTo := below
+	if eq {
+		upTo += sort.Search(len(g.keys)-below, func(i int) bool { return cmpNum(g.keys[below+i], v) > 0 })
+	}
+	switch g.op {
+	case content.OpLt:
+		return upTo, len(g.keys)
+	case content.OpLe:
+		return below, len(g.keys)
+	case content.OpGt:
+		return 0, below
+	default: // content.OpGe
+		return 0, upTo
+	}
+}
+
+// boundOf returns the check of rest that a filter is grouped by: its first
+// ordering on a number, which is never NaN here (a NaN ordering holds for
+// nothing, so it ranks first and is the filter's access constraint).
+func boundOf(rest []check) (check, bool) {
+	for _, k := range rest {
+		switch k.op {
+		case content.OpLt, content.OpLe, content.OpGt, content.OpGe:
+			if kind := k.value.Kind(); kind == content.KindInt || kind == content.KindFloat {
+				if toNum(k.value).kind != numNaN {
+					return k, true
+				}
+			}
+		}
+	}
+	return check{}, false
+}
+
+// insert files filter fi in the access list, in its group if there is
+// one, and records where in f. filters is the index's table, for moving
+// filters into a group that forms.
+func (al *accessList) insert(fi int32, f *filterInfo, filters []filterInfo, groupMin int32) {
+	f.accessPos, f.group = int32(len(al.plain)), nil
+	k, bounded := boundOf(f.rest)
+	if !bounded {
+		al.plain = append(al.plain, fi)
+		return
+	}
+	key := boundKey{k.attr, k.op}
+	for _, g := range al.bounds {
+		if g.attr == key.attr && g.op == key.op {
+			g.add(fi, f, toNum(k.value))
+			return
+		}
+	}
+	al.plain = append(al.plain, fi)
+	if al.counts == nil {
+		al.counts = make(map[boundKey]int32)
+	}
+	if al.counts[key]++; al.counts[key] >= groupMin {
+		al.form(key, filters)
+	}
+}
+
+// form moves the plain filters bounded on key into a new group.
+func (al *accessList) form(key boundKey, filters []filterInfo) {
+	g := &boundGroup{attr: key.attr, op: key.op}
+	kept := al.plain[:0]
+	for _, fi := range al.plain {
+		f := &filters[fi]
+		if k, ok := boundOf(f.rest); ok && k.attr == key.attr && k.op == key.op {
+			g.add(fi, f, toNum(k.value))
+			continue
+		}
+		f.accessPos = int32(len(kept))
+		kept = append(kept, fi)
+	}
+	clear(al.plain[len(kept):])
+	al.plain = kept
+	al.bounds = append(al.bounds, g)
+	delete(al.counts, key)
+}
+
+// add files filter fi, of bound n, in g.
+func (g *boundGroup) add(fi int32, f *filterInfo, n num) {
+	f.group, f.bound, f.accessPos = g, n, -1
+	i, _ := slices.BinarySearchFunc(g.keys, n, cmpNum)
+	g.keys = slices.Insert(g.keys, i, n)
+	g.filters = slices.Insert(g.filters, i, fi)
+}
+
+// remove takes filter fi out of the access list. filters is the index's
+// table, for updating the position of the filter that takes fi's place.
+func (al *accessList) remove(fi int32, f *filterInfo, filters []filterInfo, groupMin int32) {
+	if g := f.group; g != nil {
+		i, _ := slices.BinarySearchFunc(g.keys, f.bound, cmpNum)
+		for g.filters[i] != fi {
+			i++ // among the filters of an equal bound
+		}
+		g.keys = slices.Delete(g.keys, i, i+1)
+		g.filters = slices.Delete(g.filters, i, i+1)
+		f.group = nil
+		if int32(len(g.filters))*4 < groupMin {
+			al.dissolve(g, filters)
+		}
+		return
+	}
+	last := int32(len(al.plain) - 1)
+	if f.accessPos != last {
+		moved := al.plain[last]
+		al.plain[f.accessPos] = moved
+		filters[moved].accessPos = f.accessPos
+	}
+	al.plain = al.plain[:last]
+	if k, ok := boundOf(f.rest); ok {
+		key := boundKey{k.attr, k.op}
+		if al.counts[key]--; al.counts[key] == 0 {
+			delete(al.counts, key)
+		}
+	}
+}
+
+// dissolve returns the filters of a group grown too small to the plain
+// list.
+func (al *accessList) dissolve(g *boundGroup, filters []filterInfo) {
+	al.bounds = slices.DeleteFunc(al.bounds, func(h *boundGroup) bool { return h == g })
+	if len(g.filters) == 0 {
+		return
+	}
+	if al.counts == nil {
+		al.counts = make(map[boundKey]int32)
+	}
+	for _, fi := range g.filters {
+		f := &filters[fi]
+		f.group, f.accessPos = nil, int32(len(al.plain))
+		al.plain = append(al.plain, fi)
+	}
+	al.counts[boundKey{g.attr, g.op}] += int32(len(g.filters))
 }
 
 // check is one constraint of a filter as Match checks it: by its stamp if
@@ -137,6 +331,7 @@ func New() *Index {
 		consByKey:   make(map[consKey]int32),
 		filterByKey: make(map[string]int32),
 		subs:        make(map[SubscriberID]int32),
+		groupMin:    defaultGroupMin,
 	}
 }
 
@@ -320,8 +515,8 @@ func (x *Index) installFilter(ids []int32, key string) int32 {
 			rest[i].op, rest[i].value, rest[i].attr = ci.c.Op, ci.c.Value, ci.attr
 		}
 	}
-	x.filters[fi] = filterInfo{cons: ids, rest: rest, accessPos: int32(len(x.access[acc]))}
-	x.access[acc] = append(x.access[acc], fi)
+	x.filters[fi] = filterInfo{cons: ids, rest: rest}
+	x.access[acc].insert(fi, &x.filters[fi], x.filters, x.groupMin)
 	st := &x.state[acc]
 	st.accessOf++
 	if st.accessOf == 1 && onDemand(x.cons[acc].c.Op) {
@@ -337,14 +532,7 @@ func (x *Index) installFilter(ids []int32, key string) int32 {
 func (x *Index) releaseFilter(fi int32) {
 	f := &x.filters[fi]
 	acc := f.cons[0]
-	list := x.access[acc]
-	last := int32(len(list) - 1)
-	if f.accessPos != last {
-		moved := list[last]
-		list[f.accessPos] = moved
-		x.filters[moved].accessPos = f.accessPos
-	}
-	x.access[acc] = list[:last]
+	x.access[acc].remove(fi, f, x.filters, x.groupMin)
 	st := &x.state[acc]
 	st.accessOf--
 	if st.accessOf == 0 && onDemand(x.cons[acc].c.Op) {
@@ -376,7 +564,7 @@ func (x *Index) internConstraint(c content.Constraint) int32 {
 	} else {
 		id = int32(len(x.cons))
 		x.cons = append(x.cons, consInfo{})
-		x.access = append(x.access, nil)
+		x.access = append(x.access, accessList{})
 		x.state = append(x.state, consState{})
 	}
 	a := x.names[c.Name]

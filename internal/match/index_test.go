@@ -333,3 +333,85 @@ func TestNumAgreesWithCanonicalNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundGroups: filters sharing an access constraint and ordering one
+// number are visited through a sorted group; every operator, at, around
+// and between bounds, across ints and floats (3 and 3.0 are one bound;
+// 2^53+1 and 2^53 as a float are not), and with values that satisfy no
+// ordering (missing, a string, NaN), must agree with one-by-one evaluation.
+func TestBoundGroups(t *testing.T) {
+	bounds := []content.Value{i(-5), i(0), fl(2.5), i(3), fl(3), i(3), i(big53), fl(1 << 53), i(math.MaxInt64), fl(inf)}
+	values := []content.Value{content.Value{}, s("3"), fl(nan), fl(-inf), i(-6), i(-5), fl(negZ), i(0), fl(2.5), i(2), i(3), fl(3),
+		fl(3.5), fl(1 << 53), i(big53), i(big53 + 1), i(math.MaxInt64), fl(inf)}
+	for _, op := range []content.Op{content.OpLt, content.OpLe, content.OpGt, content.OpGe} {
+		t.Run(op.String(), func(t *testing.T) {
+			x := New()
+			x.groupMin = 2
+			ref := reference{}
+			for j, bound := range bounds {
+				p := content.Predicate{{con("k", content.OpEq, s("K")), con("x", op, bound)}}
+				x.replace(SubscriberID(j), p) // +Inf is refused by Validate, handled by the index
+				ref[SubscriberID(j)] = p
+			}
+			al := x.access[x.consByKey[keyOf(con("k", content.OpEq, s("K")))]]
+			require.Len(t, al.bounds, 1, "the filters are grouped by their bound")
+			require.Empty(t, al.plain)
+			for _, v := range values {
+				attrs := map[string]content.Value{"k": s("K")}
+				if v.Kind() != content.KindInvalid {
+					attrs["x"] = v
+				}
+				m := content.MessageFrom(attrs)
+				got := slices.Sorted(slices.Values(x.Match(m, nil)))
+				assert.Equal(t, ref.match(m), got, "x %s bound, x = %v", op, v)
+			}
+			for j := range bounds {
+				require.True(t, x.Remove(SubscriberID(j)))
+				delete(ref, SubscriberID(j))
+				checkInvariants(t, x, ref, "Remove")
+			}
+		})
+	}
+}
+
+// TestBoundGroupsFormAndDissolve: a group forms once groupMin plain
+// filters share a bound's attribute and operator, takes later ones
+// directly, and dissolves into the plain list below a quarter of groupMin.
+func TestBoundGroupsFormAndDissolve(t *testing.T) {
+	x := New()
+	x.groupMin = 8
+	ref := reference{}
+	acc := func() accessList { return x.access[x.consByKey[keyOf(con("k", content.OpEq, s("K")))]] }
+	add := func(j int) {
+		p := content.Predicate{{con("k", content.OpEq, s("K")), con("n", content.OpLt, i(int64(j)))}}
+		require.NoError(t, x.Add(SubscriberID(j), p))
+		ref[SubscriberID(j)] = p
+		checkInvariants(t, x, ref, "Add")
+	}
+	remove := func(j int) {
+		require.True(t, x.Remove(SubscriberID(j)))
+		delete(ref, SubscriberID(j))
+		checkInvariants(t, x, ref, "Remove")
+	}
+	// An unbounded filter stays plain throughout.
+	require.NoError(t, x.Add(100, content.MustParse(`k = "K"`)))
+	ref[100] = content.MustParse(`k = "K"`)
+	for j := range 7 {
+		add(j)
+	}
+	assert.Empty(t, acc().bounds, "seven filters are checked one by one")
+	add(7)
+	require.Len(t, acc().bounds, 1, "the eighth forms a group")
+	assert.Len(t, acc().plain, 1)
+	add(8)
+	assert.Len(t, acc().bounds[0].filters, 9, "later filters join the group")
+	for j := 8; j >= 2; j-- {
+		remove(j)
+	}
+	require.Len(t, acc().bounds, 1, "two filters are a quarter of eight")
+	remove(1)
+	assert.Empty(t, acc().bounds, "one filter dissolves the group")
+	assert.Len(t, acc().plain, 2)
+	m := content.MessageFrom(map[string]content.Value{"k": s("K"), "n": i(-1)})
+	assert.ElementsMatch(t, []SubscriberID{0, 100}, x.Match(m, nil))
+}

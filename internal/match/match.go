@@ -18,7 +18,9 @@ import (
 // the filters reached through a satisfied access constraint are checked, by
 // looking up the stamps of their other constraints or, for the broad ones
 // checked on demand, evaluating them on the message's value. A filter whose
-// access constraint fails costs nothing, whatever its size.
+// access constraint fails costs nothing, whatever its size; nor does one
+// whose numeric ordering fails, where filters of one access constraint
+// share the ordered attribute (boundGroup).
 func (x *Index) Match(m content.Message, dst []SubscriberID) []SubscriberID {
 	if len(x.subs) == 0 {
 		return dst
@@ -40,19 +42,32 @@ func (x *Index) Match(m content.Message, dst []SubscriberID) []SubscriberID {
 			x.satisfy(ai, a.Value)
 		}
 	}
-	gen := x.gen
 	for _, c := range x.hits {
-		for _, fi := range x.access[c] {
-			f := &x.filters[fi]
-			if !x.allHold(f.rest) {
-				continue
+		al := &x.access[c]
+		for _, fi := range al.plain {
+			dst = x.check(fi, dst)
+		}
+		for _, g := range al.bounds {
+			lo, hi := g.holding(x.gen)
+			for _, fi := range g.filters[lo:hi] {
+				dst = x.check(fi, dst)
 			}
-			for _, o := range f.owners {
-				if sub := &x.subState[o.slot]; sub.reported != gen {
-					sub.reported = gen
-					dst = append(dst, sub.id)
-				}
-			}
+		}
+	}
+	return dst
+}
+
+// check appends the owners of filter fi not yet reported for the current
+// message if the message passes the filter's checks.
+func (x *Index) check(fi int32, dst []SubscriberID) []SubscriberID {
+	f := &x.filters[fi]
+	if !x.allHold(f.rest) {
+		return dst
+	}
+	for _, o := range f.owners {
+		if sub := &x.subState[o.slot]; sub.reported != x.gen {
+			sub.reported = x.gen
+			dst = append(dst, sub.id)
 		}
 	}
 	return dst

@@ -1,6 +1,7 @@
 package match
 
 import (
+	"cmp"
 	"math"
 
 	"github.com/dripmesh/drip/internal/content"
@@ -44,6 +45,14 @@ func toNum(v content.Value) num {
 // cmpNum orders two non-NaN nums exactly, with content's own comparison so
 // the index and content.Predicate.Matches cannot disagree.
 func cmpNum(a, b num) int {
+	// Same-kind numbers compare directly: the common case, and the one the
+	// sorted bound groups compare in their binary searches.
+	switch {
+	case a.kind == numInt && b.kind == numInt:
+		return cmp.Compare(a.i, b.i)
+	case a.kind == numFloat && b.kind == numFloat:
+		return cmp.Compare(a.f, b.f)
+	}
 	c, _ := content.CompareNumbers(a.value(), b.value())
 	return c
 }

@@ -56,6 +56,8 @@ func (r reference) distinctFilters() int {
 // Validate refuses, so they are installed through the unvalidated replace.
 func exercise(t testing.TB, c chooser, steps int, more func() bool, nonFinite bool) {
 	x := New()
+	// Small thresholds, so that bound groups form and dissolve.
+	x.groupMin = int32(1 + c.intn(4))
 	ref := reference{}
 	var dst []SubscriberID
 	for step := 0; step < steps && more(); step++ {
@@ -129,8 +131,41 @@ func checkInvariants(t testing.TB, x *Index, ref reference, after string) {
 		f := x.filters[fi]
 		require.Equal(t, key, x.filterKeys[fi])
 		require.NotEmpty(t, f.owners, "after %s: filter %d has no owner but is installed", after, fi)
-		require.Equal(t, fi, x.access[f.cons[0]][f.accessPos], "after %s: access position", after)
-		require.Len(t, x.access[f.cons[0]], int(x.state[f.cons[0]].accessOf), "after %s: access count", after)
+		al := x.access[f.cons[0]]
+		if g := f.group; g != nil {
+			require.Contains(t, al.bounds, g, "after %s: the filter's group is its access constraint's", after)
+			i := slices.Index(g.filters, fi)
+			require.GreaterOrEqual(t, i, 0, "after %s: filter %d is in its group", after, fi)
+			require.Equal(t, f.bound, g.keys[i], "after %s: the filter's bound", after)
+			k, ok := boundOf(f.rest)
+			require.True(t, ok)
+			require.Equal(t, g.attr, k.attr)
+			require.Equal(t, g.op, k.op)
+		} else {
+			require.Equal(t, fi, al.plain[f.accessPos], "after %s: access position", after)
+		}
+		counts := map[boundKey]int32{}
+		for _, pfi := range al.plain {
+			if k, ok := boundOf(x.filters[pfi].rest); ok {
+				counts[boundKey{k.attr, k.op}]++
+			}
+		}
+		require.Equal(t, counts, nilIfEmpty(al.counts), "after %s: plain filters by bound", after)
+		for key, n := range counts {
+			require.Less(t, n, x.groupMin, "after %s: enough plain filters share a bound to form a group", after)
+			for _, g := range al.bounds {
+				require.False(t, g.attr == key.attr && g.op == key.op, "after %s: a plain filter belongs in a group", after)
+			}
+		}
+		n := len(al.plain)
+		for _, g := range al.bounds {
+			require.GreaterOrEqual(t, int32(len(g.filters))*4, x.groupMin, "after %s: a group too small to keep", after)
+			require.NotEmpty(t, g.filters, "after %s: empty groups are dropped", after)
+			require.Len(t, g.keys, len(g.filters))
+			require.True(t, slices.IsSortedFunc(g.keys, cmpNum), "after %s: bounds sorted", after)
+			n += len(g.filters)
+		}
+		require.Equal(t, n, int(x.state[f.cons[0]].accessOf), "after %s: access count", after)
 		for i, c := range f.cons {
 			refs[c]++
 			if i > 0 {
@@ -250,4 +285,11 @@ func checkTrie(t testing.TB, tr *byteTrie, what string) {
 	walk(0)
 	require.Equal(t, tr.keys, keys, "%s: operands", what)
 	require.Equal(t, len(tr.nodes), reached+len(tr.free), "%s: nodes", what)
+}
+
+func nilIfEmpty(m map[boundKey]int32) map[boundKey]int32 {
+	if len(m) == 0 {
+		return map[boundKey]int32{}
+	}
+	return m
 }
