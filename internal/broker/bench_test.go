@@ -54,67 +54,8 @@ func benchMessage(b *testing.B) []byte {
 // batched deliveries come out, and nothing is decoded on the client side,
 // so the allocations per message are the broker's (issue 12 asks ≤ 3).
 func BenchmarkBroker1to1(b *testing.B) {
-	addr := benchBroker(b)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})))
-	require.NoError(b, err)
-	defer cc.Close()
-	api := dripv1.NewBrokerClient(cc)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	sub, err := api.Subscribe(ctx)
-	require.NoError(b, err)
-	require.NoError(b, sub.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: `symbol = "DRIP"`}, AcceptBatches: true}))
-	_, err = sub.Recv() // the acknowledgement
-	require.NoError(b, err)
-
-	const perRequest = 64
-	msg := benchMessage(b)
-	var req []byte
-	for range perRequest {
-		req = protowire.AppendTag(req, 2, protowire.BytesType)
-		req = protowire.AppendBytes(req, msg)
-	}
-	pub, err := api.PublishStream(ctx)
-	require.NoError(b, err)
-	go func() {
-		for {
-			var ack wire.Raw
-			if pub.RecvMsg(&ack) != nil {
-				return
-			}
-		}
-	}()
-	received := make(chan int, 1)
-	go func() {
-		n := 0
-		for {
-			var ev wire.Raw
-			if err := sub.RecvMsg(&ev); err != nil {
-				received <- n
-				return
-			}
-			n += countDeliveries(ev.B)
-			if n >= b.N {
-				received <- n
-				return
-			}
-		}
-	}()
-
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for sent := 0; sent < b.N; sent += perRequest {
-		if err := pub.SendMsg(&wire.Raw{B: req}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if n := <-received; n < b.N {
-		b.Fatalf("received %d of %d", n, b.N)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	api := rawClient(b, benchBroker(b))
+	runRaw(b, api, api, func() {})
 }
 
 // countDeliveries counts the messages of a Delivery event (one, or a

@@ -77,6 +77,9 @@ type numThreshold struct {
 	c int32
 }
 
+func (t strThreshold) id() int32 { return t.c }
+func (t numThreshold) id() int32 { return t.c }
+
 // substrIndex finds the contains constraints a string satisfies in one of
 // two ways, whichever is cheaper for the value at hand: walking the trie of
 // operands from each position of the value (good for the short values of

@@ -146,7 +146,7 @@ func (x *Index) satisfyString(a *attrIndex, s string) {
 		if eq {
 			hi++
 		}
-		x.hitStrRange(list, op, lo, hi)
+		hitRange(x, list, op, lo, hi)
 	}
 	if a.strPrefix != nil {
 		x.hitAffixes(a.strPrefix, s, false)
@@ -218,7 +218,7 @@ func (x *Index) satisfyNumber(a *attrIndex, n num) {
 		if eq {
 			hi++
 		}
-		x.hitNumRange(list, op, lo, hi)
+		hitRange(x, list, op, lo, hi)
 	}
 }
 
@@ -230,11 +230,11 @@ func (x *Index) hitAllBut(ids []int32, skip int32) {
 	}
 }
 
-// hitStrRange hits the ordering constraints of one operator that the value
+// hitRange hits the ordering constraints of one operator that the value
 // satisfies, given the bounds of the thresholds equal to it in the sorted
 // list: x < t holds for t > v, x <= t for t >= v, x > t for t < v and
 // x >= t for t <= v.
-func (x *Index) hitStrRange(list []strThreshold, op, lo, hi int) {
+func hitRange[T interface{ id() int32 }](x *Index, list []T, op, lo, hi int) {
 	switch op {
 	case ordLt:
 		list = list[hi:]
@@ -246,24 +246,7 @@ func (x *Index) hitStrRange(list []strThreshold, op, lo, hi int) {
 		list = list[:hi]
 	}
 	for _, t := range list {
-		x.hit(t.c)
-	}
-}
-
-// hitNumRange is hitStrRange for numbers.
-func (x *Index) hitNumRange(list []numThreshold, op, lo, hi int) {
-	switch op {
-	case ordLt:
-		list = list[hi:]
-	case ordLe:
-		list = list[lo:]
-	case ordGt:
-		list = list[:lo]
-	case ordGe:
-		list = list[:hi]
-	}
-	for _, t := range list {
-		x.hit(t.c)
+		x.hit(t.id())
 	}
 }
 
