@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dripmesh/drip/internal/buildinfo"
+	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -57,6 +58,18 @@ type metrics struct {
 	malformedBundles         prometheus.Counter
 }
 
+// handshakeFailureReasons are the reason labels of
+// drip_link_handshake_failures_total: transport.IncompatibleError's reasons
+// (either side's verdict on the Open frames, "refused" when the other side
+// refused ours) and "duplicate", a second link to a neighbour already
+// linked.
+var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open", "refused", "duplicate"}
+
+// routeDropLinkDown is the drip_route_dropped_destinations_total reason of
+// destinations whose next hop's link went down under them; drp's own
+// reasons are drp.DropReason's strings.
+const routeDropLinkDown = "link_down"
+
 func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 	f := factory{reg: reg}
 	link := []string{"peer"}
@@ -109,6 +122,16 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 	for _, v := range []string{"duplicate", "stale"} {
 		m.duplicates.WithLabelValues(v)
 	}
+	// Every label value the code uses exists from the start at zero, so
+	// that dashboards and rate() see a healthy mesh's zeros instead of no
+	// data until the first failure.
+	for _, r := range handshakeFailureReasons {
+		m.linkHandshakeFails.WithLabelValues(r)
+	}
+	for r := range drp.NumDropReasons {
+		m.routeDropped.WithLabelValues(drp.DropReason(r).String())
+	}
+	m.routeDropped.WithLabelValues(routeDropLinkDown)
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
