@@ -103,6 +103,10 @@ type ServerConfig struct {
 	Pprof     bool
 	ClientTLS TLSFiles
 	PeerTLS   TLSFiles // also used when dialling peers (mTLS)
+	// PeerResolver, if set, resolves the host names of neighbours'
+	// addresses instead of DNS (in Kubernetes: the headless Service's
+	// EndpointSlices, see internal/kube).
+	PeerResolver Resolver
 	// StopTimeout bounds how long open client streams may take to finish
 	// after the broker has drained, before they are cut.
 	StopTimeout time.Duration
@@ -144,7 +148,11 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		}
 		peerDial.Creds = credentials.NewTLS(cliTLS)
 	}
-	opts = append([]Option{WithRegisterer(reg), WithDialer(peerDial)}, opts...)
+	var dialer transport.Dialer = peerDial
+	if sc.PeerResolver != nil {
+		dialer = resolvingDialer{grpc: peerDial, resolver: sc.PeerResolver}
+	}
+	opts = append([]Option{WithRegisterer(reg), WithDialer(dialer)}, opts...)
 	b, err := New(cfg, opts...)
 	if err != nil {
 		return nil, err

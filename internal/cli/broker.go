@@ -53,6 +53,8 @@ type brokerFlags struct {
 
 	tlsCert, tlsKey, tlsCA string
 	tlsClientAuth          bool
+
+	endpointSlices string // --peer-endpointslices: the headless Service
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(&brokerFlags{}) }
@@ -81,6 +83,11 @@ The broker's identity and neighbours come either from a topology file
 				return err
 			}
 			defer func() { _ = log.Sync() }()
+			if f.endpointSlices != "" {
+				if sc.PeerResolver, err = endpointSlicesResolver(f.endpointSlices, log); err != nil {
+					return err
+				}
+			}
 			srv, err := broker.NewServer(cfg, sc, broker.WithLogger(log))
 			if err != nil {
 				return err
@@ -126,6 +133,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
 	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-ca")
+	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
 	return cmd
 }

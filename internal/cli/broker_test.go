@@ -197,3 +197,16 @@ func TestLocalPrintTopology(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "mesh: local")
 }
+
+// TestPeerEndpointSlicesOutsideAPod: the flag needs the pod's service
+// account, and says so instead of quietly falling back to DNS; the netem
+// sidecar takes the same flag.
+func TestPeerEndpointSlicesOutsideAPod(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	_, _, err := execute(t.Context(), "", "broker", "--name", "b0", "--client-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0",
+		"--metrics-addr", "", "--peer-endpointslices", "drip-headless")
+	require.ErrorContains(t, err, "--peer-endpointslices=drip-headless: not in a Kubernetes pod")
+	netemCmd, _, err := NewRoot().Find([]string{"netem"})
+	require.NoError(t, err)
+	require.NotNil(t, netemCmd.Flags().Lookup("peer-endpointslices"))
+}

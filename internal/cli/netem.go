@@ -27,6 +27,8 @@ type netemFlags struct {
 	strict   bool
 	metrics  string
 	once     bool
+	// endpointSlices is --peer-endpointslices: the headless Service.
+	endpointSlices string
 }
 
 func newNetemCmd() *cobra.Command {
@@ -67,6 +69,7 @@ change is logged, so a repeated --once shows what still differs; inspect with
 	fl.BoolVar(&f.strict, "strict", false, "exit with an error when the kernel lacks netem and a link asks for delay, jitter or loss")
 	fl.StringVar(&f.metrics, "metrics-addr", ":9101", "listen address for Prometheus /metrics (empty: off)")
 	fl.BoolVar(&f.once, "once", false, "apply one pass and exit without removing the shaping (debugging)")
+	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
 	return cmd
 }
@@ -101,10 +104,16 @@ func (f *netemFlags) run(cmd *cobra.Command) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	sh, err := netem.NewShaper(netem.Config{
+	cfg := netem.Config{
 		Load: load, Self: f.name, TC: tc, Interval: f.interval, Strict: f.strict,
 		Log: log, Metrics: netem.NewMetrics(reg),
-	})
+	}
+	if f.endpointSlices != "" {
+		if cfg.Resolver, err = endpointSlicesResolver(f.endpointSlices, log); err != nil {
+			return err
+		}
+	}
+	sh, err := netem.NewShaper(cfg)
 	if err != nil {
 		return err
 	}
