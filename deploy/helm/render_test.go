@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/dripmesh/drip/internal/topology"
 )
@@ -95,7 +96,8 @@ func TestDefaults(t *testing.T) {
 	t.Parallel()
 	m := render(t)
 	assert.Equal(t, []string{
-		"ConfigMap/demo-drip-topology", "Pod/demo-drip-selftest", "Service/demo-drip", "Service/demo-drip-headless", "StatefulSet/demo-drip",
+		"ConfigMap/demo-drip-topology", "Pod/demo-drip-selftest", "Role/demo-drip-endpointslices", "RoleBinding/demo-drip-endpointslices",
+		"Service/demo-drip", "Service/demo-drip-headless", "ServiceAccount/demo-drip", "StatefulSet/demo-drip",
 	}, m.keys(), "no monitors, dashboards or PVCs by default")
 
 	hs := get[*corev1.Service](t, m, "Service/"+headless)
@@ -131,8 +133,11 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, []string{
 		"broker", "--topology=/etc/drip/topology.yaml", "--name=$(POD_NAME)",
 		"--client-addr=:7000", "--peer-addr=:7100", "--metrics-addr=:9100",
-		"--log-level=info", "--log-format=json",
+		"--log-level=info", "--log-format=json", "--drain-timeout=10s", "--peer-endpointslices=" + headless,
 	}, b.Args)
+	assert.Equal(t, fullname, pod.Spec.ServiceAccountName)
+	assert.Equal(t, new(true), pod.Spec.AutomountServiceAccountToken, "the EndpointSlices are read with the pod's token")
+	assert.GreaterOrEqual(t, *pod.Spec.TerminationGracePeriodSeconds, int64(10+15), "the drain and the servers' stop fit in the grace period")
 	require.Len(t, b.Env, 1)
 	assert.Equal(t, "POD_NAME", b.Env[0].Name)
 	assert.Equal(t, "metadata.name", b.Env[0].ValueFrom.FieldRef.FieldPath)
@@ -157,6 +162,8 @@ func TestDefaults(t *testing.T) {
 
 	tp := m.testPod(t)
 	assert.Equal(t, "test", tp.Annotations["helm.sh/hook"])
+	assert.Equal(t, "before-hook-creation", tp.Annotations["helm.sh/hook-delete-policy"],
+		"a passed test's pod stays for `helm test --logs` to read")
 	assert.Equal(t, corev1.RestartPolicyNever, tp.Spec.RestartPolicy)
 	assertPodSecurity(t, "test pod", tp.Spec.SecurityContext)
 	tc := container(t, tp.Spec, "selftest")
@@ -225,7 +232,7 @@ func TestRingWithNetem(t *testing.T) {
 	assert.Equal(t, "drip:dev", n.Image, "one image serves broker and sidecar")
 	assert.Equal(t, []string{
 		"netem", "--topology=/etc/drip/topology.yaml", "--name=$(POD_NAME)",
-		"--dev=eth0", "--interval=10s", "--metrics-addr=:9101", "--strict",
+		"--dev=eth0", "--interval=10s", "--metrics-addr=:9101", "--strict", "--peer-endpointslices=" + headless,
 	}, n.Args)
 	sc := n.SecurityContext
 	require.NotNil(t, sc)
@@ -363,8 +370,8 @@ func TestTLS(t *testing.T) {
 // select what the chart labels.
 func TestMonitoring(t *testing.T) {
 	t.Parallel()
-	m := renderValues(t, "monitoring.yaml", "--api-versions", monitoringAPI,
-		"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.scrapeTimeout=10s")
+	m := renderValues(t, "monitoring.yaml", "--api-versions", monitoringAPI)
+	assert.NotContains(t, m.monitors, "ServiceMonitor/"+fullname)
 	pm, ok := m.monitors["PodMonitor/"+fullname]
 	require.True(t, ok, "have %v", m.keys())
 	assert.Equal(t, "kube-prometheus-stack", pm.Metadata.Labels["release"])
@@ -388,6 +395,9 @@ func TestMonitoring(t *testing.T) {
 	assert.Equal(t, []string{"metrics", "netem-metrics"}, scraped, "brokers and netem sidecars")
 	assert.Subset(t, podPorts, scraped)
 
+	m = renderValues(t, "monitoring.yaml", "--api-versions", monitoringAPI, "--set", "metrics.podMonitor.enabled=false",
+		"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.scrapeTimeout=10s")
+	assert.NotContains(t, m.monitors, "PodMonitor/"+fullname)
 	sm, ok := m.monitors["ServiceMonitor/"+fullname]
 	require.True(t, ok, "have %v", m.keys())
 	hs := get[*corev1.Service](t, m, "Service/"+headless)
@@ -402,11 +412,50 @@ func TestMonitoring(t *testing.T) {
 	}
 
 	// Enabled, but the cluster has no Prometheus Operator.
-	m = renderValues(t, "monitoring.yaml", "--set", "metrics.serviceMonitor.enabled=true")
+	m = renderValues(t, "monitoring.yaml")
 	assert.Empty(t, m.monitors)
 	// The API is there, but the monitors are not enabled.
 	m = render(t, "--api-versions", monitoringAPI)
 	assert.Empty(t, m.monitors)
+}
+
+// TestPeerDiscovery: the EndpointSlices need a service account allowed to
+// read them and nothing else; without them no token is mounted; with an
+// operator's own account the chart creates none.
+func TestPeerDiscovery(t *testing.T) {
+	t.Parallel()
+	m := renderValues(t, "ring-netem.yaml")
+	role := get[*rbacv1.Role](t, m, "Role/"+fullname+"-endpointslices")
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list"}}}, role.Rules)
+	rb := get[*rbacv1.RoleBinding](t, m, "RoleBinding/"+fullname+"-endpointslices")
+	assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}, rb.RoleRef)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname, Namespace: namespace}}, rb.Subjects)
+	sa := get[*corev1.ServiceAccount](t, m, "ServiceAccount/"+fullname)
+	assert.Equal(t, new(false), sa.AutomountServiceAccountToken, "only the broker pods mount its token")
+	pod := m.statefulSet(t).Spec.Template.Spec
+	assert.Equal(t, sa.Name, pod.ServiceAccountName)
+	for _, c := range []string{"broker", "netem"} {
+		assert.Contains(t, container(t, pod, c).Args, "--peer-endpointslices="+headless, c)
+	}
+
+	m = renderValues(t, "ring-netem.yaml", "--set", "peerDiscovery.endpointSlices=false")
+	pod = m.statefulSet(t).Spec.Template.Spec
+	assert.Equal(t, new(false), pod.AutomountServiceAccountToken)
+	assert.Empty(t, pod.ServiceAccountName)
+	for _, c := range []string{"broker", "netem"} {
+		assert.NotContains(t, strings.Join(container(t, pod, c).Args, " "), "--peer-endpointslices", c)
+	}
+	for _, k := range m.keys() {
+		assert.NotRegexp(t, "^(ServiceAccount|Role|RoleBinding)/", k)
+	}
+
+	m = render(t, "--set", "peerDiscovery.serviceAccountName=mesh-reader")
+	pod = m.statefulSet(t).Spec.Template.Spec
+	assert.Equal(t, "mesh-reader", pod.ServiceAccountName)
+	assert.Equal(t, new(true), pod.AutomountServiceAccountToken)
+	for _, k := range m.keys() {
+		assert.NotRegexp(t, "^(ServiceAccount|Role|RoleBinding)/", k, "the operator's own account")
+	}
 }
 
 func TestDashboards(t *testing.T) {
@@ -474,6 +523,11 @@ func TestValueErrors(t *testing.T) {
 		{[]string{"replicaCount=0"}, "at '/replicaCount': minimum: got 0, want 1", "replicaCount 0: want at least 1 broker"},
 		{[]string{"tls.enabled=true"}, "tls.enabled needs tls.secretName", ""},
 		{[]string{"selftest.ordinals={0,4}"}, "selftest.ordinals: 4 is not a broker ordinal (0..3)", ""},
+		{[]string{"metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true"},
+			"metrics.podMonitor.enabled and metrics.serviceMonitor.enabled are both true: enable one of them, not both", ""},
+		{[]string{"terminationGracePeriodSeconds=20"}, "terminationGracePeriodSeconds 20 is too short for broker.drainTimeoutSeconds 10", ""},
+		{[]string{"broker.drainTimeoutSeconds=30"}, "terminationGracePeriodSeconds 30 is too short for broker.drainTimeoutSeconds 30: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least 45", ""},
+		{[]string{"broker.drainTimeoutSeconds=0"}, "at '/broker/drainTimeoutSeconds': minimum: got 0, want 1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

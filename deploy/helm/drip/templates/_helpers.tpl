@@ -193,6 +193,13 @@ includes it, so the first one rendered reports the problem.
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
 {{- fail "tls.enabled needs tls.secretName: a Secret with tls.crt, tls.key and ca.crt" }}
 {{- end }}
+{{- if and .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled }}
+{{- fail "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled are both true: enable one of them, not both; each scrapes every broker, so both would store every sample twice" }}
+{{- end }}
+{{- $needed := add (int .Values.broker.drainTimeoutSeconds) 15 }}
+{{- if lt (int .Values.terminationGracePeriodSeconds) (int $needed) }}
+{{- fail (printf "terminationGracePeriodSeconds %d is too short for broker.drainTimeoutSeconds %d: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least %d" (int .Values.terminationGracePeriodSeconds) (int .Values.broker.drainTimeoutSeconds) $needed) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -236,4 +243,20 @@ The ordinals the test hook checks: the first, the middle and the last broker
 {{- end }}
 {{- end }}
 {{- toJson $ords }}
+{{- end }}
+
+{{/*
+The ServiceAccount of the broker pods: the one peerDiscovery names, or the
+chart's own when it reads EndpointSlices with the RBAC it creates.
+*/}}
+{{- define "drip.serviceAccountName" -}}
+{{- .Values.peerDiscovery.serviceAccountName | default (include "drip.fullname" .) }}
+{{- end }}
+
+{{/*
+Whether the chart creates the ServiceAccount, Role and RoleBinding that let
+the brokers read their headless Service's EndpointSlices.
+*/}}
+{{- define "drip.createRBAC" -}}
+{{- if and .Values.peerDiscovery.endpointSlices (not .Values.peerDiscovery.serviceAccountName) }}true{{ end }}
 {{- end }}
