@@ -396,7 +396,7 @@ func TestFirstLine(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	base := options{image: "drip:dev", load: loadAuto, mesh: defaultMesh(), bench: defaultBench()}
+	base := options{image: "drip:dev", load: loadAuto, mesh: defaultMesh(), bench: defaultBench(), ramp: defaultRamp(), restart: defaultRestart()}
 	require.NoError(t, base.validate())
 	assert.Equal(t, loadKind, base.loadMode(), "a created cluster needs the image loaded")
 	withKC := base
@@ -410,6 +410,8 @@ func TestOptionsValidate(t *testing.T) {
 		"digest image":             func(o *options) { o.image = "drip@sha256:00" },
 		"bad mesh":                 func(o *options) { o.mesh.Brokers = 0 },
 		"bad bench":                func(o *options) { o.bench.Rate = -1 },
+		"bad ramp":                 func(o *options) { o.ramp.Factor = 0.5 },
+		"bad restart":              func(o *options) { o.restart.Duration = 0 },
 	}
 	for name, mutate := range bad {
 		o := base

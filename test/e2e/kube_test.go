@@ -163,6 +163,75 @@ func (c *cluster) waitConverged(ctx context.Context, ns string, n int, timeout t
 	return err
 }
 
+// convergencePoll is how often measureConvergence looks: the measurement's
+// resolution.
+var convergencePoll = 250 * time.Millisecond
+
+// convergence is when the last broker process of a fresh mesh started and
+// when the suite first saw every broker know every router.
+type convergence struct {
+	LastStart time.Time // the latest process_start_time_seconds of the brokers
+	Converged time.Time // the end of the first poll that found the mesh converged
+}
+
+// Took is from the last broker's start to convergence.
+func (c convergence) Took() time.Duration { return c.Converged.Sub(c.LastStart) }
+
+// measureConvergence watches a mesh that is starting until n brokers run
+// and every one knows n routers, polling every convergencePoll. The start
+// times are the brokers' own (process_start_time_seconds, from the node's
+// clock), so on a single-node cluster both ends of the interval come from
+// one clock. A container that cannot start fails it at once.
+func (c *cluster) measureConvergence(ctx context.Context, ns string, n int, timeout time.Duration) (convergence, error) {
+	var last []string
+	var res convergence
+	err := wait.PollUntilContextTimeout(ctx, convergencePoll, timeout, true, func(ctx context.Context) (bool, error) {
+		last = last[:0]
+		pods, err := c.brokerPods(ctx, ns)
+		if err != nil {
+			return false, err
+		}
+		if len(pods) != n {
+			last = append(last, fmt.Sprintf("%d of %d broker pods exist", len(pods), n))
+			return false, nil
+		}
+		if _, fatal := podProblems(pods, n); fatal != nil {
+			return false, fatal
+		}
+		var lastStart time.Time
+		for _, p := range pods {
+			if p.Status.Phase != corev1.PodRunning {
+				last = append(last, p.Name+" is "+string(p.Status.Phase))
+				continue
+			}
+			m, err := c.scrape(ctx, ns, p.Name, metricsPort)
+			if err != nil {
+				last = append(last, err.Error())
+				continue
+			}
+			if known, _ := m.value("drip_routers_known", nil); int(known) != n {
+				last = append(last, fmt.Sprintf("%s knows %d of %d routers", p.Name, int(known), n))
+			}
+			start, ok := m.value("process_start_time_seconds", nil)
+			if !ok {
+				return false, fmt.Errorf("%s exports no process_start_time_seconds", p.Name)
+			}
+			if t := time.Unix(0, int64(start*1e9)); t.After(lastStart) {
+				lastStart = t
+			}
+		}
+		if len(last) > 0 {
+			return false, nil
+		}
+		res = convergence{LastStart: lastStart, Converged: time.Now()}
+		return true, nil
+	})
+	if err != nil && len(last) > 0 {
+		return res, fmt.Errorf("%w: %s", err, strings.Join(last, "; "))
+	}
+	return res, err
+}
+
 // topology reads the topology the chart rendered, so the suite checks the
 // live links against what the chart said, not against its own idea of it.
 func (c *cluster) topology(ctx context.Context, ns string) (*topology.Topology, error) {
@@ -176,10 +245,43 @@ func (c *cluster) topology(ctx context.Context, ns string) (*topology.Topology, 
 // runJob creates job, waits for it to finish, and returns its pod's log and
 // whether it succeeded.
 func (c *cluster) runJob(ctx context.Context, ns string, job *batchv1.Job, timeout time.Duration) (log []byte, ok bool, err error) {
-	jobs := c.client.BatchV1().Jobs(ns)
-	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		return nil, false, err
 	}
+	return c.waitJob(ctx, ns, job, timeout)
+}
+
+// jobPodRunning waits until job's pod runs and returns when it started.
+func (c *cluster) jobPodRunning(ctx context.Context, ns string, job *batchv1.Job, timeout time.Duration) (time.Time, error) {
+	var started time.Time
+	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "drip-e2e/job=" + job.Name})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running != nil {
+					started = cs.State.Running.StartedAt.Time
+					return true, nil
+				}
+				if cs.State.Terminated != nil {
+					return false, fmt.Errorf("job %s: pod %s ended before the suite saw it run (%s, exit %d)", job.Name, p.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return started, fmt.Errorf("job %s: waiting for its pod to run: %w", job.Name, err)
+	}
+	return started, nil
+}
+
+// waitJob waits for a created job to finish, and returns its pod's log and
+// whether it succeeded.
+func (c *cluster) waitJob(ctx context.Context, ns string, job *batchv1.Job, timeout time.Duration) (log []byte, ok bool, err error) {
+	jobs := c.client.BatchV1().Jobs(ns)
 	err = wait.PollUntilContextTimeout(ctx, poll, timeout, false, func(ctx context.Context) (bool, error) {
 		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {

@@ -36,9 +36,18 @@ type options struct {
 
 	mesh  meshSpec
 	bench benchSpec
+
+	maxConvergence time.Duration // -max-convergence
+	ramp           rampSpec
+	doRamp         bool // -ramp
+	rampPlain      bool // -ramp-plain: ramp again without netem
+	restart        restartSpec
+	doRestart      bool   // -restart
+	results        string // -results: where the suite keeps its JSON and plot
 }
 
-var opts = options{mesh: defaultMesh(), bench: defaultBench()}
+var opts = options{mesh: defaultMesh(), bench: defaultBench(), maxConvergence: 5 * time.Second,
+	ramp: defaultRamp(), doRamp: true, rampPlain: true, restart: defaultRestart(), doRestart: true}
 
 func init() {
 	flag.BoolVar(&opts.enabled, "e2e", false, "run the cluster tests (make e2e sets it); without it, or -kubeconfig, `go test ./...` never creates a cluster")
@@ -64,6 +73,21 @@ func init() {
 	flag.IntVar(&b.Subscribers, "subscribers", b.Subscribers, "bench: subscribers")
 	flag.IntVar(&b.Publishers, "publishers", b.Publishers, "bench: publishers")
 	flag.Float64Var(&b.MinDelivery, "min-delivery", b.MinDelivery, "bench: least fraction of the ideal deliveries that must arrive")
+
+	flag.DurationVar(&opts.maxConvergence, "max-convergence", opts.maxConvergence, "longest time from the last broker's start until every broker knows every router")
+	r, rs := &opts.ramp, &opts.restart
+	flag.BoolVar(&opts.doRamp, "ramp", opts.doRamp, "run the throughput ramp")
+	flag.BoolVar(&opts.rampPlain, "ramp-plain", opts.rampPlain, "with -netem, upgrade the release without netem afterwards and ramp again")
+	flag.Float64Var(&r.Start, "ramp-start", r.Start, "ramp: offered rate of the first step, messages per second (the bench's -min-delivery applies to it)")
+	flag.Float64Var(&r.Factor, "ramp-factor", r.Factor, "ramp: each step offers this times the last")
+	flag.IntVar(&r.Steps, "ramp-steps", r.Steps, "ramp: at most this many steps, one bench Job each")
+	flag.DurationVar(&r.Step, "ramp-step", r.Step, "ramp: sending time of a step")
+	flag.Float64Var(&r.MinRatio, "ramp-min-ratio", r.MinRatio, "ramp: a sustained step delivers at least this fraction of the ideal")
+	flag.DurationVar(&r.MaxP99, "ramp-max-p99", r.MaxP99, "ramp: a sustained step's latency p99 is at most this")
+	flag.BoolVar(&opts.doRestart, "restart", opts.doRestart, "roll every broker (kubectl rollout restart) during a bench and require exactly-once delivery")
+	flag.Float64Var(&rs.Rate, "restart-rate", rs.Rate, "restart: messages per second during the rollout")
+	flag.DurationVar(&rs.Duration, "restart-duration", rs.Duration, "restart: the bench's sending time, which must outlast the rollout")
+	flag.StringVar(&opts.results, "results", "", "`dir`ectory for the results the suite keeps (e2e.json, ramp.png); empty: test/e2e/results")
 }
 
 func (o *options) validate() error {
@@ -82,6 +106,12 @@ func (o *options) validate() error {
 		return fmt.Errorf("-image: %w", err)
 	}
 	if err := o.mesh.validate(); err != nil {
+		return err
+	}
+	if err := o.ramp.validate(); err != nil {
+		return err
+	}
+	if err := o.restart.validate(); err != nil {
 		return err
 	}
 	return o.bench.validate()

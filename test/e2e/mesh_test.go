@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dripmesh/drip/internal/bench"
 )
 
 // helm runs helm against the suite's cluster.
@@ -69,49 +73,124 @@ func TestMesh(t *testing.T) {
 		return
 	}
 
+	var res suiteResults
+	res.Brokers, res.Shape, res.Netem = m.Brokers, m.Shape, m.Netem
+	t.Cleanup(func() { res.write(t, c.root) })
+
+	if !step("routing converged", func(t *testing.T) {
+		// Measured from the start: the brokers' links and routes must not
+		// wait for DNS records (CoreDNS caches a lookup that came before a
+		// pod's record for 30 s), see docs/design.md §6.
+		conv, err := c.measureConvergence(ctx, ns, m.Brokers, 3*time.Minute)
+		require.NoError(t, err)
+		res.ConvergenceS = conv.Took().Seconds()
+		t.Logf("routing converged %.2fs after the last broker started (%s)", conv.Took().Seconds(), conv.LastStart.Format(time.StampMilli))
+		assert.LessOrEqual(t, conv.Took(), opts.maxConvergence, "routing converged %v after the last broker started, more than -max-convergence", conv.Took())
+	}) {
+		return
+	}
+
 	if !step("brokers ready", func(t *testing.T) {
 		require.NoError(t, c.waitBrokersReady(ctx, ns, m.Brokers, 5*time.Minute))
 	}) {
 		return
 	}
 
-	if !step("routing converged", func(t *testing.T) {
-		require.NoError(t, c.waitConverged(ctx, ns, m.Brokers, 2*time.Minute))
-	}) {
-		return
-	}
-
 	if !step("helm test", func(t *testing.T) {
-		// Not --logs: the test pod is deleted when it succeeds (its
-		// hook-delete-policy), before helm would read its log; a failed
-		// one stays for the dump.
-		out, err := c.helm(ctx, "test", release, "--namespace", ns, "--timeout", "4m")
-		require.NoError(t, err)
-		t.Logf("helm test:\n%s", out)
+		// --logs, as the chart's notes and docs/kubernetes.md tell users:
+		// the test pod stays after it passed, so helm can read its log.
+		out, err := c.helm(ctx, "test", release, "--namespace", ns, "--timeout", "4m", "--logs")
+		require.NoError(t, err, "helm test --logs:\n%s", out)
+		t.Logf("helm test --logs:\n%s", out)
+		assert.Contains(t, string(out), "routes: every subscriber hears every broker", "the selftest's log is in helm's output")
 	}) {
 		return
 	}
 
-	if !step("bench", func(t *testing.T) {
-		brokers := make([]string, m.Brokers)
-		for i := range brokers {
-			brokers[i] = brokerAddr(ns, i)
-		}
-		job := benchJob("bench", c.image, c.pullPolicy, benchArgs(b, brokers), b.timeout())
-		t.Logf("drip %s", strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "))
+	brokers := make([]string, m.Brokers)
+	for i := range brokers {
+		brokers[i] = brokerAddr(ns, i)
+	}
+	runBench := func(ctx context.Context, name string, b benchSpec) (*bench.Report, error) {
+		job := benchJob(name, c.image, c.pullPolicy, benchArgs(b, brokers), b.timeout())
 		log, ok, err := c.runJob(ctx, ns, job, b.timeout()+time.Minute)
-		require.NoError(t, err)
+		if err != nil {
+			return nil, err
+		}
 		rep, err := parseReport(log)
-		require.NoError(t, err, "bench log:\n%s", tail(log, 4000))
-		t.Logf("bench: %s", summary(rep))
-		for _, p := range checkReport(rep, b.MinDelivery) {
-			t.Errorf("bench: %s", p)
+		if err != nil {
+			return nil, fmt.Errorf("%w; the end of the log:\n%s", err, tail(log, 2000))
 		}
-		if !ok {
-			t.Errorf("bench: the job failed; the end of its log:\n%s", tail(log, 2000))
+		if !ok && rep.Error == "" && rep.Exact() {
+			rep.Error = "the job failed: " + tail(log, 500)
 		}
-	}) {
-		return
+		return rep, nil
+	}
+	ramp := func(name string, m meshSpec) {
+		step(name, func(t *testing.T) {
+			r := opts.ramp.runRamp(ctx, t, b, m, runBench)
+			res.Ramps = append(res.Ramps, r)
+			t.Logf("%s: %s", name, r.summary())
+			require.NotEmpty(t, r.Steps)
+			// The first step is the old fixed-rate bench: far below the
+			// links' capacity, nearly everything must arrive.
+			if first := r.Steps[0]; first.Ratio < b.MinDelivery {
+				t.Errorf("%s: the first step (%.0f msg/s) delivered %.2f%%, below -min-delivery %.2f%%", name, first.Rate, 100*first.Ratio, 100*b.MinDelivery)
+			}
+		})
+	}
+	if opts.doRamp {
+		ramp("ramp", m)
+	}
+
+	if opts.doRestart {
+		step("rolling restart", func(t *testing.T) {
+			rr := &restartResult{Brokers: m.Brokers, Netem: m.Netem, Rate: opts.restart.Rate}
+			res.Restart = rr
+			rb := opts.restart.bench(b)
+			job := benchJob("restart", c.image, c.pullPolicy, benchArgs(rb, brokers), rb.timeout())
+			t.Logf("drip %s", strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "))
+			_, err := c.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+			require.NoError(t, err)
+			started, err := c.jobPodRunning(ctx, ns, job, 2*time.Minute)
+			require.NoError(t, err)
+			// Subscribing takes a moment, then the warmup: restart once
+			// messages flow.
+			sending := started.Add(rb.Warmup + 5*time.Second)
+			rr.SendingFrom, rr.SendingSeconds = sending.UTC().Format(time.RFC3339), rb.Duration.Seconds()
+			time.Sleep(time.Until(sending))
+			rolloutStart := time.Now()
+			rr.RolloutStart = rolloutStart.UTC().Format(time.RFC3339)
+			require.NoError(t, c.rolloutRestart(ctx, ns, release, rolloutStart))
+			rollErr := c.waitRolledOut(ctx, ns, release, rb.Duration)
+			rr.RolloutSeconds = time.Since(rolloutStart).Seconds()
+			t.Logf("rollout restart of %d brokers took %.1fs", m.Brokers, rr.RolloutSeconds)
+			if rollErr != nil {
+				t.Errorf("the rollout did not finish while the bench sent: %v", rollErr)
+			} else if end := sending.Add(rb.Duration); time.Now().After(end) {
+				t.Errorf("the rollout finished %v after the bench stopped sending: raise -restart-duration", time.Since(end).Round(time.Second))
+			}
+			log, ok, err := c.waitJob(ctx, ns, job, rb.timeout()+time.Minute)
+			require.NoError(t, err)
+			rep, err := parseReport(log)
+			require.NoError(t, err, "bench log:\n%s", tail(log, 4000))
+			rr.Report = rep
+			t.Logf("restart bench: %s; gaps %d (longest %.0f ms), failovers %d, resent %d, in flight to failed brokers %d, client-suppressed copies %d",
+				summary(rep), rep.Totals.Gaps, rep.Totals.MaxGapMs, rep.Totals.Failovers, rep.Totals.Resent, rep.Totals.InFlightLost, rep.Totals.ClientSuppressed)
+			rr.Problems = checkRestart(rep)
+			for _, p := range rr.Problems {
+				t.Errorf("rolling restart: %s", p)
+			}
+			if !ok && len(rr.Problems) == 0 {
+				t.Errorf("rolling restart: the bench job failed; the end of its log:\n%s", tail(log, 2000))
+			}
+			if t.Failed() {
+				for _, line := range perSecond(rep) {
+					t.Log(line)
+				}
+			}
+			require.NoError(t, c.waitConverged(ctx, ns, m.Brokers, 2*time.Minute), "after the rollout")
+		})
 	}
 
 	step("links", func(t *testing.T) {
@@ -172,6 +251,20 @@ func TestMesh(t *testing.T) {
 					strings.Join(slices.Sorted(maps.Keys(lacking)), ", "))
 			}
 		})
+	}
+
+	if opts.doRamp && opts.rampPlain && m.Netem {
+		plain := m
+		plain.Netem = false
+		if step("upgrade without netem", func(t *testing.T) {
+			chart := filepath.Join(c.root, "deploy", "helm", "drip")
+			_, err := c.helm(ctx, "upgrade", release, chart, "--namespace", ns, "--reuse-values", "--set", "netem.enabled=false", "--timeout", "2m")
+			require.NoError(t, err)
+			require.NoError(t, c.waitRolledOut(ctx, ns, release, 5*time.Minute))
+			require.NoError(t, c.waitConverged(ctx, ns, m.Brokers, 2*time.Minute))
+		}) {
+			ramp("ramp without netem", plain)
+		}
 	}
 }
 

@@ -215,6 +215,9 @@ func benchArgs(b benchSpec, brokers []string) []string {
 		"--duration=" + b.Duration.String(),
 		"--warmup=" + b.Warmup.String(),
 		"--drain=" + benchDrain.String(),
+		// The JSON report on standard output, and nothing else: -q
+		// leaves out the progress lines and the summary.
+		"--json",
 		"-q",
 	}
 }
@@ -513,6 +516,7 @@ func TestBenchJob(t *testing.T) {
 		"drain":       benchDrain.String(),
 		"subscribers": "80",
 		"quiet":       "true",
+		"json":        "true",
 		"report":      "", // standard output
 	} {
 		assert.Equal(t, want, cmd.Flags().Lookup(flag).Value.String(), "--%s", flag)

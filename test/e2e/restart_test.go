@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/dripmesh/drip/internal/bench"
+)
+
+// restartSpec is the churn test (issue 11): a bench Job against every
+// broker while `kubectl rollout restart` replaces each broker in turn. The
+// brokers drain on SIGTERM (docs/design.md §10): subscribers move
+// make-before-break, publishers get exact acks and resend what was not
+// published, the broker withdraws and its links drain. Nothing may be
+// delivered twice, and nothing may be lost.
+type restartSpec struct {
+	Rate     float64       // messages per second during the rollout
+	Duration time.Duration // sending time; must outlast the rollout
+	Warmup   time.Duration
+}
+
+func defaultRestart() restartSpec {
+	return restartSpec{Rate: 200, Duration: 150 * time.Second, Warmup: 5 * time.Second}
+}
+
+func (r restartSpec) validate() error {
+	if r.Rate <= 0 || r.Duration <= 0 {
+		return fmt.Errorf("-restart-rate %v, -restart-duration %v: want positive values", r.Rate, r.Duration)
+	}
+	return nil
+}
+
+// bench is the restart's workload.
+func (r restartSpec) bench(base benchSpec) benchSpec {
+	b := base
+	b.Rate, b.Duration, b.Warmup = r.Rate, r.Duration, r.Warmup
+	return b
+}
+
+// restartAnnotation is what `kubectl rollout restart` sets on the pod
+// template.
+const restartAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+// rolloutRestart does what `kubectl rollout restart statefulset/<name>`
+// does: a new pod template annotation, which the StatefulSet controller
+// rolls out one pod at a time, from the highest ordinal down.
+func (c *cluster) rolloutRestart(ctx context.Context, ns, name string, at time.Time) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, restartAnnotation, at.Format(time.RFC3339))
+	_, err := c.client.AppsV1().StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("rollout restart of statefulset %s: %w", name, err)
+	}
+	return nil
+}
+
+// rolledOut says whether a StatefulSet's last change is rolled out: every
+// replica updated to the current revision and ready (as `kubectl rollout
+// status` judges it), and if not, how far it is.
+func rolledOut(sts *appsv1.StatefulSet) (bool, string) {
+	want := int32(1)
+	if sts.Spec.Replicas != nil {
+		want = *sts.Spec.Replicas
+	}
+	st := sts.Status
+	done := st.ObservedGeneration >= sts.Generation && st.UpdatedReplicas == want && st.ReadyReplicas == want &&
+		st.UpdateRevision != "" && st.CurrentRevision == st.UpdateRevision
+	return done, fmt.Sprintf("generation %d observed %d, %d of %d updated, %d ready, revision %s → %s",
+		sts.Generation, st.ObservedGeneration, st.UpdatedReplicas, want, st.ReadyReplicas, st.CurrentRevision, st.UpdateRevision)
+}
+
+// waitRolledOut waits until the StatefulSet is rolled out.
+func (c *cluster) waitRolledOut(ctx context.Context, ns, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, poll, timeout, false, func(ctx context.Context) (bool, error) {
+		sts, err := c.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		var done bool
+		done, last = rolledOut(sts)
+		return done, nil
+	})
+	if err != nil {
+		return fmt.Errorf("statefulset %s not rolled out: %w (%s)", name, err, last)
+	}
+	return nil
+}
+
+// checkRestart lists what makes a bench across a rolling restart a failed
+// one: the exactness of checkReport, and beyond it nothing undelivered,
+// nothing a broker dropped for a slow subscriber, nothing in flight to a
+// broker that died instead of draining.
+func checkRestart(r *bench.Report) []string {
+	problems := checkReport(r, 1)
+	t := r.Totals
+	if r.Error != "" {
+		problems = append(problems, "the bench stopped early: "+r.Error)
+	}
+	if t.Lost > 0 {
+		problems = append(problems, fmt.Sprintf("%d deliveries dropped by brokers (slow subscribers)", t.Lost))
+	}
+	if t.InFlightLost > 0 {
+		problems = append(problems, fmt.Sprintf("%d messages in flight to a broker that failed instead of draining", t.InFlightLost))
+	}
+	if t.PublishersCut > 0 {
+		problems = append(problems, fmt.Sprintf("%d publishers were stuck and cut", t.PublishersCut))
+	}
+	return problems
+}
+
+// restartResult is what the suite keeps of the rolling restart.
+type restartResult struct {
+	Brokers        int           `json:"brokers"`
+	Netem          bool          `json:"netem"`
+	Rate           float64       `json:"rate"`
+	RolloutStart   string        `json:"rollout_start"`
+	RolloutSeconds float64       `json:"rollout_s"`
+	SendingFrom    string        `json:"sending_from"` // when the bench began sending (its pod's start + warmup, about)
+	SendingSeconds float64       `json:"sending_s"`
+	Problems       []string      `json:"problems,omitempty"`
+	Report         *bench.Report `json:"report"`
+}
+
+func TestRolledOut(t *testing.T) {
+	three := int32(3)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.StatefulSetSpec{Replicas: &three}}
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, UpdatedReplicas: 3, ReadyReplicas: 3, CurrentRevision: "r2", UpdateRevision: "r2"}
+	done, _ := rolledOut(sts)
+	assert.True(t, done)
+	for name, mutate := range map[string]func(*appsv1.StatefulSetStatus){
+		"not observed": func(s *appsv1.StatefulSetStatus) { s.ObservedGeneration = 1 },
+		"updating":     func(s *appsv1.StatefulSetStatus) { s.UpdatedReplicas = 2 },
+		"not ready":    func(s *appsv1.StatefulSetStatus) { s.ReadyReplicas = 2 },
+		"old revision": func(s *appsv1.StatefulSetStatus) { s.CurrentRevision = "r1" },
+	} {
+		s := sts.DeepCopy()
+		mutate(&s.Status)
+		done, why := rolledOut(s)
+		assert.False(t, done, name)
+		assert.Contains(t, why, "of 3 updated", name)
+	}
+}
+
+func TestRolloutRestartAgainstAFakeAPIServer(t *testing.T) {
+	fastPoll(t)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: release, Namespace: "ns"}}
+	client := fake.NewClientset(sts)
+	c := &cluster{client: client}
+	at := time.Date(2026, 11, 23, 21, 0, 0, 0, time.UTC)
+	require.NoError(t, c.rolloutRestart(t.Context(), "ns", release, at))
+	got, err := client.AppsV1().StatefulSets("ns").Get(t.Context(), release, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "2026-11-23T21:00:00Z", got.Spec.Template.Annotations[restartAnnotation])
+	err = c.waitRolledOut(t.Context(), "ns", release, 50*time.Millisecond)
+	require.ErrorContains(t, err, "not rolled out")
+	require.ErrorContains(t, c.rolloutRestart(t.Context(), "ns", "missing", at), "rollout restart of statefulset missing")
+}
+
+func TestCheckRestart(t *testing.T) {
+	good := &bench.Report{Totals: bench.Totals{Sent: 1000, Ideal: 4000, Delivered: 4000, Failovers: 12, Resent: 30, Gaps: 3}}
+	assert.Empty(t, checkRestart(good), "failovers, resends and moves are the mechanism, not a failure")
+	bad := *good
+	bad.Totals.Delivered, bad.Totals.Undelivered, bad.Totals.Duplicates, bad.Totals.InFlightLost = 3990, 10, 2, 4
+	bad.Error = "no broker for 30s"
+	assert.Equal(t, []string{
+		"2 duplicate deliveries",
+		"delivered 3990 of 4000 ideal deliveries (99.75%), below 100.00% (undelivered 10, of which lost at slow subscribers 0)",
+		"the bench stopped early: no broker for 30s",
+		"4 messages in flight to a broker that failed instead of draining",
+	}, checkRestart(&bad))
+}

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/bench"
+)
+
+// suiteResults is what one run of TestMesh keeps: -results/e2e.json, and
+// the ramps plotted in -results/ramp.png. docs/results holds a committed
+// run's (docs/kubernetes.md).
+type suiteResults struct {
+	Date         string         `json:"date"`
+	Brokers      int            `json:"brokers"`
+	Shape        string         `json:"shape"`
+	Netem        bool           `json:"netem"`
+	ConvergenceS float64        `json:"convergence_s"` // last broker's start to routing converged
+	Ramps        []*rampResult  `json:"ramps,omitempty"`
+	Restart      *restartResult `json:"restart,omitempty"`
+}
+
+// resultsDir is -results, or test/e2e/results under the module root.
+func resultsDir(root string) string {
+	if opts.results != "" {
+		return opts.results
+	}
+	return filepath.Join(root, "test", "e2e", "results")
+}
+
+// write keeps the results, also of a failed run (what it measured until
+// then).
+func (r *suiteResults) write(t *testing.T, root string) {
+	r.Date = time.Now().UTC().Format(time.RFC3339)
+	dir := resultsDir(root)
+	path, err := writeJSON(dir, "e2e.json", r)
+	if err != nil {
+		t.Errorf("writing the results: %v", err)
+		return
+	}
+	t.Logf("results: %s", path)
+	if len(r.Ramps) == 0 {
+		return
+	}
+	png := filepath.Join(dir, "ramp.png")
+	if err := plotRamps(r.Ramps, png); err != nil {
+		t.Errorf("plotting the ramps: %v", err)
+		return
+	}
+	t.Logf("ramp plot: %s", png)
+}
+
+// perSecond is a report's series, one line a second, for the log of a
+// failed churn run: where the gaps, failovers and losses fell.
+func perSecond(r *bench.Report) []string {
+	var out []string
+	for _, s := range r.Series {
+		line := fmt.Sprintf("t=%3ds sent %d ideal %d delivered %d undelivered %d duplicates %d", s.T, s.Sent, s.Ideal, s.Delivered, s.Undelivered, s.Duplicates)
+		if s.Gaps > 0 || s.Failovers > 0 {
+			line += fmt.Sprintf(" gaps %d failovers %d", s.Gaps, s.Failovers)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestSuiteResultsWrite(t *testing.T) {
+	old := opts.results
+	opts.results = filepath.Join(t.TempDir(), "out")
+	t.Cleanup(func() { opts.results = old })
+	r := &suiteResults{Brokers: 8, Shape: "ring", Netem: true, ConvergenceS: 1.5}
+	r.write(t, "unused")
+	js, err := os.ReadFile(filepath.Join(opts.results, "e2e.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"convergence_s": 1.5`)
+	_, err = os.Stat(filepath.Join(opts.results, "ramp.png"))
+	assert.True(t, os.IsNotExist(err), "no ramp, no plot")
+
+	r.Ramps = []*rampResult{{Netem: true, Steps: []rampStep{{Rate: 200, Ratio: 1, P99: 20, Sustained: true}}, Sustained: 200, MinRatio: 0.95, MaxP99Ms: 1000}}
+	r.write(t, "unused")
+	_, err = os.Stat(filepath.Join(opts.results, "ramp.png"))
+	assert.NoError(t, err)
+}
+
+func TestPerSecond(t *testing.T) {
+	r := &bench.Report{Series: []bench.Second{{T: 0, Sent: 200, Ideal: 800, Delivered: 790}, {T: 1, Sent: 200, Ideal: 800, Delivered: 810, Gaps: 2, Failovers: 1}}}
+	lines := perSecond(r)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "t=  0s sent 200 ideal 800 delivered 790 undelivered 0 duplicates 0", lines[0])
+	assert.True(t, strings.HasSuffix(lines[1], "gaps 2 failovers 1"))
+}
