@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -23,7 +24,9 @@ func endpointSlicesResolver(service string, log *zap.Logger) (*kube.Resolver, er
 		return nil, fmt.Errorf("--peer-endpointslices=%s: %w", service, err)
 	}
 	var fallbacks atomic.Int64
-	return &kube.Resolver{Slices: slices, OnFallback: func(host string, err error) {
+	// A lookup waits up to 2 s for a neighbour's pod to be listed, well
+	// within a dial's 5 s timeout, which leaves the handshake its time.
+	return &kube.Resolver{Slices: slices, WaitFor: 2 * time.Second, Poll: 200 * time.Millisecond, OnFallback: func(host string, err error) {
 		if n := fallbacks.Add(1); n == 1 || n%100 == 0 {
 			log.Warn("EndpointSlices unavailable, resolving with DNS", zap.String("host", host), zap.Int64("times", n), zap.Error(err))
 		}

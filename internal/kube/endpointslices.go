@@ -199,6 +199,12 @@ type Resolver struct {
 	// OnFallback, if set, is told why the slices did not answer for a name
 	// of the Service (the caller logs it).
 	OnFallback func(host string, err error)
+	// WaitFor is how long a lookup of a pod the slices do not list yet
+	// waits for it, asking again every Poll, within the caller's context.
+	// A pod is listed about a second after it started, when the kubelet
+	// has reported its IP: a dialler that waited out its backoff instead
+	// would link later. Zero does not wait.
+	WaitFor, Poll time.Duration
 }
 
 // LookupNetIP implements netem.Resolver.
@@ -208,7 +214,7 @@ func (r *Resolver) LookupNetIP(ctx context.Context, network, host string) ([]net
 		fallback = net.DefaultResolver
 	}
 	if hostname, ok := r.Slices.HostnameOf(host); ok {
-		addrs, err := r.Slices.Lookup(ctx, hostname)
+		addrs, err := r.lookupWaiting(ctx, hostname)
 		if err == nil {
 			return filterNetwork(addrs, network), nil
 		}
@@ -222,6 +228,31 @@ func (r *Resolver) LookupNetIP(ctx context.Context, network, host string) ([]net
 		}
 	}
 	return fallback.LookupNetIP(ctx, network, host)
+}
+
+// lookupWaiting looks hostname up, and while the slices do not list it,
+// again every Poll for up to WaitFor.
+func (r *Resolver) lookupWaiting(ctx context.Context, hostname string) ([]netip.Addr, error) {
+	addrs, err := r.Slices.Lookup(ctx, hostname)
+	if r.WaitFor <= 0 || r.Poll <= 0 || !errors.Is(err, ErrNotFound) {
+		return addrs, err
+	}
+	deadline := time.NewTimer(r.WaitFor)
+	defer deadline.Stop()
+	tick := time.NewTicker(r.Poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-deadline.C:
+			return nil, err
+		case <-tick.C:
+		}
+		if addrs, err = r.Slices.Lookup(ctx, hostname); !errors.Is(err, ErrNotFound) {
+			return addrs, err
+		}
+	}
 }
 
 // filterNetwork keeps the addresses of network "ip4" or "ip6" ("ip": all).

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -195,4 +196,44 @@ func serverCA(t *testing.T, e *EndpointSlices) []byte {
 	resp.Body.Close()
 	require.NotEmpty(t, resp.TLS.PeerCertificates)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: resp.TLS.PeerCertificates[0].Raw})
+}
+
+// TestResolverWaitsForAPod: a pod listed a moment after the lookup began
+// is found by that lookup; one that stays unlisted fails after WaitFor.
+func TestResolverWaitsForAPod(t *testing.T) {
+	var listed atomic.Bool
+	var requests atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		if !listed.Load() {
+			_, _ = w.Write([]byte(`{"items":[]}`))
+			return
+		}
+		_, _ = w.Write([]byte(slices))
+	}))
+	t.Cleanup(srv.Close)
+	e := &EndpointSlices{Service: "drip-headless", Namespace: "ns", Server: srv.URL, Client: srv.Client(), Token: func() (string, error) { return "t", nil }}
+	r := &Resolver{Slices: e, Fallback: &fakeDNS{}, WaitFor: 2 * time.Second, Poll: 20 * time.Millisecond}
+	time.AfterFunc(200*time.Millisecond, func() { listed.Store(true) })
+	start := time.Now()
+	got, err := r.LookupNetIP(t.Context(), "ip", "drip-0.drip-headless.ns.svc.cluster.local")
+	require.NoError(t, err)
+	assert.Equal(t, addrs("10.244.0.5"), got)
+	assert.Less(t, time.Since(start), time.Second, "found when listed, not at the end of WaitFor")
+	assert.Greater(t, requests.Load(), int32(2), "asked again while waiting")
+
+	r.WaitFor = 100 * time.Millisecond
+	start = time.Now()
+	_, err = r.LookupNetIP(t.Context(), "ip", "drip-9.drip-headless.ns.svc.cluster.local")
+	require.ErrorIs(t, err, ErrNotFound)
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	assert.Less(t, time.Since(start), time.Second)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	r.WaitFor = time.Minute
+	start = time.Now()
+	_, err = r.LookupNetIP(ctx, "ip", "drip-9.drip-headless.ns.svc.cluster.local")
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), time.Second, "the caller's context bounds the wait")
 }
