@@ -295,13 +295,18 @@ func (c *Client) newConn(addr string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// failed records that addr did not answer: the next use takes the next
-// address.
+// failed records that addr did not answer: the next use takes the address
+// after it. addr is the current address, or the next one, which useOther
+// returns when the current one is to be avoided.
 func (c *Client) failed(addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.addrs) > 0 && c.addrs[c.cur%len(c.addrs)] == addr {
-		c.cur = (c.cur + 1) % len(c.addrs)
+	n := len(c.addrs)
+	for k := range min(n, 2) {
+		if c.addrs[(c.cur+k)%n] == addr {
+			c.cur = (c.cur + k + 1) % n
+			return
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
 )
 
@@ -253,4 +255,50 @@ func TestDNSTargetFailsOver(t *testing.T) {
 	cl.Kill(1)
 	require.Eventually(t, func() bool { return sub.Broker() == "b2" }, hangGuard, time.Millisecond)
 	assert.GreaterOrEqual(t, lookups, 1)
+}
+
+// TestMoveSkipsABrokerThatHangs: the address after the draining broker's
+// accepts connections and never answers (in Kubernetes: the pod replaced
+// just before in a rolling update, which cluster DNS still maps to the old
+// pod's IP). The subscription moves past it to the next broker before the
+// drain ends, with no gap and nothing lost.
+func TestMoveSkipsABrokerThatHangs(t *testing.T) {
+	cl := brokertest.NewCluster(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, func(c *broker.Config) { c.DrainTimeout = 6 * time.Second })
+	converged(t, cl)
+	// A listener that never accepts: TCP connects, HTTP/2 never starts,
+	// and gRPC waits for it until its connect timeout.
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer hang.Close()
+	target := strings.Join([]string{cl.Addr(0), hang.Addr().String(), cl.Addr(1), cl.Addr(2)}, ",")
+	sc, err := Dial(testContext(t), target, WithDialOptions(cl.DialOption()), WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond))
+	require.NoError(t, err)
+	defer sc.Close()
+	pc := dialAt(t, cl, 2)
+	ctx := testContext(t)
+	sub, err := sc.Subscribe(ctx, `seq >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+	converged(t, cl)
+	p, err := pc.NewPublisher(ctx)
+	require.NoError(t, err)
+
+	// Publishing outlasts the drain's 3 s for subscribers to move.
+	const n = 2000
+	stopped := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		cl.Stop(0)
+		stopped <- time.Since(start)
+	}()
+	publishSeq(t, p, 0, n, 2*time.Millisecond)
+	_, err = p.Close()
+	require.NoError(t, err)
+	took := <-stopped
+	got := collect(t, ctx, sub, n)
+	assert.Len(t, got, n)
+	assert.Empty(t, sub.Gaps(), "the subscription moved past the hanging address before its broker left")
+	assert.Equal(t, "b1", sub.Broker())
+	t.Logf("broker stopped in %v; subscriber dropped %d copies during the overlap", took.Round(time.Millisecond), sub.Duplicates())
 }

@@ -76,6 +76,7 @@ type subStream struct {
 	draining bool       // the broker said it drains
 	replaces *subStream // on a replacement: the draining stream it replaces
 	overlap  time.Duration
+	deadline time.Time // when a draining broker will have left (zero: not draining, or not said)
 	closeAt  time.Time // when a drained stream is to be closed (zero: not yet known)
 }
 
@@ -578,6 +579,9 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		if !st.draining {
 			st.draining = true
 			st.overlap = time.Duration(e.Draining.GetOverlapNs())
+			if ns := e.Draining.GetDeadlineUnixNano(); ns > 0 {
+				st.deadline = time.Unix(0, ns)
+			}
 			s.move(rs, st)
 		}
 	default:
@@ -619,15 +623,44 @@ func (s *Subscription) installed(rs *runState, st *subStream) {
 	}
 }
 
+// moveConnectTimeout bounds how long a move waits for one broker to
+// connect before it tries the next.
+const moveConnectTimeout = 2 * time.Second
+
 // move subscribes at another broker while the draining one still delivers.
+// It tries the other brokers in order, each for at most a quarter of the
+// time the draining broker has left (moveConnectTimeout at most): an
+// address that does not answer must not use up the drain, at whose end
+// the broker ends the stream and the subscription would have a gap. In
+// Kubernetes that is the broker replaced just before in a rolling update,
+// whose pod's name cluster DNS keeps answering with the old pod's IP for
+// up to 30 s; a connection to it hangs until gRPC's connect timeout.
 func (s *Subscription) move(rs *runState, old *subStream) {
-	st, err := s.start(old.addr)
-	if err != nil {
-		return // nowhere to go: stay until the broker ends the stream
+	for range s.c.addressCount() - 1 {
+		cc, addr, err := s.c.useOther(old.addr)
+		if err != nil {
+			return // nowhere to go: stay until the broker ends the stream
+		}
+		wait := moveConnectTimeout
+		if !old.deadline.IsZero() {
+			wait = max(min(wait, time.Until(old.deadline)/4), 100*time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, wait)
+		err = waitReady(ctx, cc)
+		cancel()
+		if err != nil {
+			s.c.failed(addr)
+			continue
+		}
+		st, err := s.start(old.addr)
+		if err != nil {
+			continue // start marked it failed: the next round tries the next one
+		}
+		st.replaces = old
+		rs.streams = append(rs.streams, st)
+		go s.receive(st)
+		return
 	}
-	st.replaces = old
-	rs.streams = append(rs.streams, st)
-	go s.receive(st)
 }
 
 // closeDrained closes the drained streams whose overlap has passed.
