@@ -68,8 +68,6 @@ func init() {
 	flag.StringVar(&m.Delay, "delay", m.Delay, "one-way delay per link (netem)")
 	flag.StringVar(&m.Jitter, "jitter", m.Jitter, "delay jitter per link (netem)")
 	flag.StringVar(&m.Loss, "loss", m.Loss, "packet loss per link, e.g. 0.1% (netem)")
-	flag.Float64Var(&b.Rate, "rate", b.Rate, "bench: total messages per second")
-	flag.DurationVar(&b.Duration, "duration", b.Duration, "bench: how long to send")
 	flag.IntVar(&b.Subscribers, "subscribers", b.Subscribers, "bench: subscribers")
 	flag.IntVar(&b.Publishers, "publishers", b.Publishers, "bench: publishers")
 	flag.Float64Var(&b.MinDelivery, "min-delivery", b.MinDelivery, "bench: least fraction of the ideal deliveries that must arrive")

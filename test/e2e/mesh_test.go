@@ -249,6 +249,11 @@ func TestMesh(t *testing.T) {
 				slices.Sort(errs)
 				t.Logf("netem %s: %d links shaped; unsupported: %s; errors: %s", name, int(links), orNone(unsupported), orNone(errs))
 			}
+			for _, r := range res.Ramps {
+				if r.Netem {
+					r.NetemUnsupported = slices.Sorted(maps.Keys(lacking))
+				}
+			}
 			if len(lacking) > 0 {
 				t.Logf("netem: the node's kernel cannot apply %s (no sch_netem): links were shaped to their bandwidth only",
 					strings.Join(slices.Sorted(maps.Keys(lacking)), ", "))

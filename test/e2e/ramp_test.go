@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,15 +94,19 @@ type rampStep struct {
 
 // rampResult is one ramp: the mesh, the bounds and every step.
 type rampResult struct {
-	Brokers   int        `json:"brokers"`
-	Shape     string     `json:"shape"`
-	Netem     bool       `json:"netem"`
-	Bandwidth string     `json:"bandwidth,omitempty"`
-	Delay     string     `json:"delay,omitempty"`
-	MinRatio  float64    `json:"min_ratio"`
-	MaxP99Ms  float64    `json:"max_p99_ms"`
-	StepS     float64    `json:"step_s"`
-	Steps     []rampStep `json:"steps"`
+	Brokers   int    `json:"brokers"`
+	Shape     string `json:"shape"`
+	Netem     bool   `json:"netem"`
+	Bandwidth string `json:"bandwidth,omitempty"`
+	Delay     string `json:"delay,omitempty"`
+	// NetemUnsupported is what the node's kernel could not emulate
+	// (drip_netem_unsupported): without sch_netem, links are shaped to
+	// their bandwidth only.
+	NetemUnsupported []string   `json:"netem_unsupported,omitempty"`
+	MinRatio         float64    `json:"min_ratio"`
+	MaxP99Ms         float64    `json:"max_p99_ms"`
+	StepS            float64    `json:"step_s"`
+	Steps            []rampStep `json:"steps"`
 	// Sustained is the highest offered rate that every step up to it
 	// sustained; 0 if the first did not. Capped says the ramp ran out of
 	// steps before one failed: the mesh sustains at least Sustained.
@@ -156,12 +161,28 @@ func (res *rampResult) add(s rampStep, maxSteps int) (more bool) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// shaping says what netem applied to every link.
+func (res *rampResult) shaping() string {
+	var parts []string
+	if res.Bandwidth != "" {
+		parts = append(parts, res.Bandwidth)
+	}
+	if res.Delay != "" {
+		if slices.Contains(res.NetemUnsupported, "delay") {
+			parts = append(parts, res.Delay+" delay not applied: no sch_netem")
+		} else {
+			parts = append(parts, res.Delay)
+		}
+	}
+	return orNone(parts)
+}
+
 // summary is the ramp in one line.
 func (res *rampResult) summary() string {
 	var b strings.Builder
 	netem := "off"
 	if res.Netem {
-		netem = fmt.Sprintf("on (%s, %s per link)", orNone(nonEmpty(res.Bandwidth)), orNone(nonEmpty(res.Delay)))
+		netem = fmt.Sprintf("on (%s per link)", res.shaping())
 	}
 	fmt.Fprintf(&b, "%d brokers (%s), netem %s: sustained %.0f msg/s", res.Brokers, res.Shape, netem, res.Sustained)
 	if res.Capped {
@@ -175,13 +196,6 @@ func (res *rampResult) summary() string {
 		}
 	}
 	return b.String()
-}
-
-func nonEmpty(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return []string{s}
 }
 
 // runRamp runs the ramp against brokers in ns; run runs one bench Job and
@@ -251,7 +265,7 @@ func plotRamps(ramps []*rampResult, path string) error {
 		}
 		name := fmt.Sprintf("netem off: sustained %.0f msg/s", r.Sustained)
 		if r.Netem {
-			name = fmt.Sprintf("netem on (%s, %s): sustained %.0f msg/s", r.Bandwidth, r.Delay, r.Sustained)
+			name = fmt.Sprintf("netem on (%s): sustained %.0f msg/s", r.shaping(), r.Sustained)
 		}
 		for _, pl := range []struct {
 			p  *plot.Plot
@@ -280,7 +294,8 @@ func plotRamps(ramps []*rampResult, path string) error {
 		lat.Add(p99Bound)
 	}
 	thr.Y.Min, thr.Y.Max = 0, 105
-	lat.Y.Min = 0
+	// Latency spans milliseconds to seconds across the ramp.
+	lat.Y.Scale, lat.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	lat.X.Min, thr.X.Min = 0, 0
 	lat.X.Max = max(lat.X.Max, thr.X.Max)
 	thr.X.Max = lat.X.Max
@@ -400,4 +415,13 @@ func TestRampStopsAtTheFirstUnsustainedStep(t *testing.T) {
 	head, err := os.ReadFile(png)
 	require.NoError(t, err)
 	assert.Equal(t, "\x89PNG", string(head[:4]))
+}
+
+func TestRampShaping(t *testing.T) {
+	r := &rampResult{Netem: true, Bandwidth: "1MBps", Delay: "10ms"}
+	assert.Equal(t, "1MBps, 10ms", r.shaping())
+	r.NetemUnsupported = []string{"delay", "loss"}
+	assert.Equal(t, "1MBps, 10ms delay not applied: no sch_netem", r.shaping())
+	assert.Contains(t, r.summary(), "netem on (1MBps, 10ms delay not applied: no sch_netem per link)")
+	assert.Equal(t, "none", (&rampResult{Netem: true}).shaping())
 }
