@@ -161,6 +161,13 @@ func TestMesh(t *testing.T) {
 			// messages flow.
 			sending := started.Add(rb.Warmup + 5*time.Second)
 			rr.SendingFrom, rr.SendingSeconds = sending.UTC().Format(time.RFC3339), rb.Duration.Seconds()
+			// Every broker's drop counters, the replaced ones' included,
+			// until the bench is over.
+			var rec dropRecorder
+			recCtx, stopRec := context.WithCancel(ctx)
+			recDone := make(chan struct{})
+			go func() { defer close(recDone); rec.record(recCtx, c, ns, 500*time.Millisecond) }()
+			defer func() { stopRec(); <-recDone }()
 			time.Sleep(time.Until(sending))
 			rolloutStart := time.Now()
 			rr.RolloutStart = rolloutStart.UTC().Format(time.RFC3339)
@@ -175,6 +182,14 @@ func TestMesh(t *testing.T) {
 			}
 			log, ok, err := c.waitJob(ctx, ns, job, rb.timeout()+time.Minute)
 			require.NoError(t, err)
+			stopRec()
+			<-recDone
+			var dropLines []string
+			rr.Drops, dropLines = rec.totals()
+			t.Logf("broker drops over the restart, replaced pods included: %v", rr.Drops)
+			for _, l := range dropLines {
+				t.Logf("  %s", l)
+			}
 			rep, err := parseReport(log)
 			require.NoError(t, err, "bench log:\n%s", tail(log, 4000))
 			rr.Report = rep

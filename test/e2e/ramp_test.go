@@ -40,7 +40,7 @@ type rampSpec struct {
 }
 
 func defaultRamp() rampSpec {
-	return rampSpec{Start: 200, Factor: 1.5, Steps: 8, Step: 10 * time.Second, Warmup: 3 * time.Second, MinRatio: 0.95, MaxP99: time.Second}
+	return rampSpec{Start: 200, Factor: 1.5, Steps: 10, Step: 10 * time.Second, Warmup: 3 * time.Second, MinRatio: 0.95, MaxP99: time.Second}
 }
 
 func (r rampSpec) validate() error {
@@ -323,7 +323,7 @@ func TestRampRates(t *testing.T) {
 	for i := range r.Steps {
 		rates = append(rates, r.rate(i))
 	}
-	assert.Equal(t, []float64{200, 300, 450, 675, 1013, 1519, 2278, 3417}, rates)
+	assert.Equal(t, []float64{200, 300, 450, 675, 1013, 1519, 2278, 3417, 5126, 7689}, rates)
 	b := r.bench(defaultBench(), 675)
 	assert.Equal(t, 675.0, b.Rate)
 	assert.Equal(t, r.Step, b.Duration)

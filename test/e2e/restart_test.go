@@ -3,12 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -118,17 +122,119 @@ func checkRestart(r *bench.Report) []string {
 	return problems
 }
 
+// dropCounters are the broker counters that say where a message was not
+// passed on, keyed "metric{label}" by the label that says why (the peer
+// label of per-link counters is summed over).
+var dropCounters = []struct{ name, label string }{
+	{"drip_route_dropped_destinations_total", "reason"},
+	{"drip_link_dropped_bundles_total", "reason"},
+	{"drip_duplicates_suppressed_total", "verdict"},
+	{"drip_subscriber_dropped_total", ""},
+	{"drip_malformed_bundles_total", ""},
+}
+
+// drops sums a broker's dropCounters.
+func drops(m metrics) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range dropCounters {
+		if c.label == "" {
+			if v, ok := m.value(c.name, nil); ok {
+				out[c.name] += v
+			}
+			continue
+		}
+		for l, v := range m.byLabel(c.name, c.label) {
+			out[c.name+"{"+l+"}"] += v
+		}
+	}
+	return out
+}
+
+// dropRecorder scrapes every broker pod while brokers come and go and
+// keeps each pod's last counters: a pod that a rolling update removed takes
+// its counters with it, and they are what says where messages were dropped
+// while it left.
+type dropRecorder struct {
+	mu   sync.Mutex
+	last map[types.UID]map[string]float64 // by pod
+	name map[types.UID]string
+}
+
+// record scrapes until ctx ends, every interval.
+func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interval time.Duration) {
+	r.mu.Lock()
+	r.last, r.name = map[types.UID]map[string]float64{}, map[types.UID]string{}
+	r.mu.Unlock()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		pods, err := c.brokerPods(ctx, ns)
+		if err == nil {
+			var wg sync.WaitGroup
+			for _, p := range pods {
+				if p.Status.Phase != corev1.PodRunning {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m, err := c.scrape(ctx, ns, p.Name, metricsPort)
+					if err != nil {
+						return // a pod on its way out: its last scrape stands
+					}
+					r.mu.Lock()
+					r.last[p.UID], r.name[p.UID] = drops(m), p.Name
+					r.mu.Unlock()
+				}()
+			}
+			wg.Wait()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// totals sums the last counters of every pod seen, and lists the pods
+// with any drop.
+func (r *dropRecorder) totals() (map[string]float64, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum := map[string]float64{}
+	var lines []string
+	for uid, d := range r.last {
+		var parts []string
+		for k, v := range d {
+			sum[k] += v
+			if v > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, v))
+			}
+		}
+		if len(parts) > 0 {
+			slices.Sort(parts)
+			lines = append(lines, fmt.Sprintf("%s (pod %s): %s", r.name[uid], uid, strings.Join(parts, ", ")))
+		}
+	}
+	slices.Sort(lines)
+	return sum, lines
+}
+
 // restartResult is what the suite keeps of the rolling restart.
 type restartResult struct {
-	Brokers        int           `json:"brokers"`
-	Netem          bool          `json:"netem"`
-	Rate           float64       `json:"rate"`
-	RolloutStart   string        `json:"rollout_start"`
-	RolloutSeconds float64       `json:"rollout_s"`
-	SendingFrom    string        `json:"sending_from"` // when the bench began sending (its pod's start + warmup, about)
-	SendingSeconds float64       `json:"sending_s"`
-	Problems       []string      `json:"problems,omitempty"`
-	Report         *bench.Report `json:"report"`
+	Brokers        int      `json:"brokers"`
+	Netem          bool     `json:"netem"`
+	Rate           float64  `json:"rate"`
+	RolloutStart   string   `json:"rollout_start"`
+	RolloutSeconds float64  `json:"rollout_s"`
+	SendingFrom    string   `json:"sending_from"` // when the bench began sending (its pod's start + warmup, about)
+	SendingSeconds float64  `json:"sending_s"`
+	Problems       []string `json:"problems,omitempty"`
+	// Drops sums the dropCounters over every broker pod of the run, the
+	// replaced ones at their last scrape.
+	Drops  map[string]float64 `json:"broker_drops"`
+	Report *bench.Report      `json:"report"`
 }
 
 func TestRolledOut(t *testing.T) {
@@ -178,4 +284,24 @@ func TestCheckRestart(t *testing.T) {
 		"the bench stopped early: no broker for 30s",
 		"4 messages in flight to a broker that failed instead of draining",
 	}, checkRestart(&bad))
+}
+
+func TestDrops(t *testing.T) {
+	m, err := parseMetrics([]byte(`drip_route_dropped_destinations_total{reason="no_route"} 3
+drip_route_dropped_destinations_total{reason="link_down"} 2
+drip_link_dropped_bundles_total{peer="drip-1",reason="link_down"} 1
+drip_link_dropped_bundles_total{peer="drip-2",reason="link_down"} 4
+drip_duplicates_suppressed_total{verdict="duplicate"} 7
+drip_subscriber_dropped_total 0
+`))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{
+		"drip_route_dropped_destinations_total{no_route}": 3, "drip_route_dropped_destinations_total{link_down}": 2,
+		"drip_link_dropped_bundles_total{link_down}": 5, "drip_duplicates_suppressed_total{duplicate}": 7,
+		"drip_subscriber_dropped_total": 0,
+	}, drops(m))
+	r := &dropRecorder{last: map[types.UID]map[string]float64{"a": {"x": 1}, "b": {"x": 2, "y": 0}}, name: map[types.UID]string{"a": "drip-0", "b": "drip-0"}}
+	sum, lines := r.totals()
+	assert.Equal(t, map[string]float64{"x": 3, "y": 0}, sum, "an old and a new pod of one name both count")
+	assert.Equal(t, []string{"drip-0 (pod a): x 1", "drip-0 (pod b): x 2"}, lines)
 }
