@@ -164,28 +164,33 @@ func (c *cluster) waitConverged(ctx context.Context, ns string, n int, timeout t
 	return err
 }
 
-// convergencePoll is how often measureConvergence looks: the measurement's
-// resolution.
-var convergencePoll = 250 * time.Millisecond
+// convergencePoll is how often measureConvergence looks at each broker:
+// the measurement's resolution.
+var convergencePoll = 200 * time.Millisecond
 
 // convergence is when the last broker process of a fresh mesh started and
 // when the suite first saw every broker know every router.
 type convergence struct {
-	LastStart time.Time // the latest process_start_time_seconds of the brokers
-	Converged time.Time // the end of the first poll that found the mesh converged
+	LastStart time.Time            // the latest process_start_time_seconds of the brokers
+	Converged time.Time            // the latest of Seen
+	Seen      map[string]time.Time // by broker: the first scrape that found it knowing every router
 }
 
 // Took is from the last broker's start to convergence.
 func (c convergence) Took() time.Duration { return c.Converged.Sub(c.LastStart) }
 
 // measureConvergence watches a mesh that is starting until n brokers run
-// and every one knows n routers, polling every convergencePoll. The start
-// times are the brokers' own (process_start_time_seconds, from the node's
-// clock), so on a single-node cluster both ends of the interval come from
-// one clock. A container that cannot start fails it at once.
+// and every one knows n routers. Each broker is scraped every
+// convergencePoll on its own, and the moment it is first seen knowing
+// every router is the end of that scrape: one slow scrape (the API
+// server's pod proxy on a loaded node) delays only its broker's reading.
+// The start times are the brokers' own (process_start_time_seconds, from
+// the node's clock), so on a single-node cluster both ends of the interval
+// come from one clock. A container that cannot start fails it at once.
 func (c *cluster) measureConvergence(ctx context.Context, ns string, n int, timeout time.Duration) (convergence, error) {
+	res := convergence{Seen: map[string]time.Time{}}
+	starts := map[string]time.Time{}
 	var last []string
-	var res convergence
 	err := wait.PollUntilContextTimeout(ctx, convergencePoll, timeout, true, func(ctx context.Context) (bool, error) {
 		last = last[:0]
 		pods, err := c.brokerPods(ctx, ns)
@@ -199,15 +204,17 @@ func (c *cluster) measureConvergence(ctx context.Context, ns string, n int, time
 		if _, fatal := podProblems(pods, n); fatal != nil {
 			return false, fatal
 		}
-		// Every broker at once: a round is as short as one scrape, which
-		// keeps the measurement close to the moment of convergence.
 		type scraped struct {
 			m   metrics
+			at  time.Time
 			err error
 		}
 		results := make([]scraped, len(pods))
 		var wg sync.WaitGroup
 		for i, p := range pods {
+			if _, ok := res.Seen[p.Name]; ok {
+				continue
+			}
 			if p.Status.Phase != corev1.PodRunning {
 				results[i].err = fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
 				continue
@@ -215,37 +222,67 @@ func (c *cluster) measureConvergence(ctx context.Context, ns string, n int, time
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i].m, results[i].err = c.scrape(ctx, ns, p.Name, metricsPort)
+				sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				results[i].m, results[i].err = c.scrape(sctx, ns, p.Name, metricsPort)
+				results[i].at = time.Now()
 			}()
 		}
 		wg.Wait()
-		var lastStart time.Time
 		for i, r := range results {
+			name := pods[i].Name
+			if _, ok := res.Seen[name]; ok {
+				continue
+			}
 			if r.err != nil {
 				last = append(last, r.err.Error())
 				continue
 			}
-			if known, _ := r.m.value("drip_routers_known", nil); int(known) != n {
-				last = append(last, fmt.Sprintf("%s knows %d of %d routers", pods[i].Name, int(known), n))
-			}
 			start, ok := r.m.value("process_start_time_seconds", nil)
 			if !ok {
-				return false, fmt.Errorf("%s exports no process_start_time_seconds", pods[i].Name)
+				return false, fmt.Errorf("%s exports no process_start_time_seconds", name)
 			}
-			if t := time.Unix(0, int64(start*1e9)); t.After(lastStart) {
-				lastStart = t
+			starts[name] = time.Unix(0, int64(start*1e9))
+			if known, _ := r.m.value("drip_routers_known", nil); int(known) != n {
+				last = append(last, fmt.Sprintf("%s knows %d of %d routers", name, int(known), n))
+				continue
 			}
+			res.Seen[name] = r.at
 		}
-		if len(last) > 0 {
-			return false, nil
-		}
-		res = convergence{LastStart: lastStart, Converged: time.Now()}
-		return true, nil
+		return len(res.Seen) == n, nil
 	})
+	for _, t := range starts {
+		if t.After(res.LastStart) {
+			res.LastStart = t
+		}
+	}
+	for _, t := range res.Seen {
+		if t.After(res.Converged) {
+			res.Converged = t
+		}
+	}
 	if err != nil && len(last) > 0 {
 		return res, fmt.Errorf("%w: %s", err, strings.Join(last, "; "))
 	}
 	return res, err
+}
+
+// linkLog is what a broker logged about its links, for a convergence that
+// took too long: when each came up, and what the dials that failed said.
+func (c *cluster) linkLog(ctx context.Context, ns, pod string) string {
+	var lines int64 = 200
+	log, err := c.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "broker", TailLines: &lines}).DoRaw(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for line := range strings.SplitSeq(string(log), "\n") {
+		if strings.Contains(line, `"link up"`) || strings.Contains(line, "cannot reach peer") || strings.Contains(line, "broker starting") || strings.Contains(line, "EndpointSlices") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // topology reads the topology the chart rendered, so the suite checks the
@@ -625,4 +662,46 @@ func TestRunJobReportsAFailedJob(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.Equal(t, "fake logs", string(log), "the log of a failed job is still read")
+}
+
+// TestMeasureConvergenceAgainstAFakeAPIServer: each broker's own first
+// converged reading counts, one that is slow to converge sets the end, and
+// the start is the latest broker process's.
+func TestMeasureConvergenceAgainstAFakeAPIServer(t *testing.T) {
+	old := convergencePoll
+	convergencePoll = 10 * time.Millisecond
+	t.Cleanup(func() { convergencePoll = old })
+	var pods []runtime.Object
+	for i := range 3 {
+		pods = append(pods, readyBroker("ns", i))
+	}
+	client := fake.NewClientset(pods...)
+	var mu sync.Mutex
+	scrapes := map[string]int{}
+	client.PrependProxyReactor("pods", func(a k8stesting.Action) (bool, restclient.ResponseWrapper, error) {
+		name := a.(k8stesting.ProxyGetAction).GetName()
+		mu.Lock()
+		defer mu.Unlock()
+		scrapes[name]++
+		known := 3
+		if name == "drip-1" && scrapes[name] < 5 {
+			known = 2 // drip-1 converges on its fifth scrape
+		}
+		start := 1000 + map[string]int{"drip-0": 0, "drip-1": 2, "drip-2": 1}[name]
+		return true, rawResponse{body: fmt.Appendf(nil, "drip_routers_known %d\nprocess_start_time_seconds %d\n", known, start)}, nil
+	})
+	c := &cluster{client: client}
+	conv, err := c.measureConvergence(t.Context(), "ns", 3, 5*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, time.Unix(1002, 0), conv.LastStart)
+	require.Len(t, conv.Seen, 3)
+	assert.Equal(t, conv.Seen["drip-1"], conv.Converged, "the last broker to converge sets the time")
+	assert.True(t, conv.Seen["drip-0"].Before(conv.Seen["drip-1"]))
+	mu.Lock()
+	assert.Equal(t, 1, scrapes["drip-0"], "a converged broker is not scraped again")
+	assert.Equal(t, 5, scrapes["drip-1"])
+	mu.Unlock()
+
+	_, err = c.measureConvergence(t.Context(), "ns", 4, 100*time.Millisecond)
+	require.ErrorContains(t, err, "3 of 4 broker pods exist")
 }

@@ -84,6 +84,9 @@ func TestMesh(t *testing.T) {
 		conv, err := c.measureConvergence(ctx, ns, m.Brokers, 3*time.Minute)
 		require.NoError(t, err)
 		res.ConvergenceS = conv.Took().Seconds()
+		for name, at := range conv.Seen {
+			t.Logf("%s knew every router %.2fs after the last broker started", name, at.Sub(conv.LastStart).Seconds())
+		}
 		t.Logf("routing converged %.2fs after the last broker started (%s)", conv.Took().Seconds(), conv.LastStart.Format(time.StampMilli))
 	}) {
 		return
@@ -91,6 +94,9 @@ func TestMesh(t *testing.T) {
 	// A slow convergence fails the test but not the steps after it.
 	if took := time.Duration(res.ConvergenceS * float64(time.Second)); took > opts.maxConvergence {
 		t.Errorf("routing converged %v after the last broker started, more than -max-convergence %v", took.Round(10*time.Millisecond), opts.maxConvergence)
+		for i := range m.Brokers {
+			t.Logf("%s's links:\n%s", brokerName(i), c.linkLog(ctx, ns, brokerName(i)))
+		}
 	}
 
 	if !step("brokers ready", func(t *testing.T) {

@@ -131,6 +131,9 @@ var dropCounters = []struct{ name, label string }{
 	{"drip_duplicates_suppressed_total", "verdict"},
 	{"drip_subscriber_dropped_total", ""},
 	{"drip_malformed_bundles_total", ""},
+	// Not a drop by itself (a Bloom false positive), but also what a
+	// bundle for a subscriber that has just left its broker counts as.
+	{"drip_false_positives_total", ""},
 }
 
 // drops sums a broker's dropCounters.
