@@ -133,7 +133,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, []string{
 		"broker", "--topology=/etc/drip/topology.yaml", "--name=$(POD_NAME)",
 		"--client-addr=:7000", "--peer-addr=:7100", "--metrics-addr=:9100",
-		"--log-level=info", "--log-format=json", "--drain-timeout=10s", "--peer-endpointslices=" + headless,
+		"--log-level=info", "--log-format=json", "--drain-timeout=10s", "--drain-overlap=2s", "--peer-endpointslices=" + headless,
 	}, b.Args)
 	assert.Equal(t, fullname, pod.Spec.ServiceAccountName)
 	assert.Equal(t, new(true), pod.Spec.AutomountServiceAccountToken, "the EndpointSlices are read with the pod's token")
@@ -528,6 +528,7 @@ func TestValueErrors(t *testing.T) {
 		{[]string{"terminationGracePeriodSeconds=20"}, "terminationGracePeriodSeconds 20 is too short for broker.drainTimeoutSeconds 10", ""},
 		{[]string{"broker.drainTimeoutSeconds=30"}, "terminationGracePeriodSeconds 30 is too short for broker.drainTimeoutSeconds 30: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least 45", ""},
 		{[]string{"broker.drainTimeoutSeconds=0"}, "at '/broker/drainTimeoutSeconds': minimum: got 0, want 1", ""},
+		{[]string{"broker.drainOverlapSeconds=5"}, "broker.drainOverlapSeconds 5 does not fit broker.drainTimeoutSeconds 10: subscribers get half of the drain to move, and the overlap must leave a second of it to subscribe elsewhere; raise drainTimeoutSeconds to at least 12", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -45,6 +45,9 @@ type meshSpec struct {
 	Netem   bool   // run the netem sidecar
 	// Every link's WAN properties, in the topology format's units; empty: none.
 	Bandwidth, Delay, Jitter, Loss string
+	// DrainOverlapSeconds is the chart's broker.drainOverlapSeconds; 0
+	// leaves the chart's default.
+	DrainOverlapSeconds int
 }
 
 // defaultMesh is four brokers in a ring, so that a message crosses up to
@@ -123,7 +126,7 @@ func installValues(m meshSpec, img imageRef, pullPolicy corev1.PullPolicy) map[s
 			link[k] = v
 		}
 	}
-	return map[string]any{
+	v := map[string]any{
 		"fullnameOverride": release,
 		"replicaCount":     m.Brokers,
 		"image": map[string]any{
@@ -139,6 +142,10 @@ func installValues(m meshSpec, img imageRef, pullPolicy corev1.PullPolicy) map[s
 		// waited for convergence, so this only bounds a hang.
 		"selftest": map[string]any{"timeout": "120s"},
 	}
+	if m.DrainOverlapSeconds > 0 {
+		v["broker"] = map[string]any{"drainOverlapSeconds": m.DrainOverlapSeconds}
+	}
+	return v
 }
 
 // valuesYAML renders values for `helm install -f`.
@@ -521,4 +528,12 @@ func TestBenchJob(t *testing.T) {
 	} {
 		assert.Equal(t, want, cmd.Flags().Lookup(flag).Value.String(), "--%s", flag)
 	}
+}
+
+func TestInstallValuesDrainOverlap(t *testing.T) {
+	m := defaultMesh()
+	assert.NotContains(t, installValues(m, imageRef{"drip", "dev"}, corev1.PullNever), "broker", "the chart's default")
+	m.DrainOverlapSeconds = 4
+	v := installValues(m, imageRef{"drip", "dev"}, corev1.PullNever)
+	assert.Equal(t, map[string]any{"drainOverlapSeconds": 4}, v["broker"])
 }
