@@ -34,7 +34,7 @@ type restartSpec struct {
 }
 
 func defaultRestart() restartSpec {
-	return restartSpec{Rate: 200, Duration: 150 * time.Second, Warmup: 5 * time.Second}
+	return restartSpec{Rate: 200, Duration: 180 * time.Second, Warmup: 5 * time.Second}
 }
 
 func (r restartSpec) validate() error {
