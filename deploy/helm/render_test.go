@@ -419,6 +419,18 @@ func TestMonitoring(t *testing.T) {
 	assert.Empty(t, m.monitors)
 }
 
+// TestValuesOfAnOlderRelease: `helm upgrade --reuse-values` renders the
+// chart with the values of a release made by an older chart, which lack
+// the keys added since; the drain's flags then keep the binary's defaults
+// instead of becoming 0, which the broker refuses.
+func TestValuesOfAnOlderRelease(t *testing.T) {
+	t.Parallel()
+	m := render(t, "--set", "broker.drainTimeoutSeconds=null", "--set", "broker.drainOverlapSeconds=null", "--skip-schema-validation")
+	args := container(t, m.statefulSet(t).Spec.Template.Spec, "broker").Args
+	assert.Contains(t, args, "--drain-timeout=10s")
+	assert.Contains(t, args, "--drain-overlap=2s")
+}
+
 // TestPeerDiscovery: the EndpointSlices need a service account allowed to
 // read them and nothing else; without them no token is mounted; with an
 // operator's own account the chart creates none.

@@ -196,12 +196,14 @@ includes it, so the first one rendered reports the problem.
 {{- if and .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled }}
 {{- fail "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled are both true: enable one of them, not both; each scrapes every broker, so both would store every sample twice" }}
 {{- end }}
-{{- if gt (add (int .Values.broker.drainOverlapSeconds) 1) (div (int .Values.broker.drainTimeoutSeconds) 2) }}
-{{- fail (printf "broker.drainOverlapSeconds %d does not fit broker.drainTimeoutSeconds %d: subscribers get half of the drain to move, and the overlap must leave a second of it to subscribe elsewhere; raise drainTimeoutSeconds to at least %d" (int .Values.broker.drainOverlapSeconds) (int .Values.broker.drainTimeoutSeconds) (mul 2 (add (int .Values.broker.drainOverlapSeconds) 1))) }}
+{{- $drain := include "drip.drainTimeoutSeconds" . | int }}
+{{- $overlap := include "drip.drainOverlapSeconds" . | int }}
+{{- if gt (add $overlap 1) (div $drain 2) }}
+{{- fail (printf "broker.drainOverlapSeconds %d does not fit broker.drainTimeoutSeconds %d: subscribers get half of the drain to move, and the overlap must leave a second of it to subscribe elsewhere; raise drainTimeoutSeconds to at least %d" $overlap $drain (mul 2 (add $overlap 1))) }}
 {{- end }}
-{{- $needed := add (int .Values.broker.drainTimeoutSeconds) 15 }}
+{{- $needed := add $drain 15 }}
 {{- if lt (int .Values.terminationGracePeriodSeconds) (int $needed) }}
-{{- fail (printf "terminationGracePeriodSeconds %d is too short for broker.drainTimeoutSeconds %d: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least %d" (int .Values.terminationGracePeriodSeconds) (int .Values.broker.drainTimeoutSeconds) $needed) }}
+{{- fail (printf "terminationGracePeriodSeconds %d is too short for broker.drainTimeoutSeconds %d: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least %d" (int .Values.terminationGracePeriodSeconds) $drain $needed) }}
 {{- end }}
 {{- end }}
 
@@ -262,4 +264,17 @@ the brokers read their headless Service's EndpointSlices.
 */}}
 {{- define "drip.createRBAC" -}}
 {{- if and .Values.peerDiscovery.endpointSlices (not .Values.peerDiscovery.serviceAccountName) }}true{{ end }}
+{{- end }}
+
+{{/*
+The drain's bounds in seconds. The defaults are the binary's, for values
+that lack the keys: `helm upgrade --reuse-values` from a chart older than
+them would otherwise render 0 and the broker would refuse to start.
+*/}}
+{{- define "drip.drainTimeoutSeconds" -}}
+{{- .Values.broker.drainTimeoutSeconds | default 10 }}
+{{- end }}
+
+{{- define "drip.drainOverlapSeconds" -}}
+{{- .Values.broker.drainOverlapSeconds | default 2 }}
 {{- end }}
