@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image/color"
 	"math"
@@ -263,9 +264,15 @@ func plotRamps(ramps []*rampResult, path string) error {
 			ratio = append(ratio, plotter.XY{X: s.Rate, Y: 100 * s.Ratio})
 			p99 = append(p99, plotter.XY{X: s.Rate, Y: s.P99})
 		}
-		name := fmt.Sprintf("netem off: sustained %.0f msg/s", r.Sustained)
+		name := fmt.Sprintf("netem off: %.0f msg/s sustained", r.Sustained)
 		if r.Netem {
-			name = fmt.Sprintf("netem on (%s): sustained %.0f msg/s", r.shaping(), r.Sustained)
+			name = fmt.Sprintf("netem on: %.0f msg/s sustained", r.Sustained)
+			if r.Bandwidth != "" {
+				name = fmt.Sprintf("netem on (%s links): %.0f msg/s sustained", r.Bandwidth, r.Sustained)
+			}
+		}
+		if r.Capped {
+			name += " or more"
 		}
 		for _, pl := range []struct {
 			p  *plot.Plot
@@ -293,6 +300,7 @@ func plotRamps(ramps []*rampResult, path string) error {
 		p99Bound.Dashes = bound.Dashes
 		lat.Add(p99Bound)
 	}
+	thr.X.Tick.Marker, lat.X.Tick.Marker = wholeTicks{}, wholeTicks{}
 	thr.Y.Min, thr.Y.Max = 0, 105
 	// Latency spans milliseconds to seconds across the ramp.
 	lat.Y.Scale, lat.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
@@ -314,6 +322,36 @@ func plotRamps(ramps []*rampResult, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// wholeTicks are gonum's default ticks labelled as whole numbers.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = fmt.Sprintf("%.0f", ticks[i].Value)
+		}
+	}
+	return ticks
+}
+
+var plotFrom = flag.String("plot-from", "", "TestPlotResults: an e2e.json whose ramps to plot into -plot-to (docs/results/k8s-ramp.png from docs/results/k8s-e2e.json)")
+var plotTo = flag.String("plot-to", "", "TestPlotResults: the PNG to write")
+
+// TestPlotResults redraws a kept run's ramps: the plot step for results
+// kept from an earlier run, such as the committed one.
+func TestPlotResults(t *testing.T) {
+	if *plotFrom == "" || *plotTo == "" {
+		t.Skip("plots only with -plot-from and -plot-to")
+	}
+	js, err := os.ReadFile(*plotFrom)
+	require.NoError(t, err)
+	var res suiteResults
+	require.NoError(t, json.Unmarshal(js, &res))
+	require.NotEmpty(t, res.Ramps, "%s has no ramps", *plotFrom)
+	require.NoError(t, plotRamps(res.Ramps, *plotTo))
 }
 
 func TestRampRates(t *testing.T) {
