@@ -116,6 +116,11 @@ func setUp(ctx context.Context, s *suite) (*cluster, error) {
 	// Every request the suite makes is small; a black-holed API server
 	// should fail the run, not hang it until go test's timeout.
 	cfg.Timeout = time.Minute
+	// client-go's default of 5 requests a second would throttle the
+	// suite's own scrapes: measuring convergence and recording the
+	// brokers' counters through a rolling restart read every broker
+	// several times a second.
+	cfg.QPS, cfg.Burst = 50, 100
 	if c.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", c.kubeconfig, err)
 	}
