@@ -201,9 +201,13 @@ func TestMesh(t *testing.T) {
 			rr.Report = rep
 			t.Logf("restart bench: %s; gaps %d (longest %.0f ms), failovers %d, resent %d, in flight to failed brokers %d, client-suppressed copies %d",
 				summary(rep), rep.Totals.Gaps, rep.Totals.MaxGapMs, rep.Totals.Failovers, rep.Totals.Resent, rep.Totals.InFlightLost, rep.Totals.ClientSuppressed)
-			rr.Problems = checkRestart(rep)
+			rr.RejoinNoRoute = rec.rejoinNoRoute()
+			rr.Problems, rr.Known = checkRestart(rep, rr.RejoinNoRoute, opts.restart.KnownLoss)
 			for _, p := range rr.Problems {
 				t.Errorf("rolling restart: %s", p)
+			}
+			for _, k := range rr.Known {
+				t.Logf("rolling restart: %s", k)
 			}
 			if !ok && len(rr.Problems) == 0 {
 				t.Errorf("rolling restart: the bench job failed; the end of its log:\n%s", tail(log, 2000))

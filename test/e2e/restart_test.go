@@ -31,15 +31,21 @@ type restartSpec struct {
 	Rate     float64       // messages per second during the rollout
 	Duration time.Duration // sending time; must outlast the rollout
 	Warmup   time.Duration
+	// KnownLoss is the fraction of the ideal deliveries that may be lost
+	// to the known rejoin loss (checkRestart).
+	KnownLoss float64
 }
 
 func defaultRestart() restartSpec {
-	return restartSpec{Rate: 200, Duration: 180 * time.Second, Warmup: 5 * time.Second}
+	return restartSpec{Rate: 200, Duration: 180 * time.Second, Warmup: 5 * time.Second, KnownLoss: 0.001}
 }
 
 func (r restartSpec) validate() error {
 	if r.Rate <= 0 || r.Duration <= 0 {
 		return fmt.Errorf("-restart-rate %v, -restart-duration %v: want positive values", r.Rate, r.Duration)
+	}
+	if r.KnownLoss < 0 || r.KnownLoss >= 1 {
+		return fmt.Errorf("-restart-known-loss %v: want a fraction in [0, 1)", r.KnownLoss)
 	}
 	return nil
 }
@@ -102,16 +108,36 @@ func (c *cluster) waitRolledOut(ctx context.Context, ns, name string, timeout ti
 
 // checkRestart lists what makes a bench across a rolling restart a failed
 // one: the exactness of checkReport, and beyond it nothing undelivered,
-// nothing a broker dropped for a slow subscriber, nothing in flight to a
-// broker that died instead of draining.
-func checkRestart(r *bench.Report) []string {
-	problems := checkReport(r, 1)
+// nothing a broker dropped for a slow subscriber, no gap, nothing in flight
+// to a broker that died instead of draining.
+//
+// One loss is known and not this suite's to fix: a restarted broker is
+// handed transit traffic before it has routes and drops it as no_route
+// (docs/results/churn.md, finding 1; a link-state protocol change). While
+// it is open, deliveries lost up to knownLoss of the ideal pass as known,
+// and only when restarted pods counted no_route, its signature; they are
+// returned in known. Duplicates, gaps, larger losses and losses without
+// the signature still fail.
+func checkRestart(r *bench.Report, rejoinNoRoute float64, knownLoss float64) (problems, known []string) {
 	t := r.Totals
+	minDelivery := 1.0
+	if t.Undelivered > 0 && rejoinNoRoute > 0 && t.Ideal > 0 && float64(t.Undelivered) <= knownLoss*float64(t.Ideal) {
+		minDelivery = 1 - knownLoss
+		known = append(known, fmt.Sprintf("%d of %d deliveries lost while restarted brokers rejoined without routes (they counted %.0f no_route): known, docs/results/churn.md finding 1",
+			t.Undelivered, t.Ideal, rejoinNoRoute))
+	}
+	problems = checkReport(r, minDelivery)
+	if t.Undelivered > 0 && minDelivery == 1 && rejoinNoRoute == 0 {
+		problems = append(problems, "deliveries were lost and no restarted broker counted no_route: not the known rejoin loss")
+	}
 	if r.Error != "" {
 		problems = append(problems, "the bench stopped early: "+r.Error)
 	}
 	if t.Lost > 0 {
 		problems = append(problems, fmt.Sprintf("%d deliveries dropped by brokers (slow subscribers)", t.Lost))
+	}
+	if t.Gaps > 0 {
+		problems = append(problems, fmt.Sprintf("%d subscriptions had a gap (longest %.0f ms): a subscriber did not move before its broker left", t.Gaps, t.MaxGapMs))
 	}
 	if t.InFlightLost > 0 {
 		problems = append(problems, fmt.Sprintf("%d messages in flight to a broker that failed instead of draining", t.InFlightLost))
@@ -119,7 +145,7 @@ func checkRestart(r *bench.Report) []string {
 	if t.PublishersCut > 0 {
 		problems = append(problems, fmt.Sprintf("%d publishers were stuck and cut", t.PublishersCut))
 	}
-	return problems
+	return problems, known
 }
 
 // dropCounters are the broker counters that say where a message was not
@@ -158,15 +184,16 @@ func drops(m metrics) map[string]float64 {
 // its counters with it, and they are what says where messages were dropped
 // while it left.
 type dropRecorder struct {
-	mu   sync.Mutex
-	last map[types.UID]map[string]float64 // by pod
-	name map[types.UID]string
+	mu    sync.Mutex
+	last  map[types.UID]map[string]float64 // by pod
+	name  map[types.UID]string
+	first map[types.UID]time.Time // when the pod was first scraped
 }
 
 // record scrapes until ctx ends, every interval.
 func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interval time.Duration) {
 	r.mu.Lock()
-	r.last, r.name = map[types.UID]map[string]float64{}, map[types.UID]string{}
+	r.last, r.name, r.first = map[types.UID]map[string]float64{}, map[types.UID]string{}, map[types.UID]time.Time{}
 	r.mu.Unlock()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -187,6 +214,9 @@ func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interv
 					}
 					r.mu.Lock()
 					r.last[p.UID], r.name[p.UID] = drops(m), p.Name
+					if _, ok := r.first[p.UID]; !ok {
+						r.first[p.UID] = time.Now()
+					}
 					r.mu.Unlock()
 				}()
 			}
@@ -224,6 +254,26 @@ func (r *dropRecorder) totals() (map[string]float64, []string) {
 	return sum, lines
 }
 
+// rejoinNoRoute sums the no_route drops of restarted pods: every pod of a
+// broker but the first one seen under its name.
+func (r *dropRecorder) rejoinNoRoute() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	earliest := map[string]types.UID{}
+	for uid, name := range r.name {
+		if e, ok := earliest[name]; !ok || r.first[uid].Before(r.first[e]) {
+			earliest[name] = uid
+		}
+	}
+	var n float64
+	for uid, name := range r.name {
+		if earliest[name] != uid {
+			n += r.last[uid]["drip_route_dropped_destinations_total{no_route}"]
+		}
+	}
+	return n
+}
+
 // restartResult is what the suite keeps of the rolling restart.
 type restartResult struct {
 	Brokers        int      `json:"brokers"`
@@ -234,6 +284,8 @@ type restartResult struct {
 	SendingFrom    string   `json:"sending_from"` // when the bench began sending (its pod's start + warmup, about)
 	SendingSeconds float64  `json:"sending_s"`
 	Problems       []string `json:"problems,omitempty"`
+	Known          []string `json:"known,omitempty"` // losses let pass as known (checkRestart)
+	RejoinNoRoute  float64  `json:"rejoin_no_route"` // no_route drops of restarted pods
 	// Drops sums the dropCounters over every broker pod of the run, the
 	// replaced ones at their last scrape.
 	Drops  map[string]float64 `json:"broker_drops"`
@@ -276,17 +328,53 @@ func TestRolloutRestartAgainstAFakeAPIServer(t *testing.T) {
 }
 
 func TestCheckRestart(t *testing.T) {
-	good := &bench.Report{Totals: bench.Totals{Sent: 1000, Ideal: 4000, Delivered: 4000, Failovers: 12, Resent: 30, Gaps: 3}}
-	assert.Empty(t, checkRestart(good), "failovers, resends and moves are the mechanism, not a failure")
+	good := &bench.Report{Totals: bench.Totals{Sent: 1000, Ideal: 40000, Delivered: 40000, Failovers: 12, Resent: 30}}
+	problems, known := checkRestart(good, 5, 0.001)
+	assert.Empty(t, problems, "failovers and resends are the mechanism, not a failure")
+	assert.Empty(t, known)
+
+	rejoin := *good
+	rejoin.Totals.Delivered, rejoin.Totals.Undelivered = 39990, 10
+	problems, known = checkRestart(&rejoin, 5, 0.001)
+	assert.Empty(t, problems, "10 of 40000 with restarted brokers counting no_route: the known rejoin loss")
+	require.Len(t, known, 1)
+	assert.Contains(t, known[0], "10 of 40000 deliveries lost while restarted brokers rejoined without routes (they counted 5 no_route)")
+
+	problems, _ = checkRestart(&rejoin, 0, 0.001)
+	assert.Contains(t, problems, "deliveries were lost and no restarted broker counted no_route: not the known rejoin loss")
+	problems, _ = checkRestart(&rejoin, 5, 0)
+	assert.NotEmpty(t, problems, "no allowance, no pass")
+	many := *good
+	many.Totals.Delivered, many.Totals.Undelivered = 39900, 100
+	problems, known = checkRestart(&many, 5, 0.001)
+	assert.Empty(t, known)
+	assert.Contains(t, problems, "delivered 39900 of 40000 ideal deliveries (99.75%), below 100.00% (undelivered 100, of which lost at slow subscribers 0)")
+
 	bad := *good
-	bad.Totals.Delivered, bad.Totals.Undelivered, bad.Totals.Duplicates, bad.Totals.InFlightLost = 3990, 10, 2, 4
+	bad.Totals.Delivered, bad.Totals.Undelivered, bad.Totals.Duplicates, bad.Totals.InFlightLost = 39990, 10, 2, 4
+	bad.Totals.Gaps, bad.Totals.MaxGapMs = 1, 5000
 	bad.Error = "no broker for 30s"
+	problems, _ = checkRestart(&bad, 5, 0.001)
 	assert.Equal(t, []string{
 		"2 duplicate deliveries",
-		"delivered 3990 of 4000 ideal deliveries (99.75%), below 100.00% (undelivered 10, of which lost at slow subscribers 0)",
 		"the bench stopped early: no broker for 30s",
+		"1 subscriptions had a gap (longest 5000 ms): a subscriber did not move before its broker left",
 		"4 messages in flight to a broker that failed instead of draining",
-	}, checkRestart(&bad))
+	}, problems, "duplicates, gaps and in-flight losses are never known")
+}
+
+func TestRejoinNoRoute(t *testing.T) {
+	t0 := time.Now()
+	r := &dropRecorder{
+		last: map[types.UID]map[string]float64{
+			"old0": {"drip_route_dropped_destinations_total{no_route}": 7},
+			"new0": {"drip_route_dropped_destinations_total{no_route}": 3},
+			"old1": {"drip_route_dropped_destinations_total{no_route}": 1},
+		},
+		name:  map[types.UID]string{"old0": "drip-0", "new0": "drip-0", "old1": "drip-1"},
+		first: map[types.UID]time.Time{"old0": t0, "new0": t0.Add(time.Minute), "old1": t0},
+	}
+	assert.Equal(t, 3.0, r.rejoinNoRoute(), "only the restarted drip-0 counts")
 }
 
 func TestDrops(t *testing.T) {
