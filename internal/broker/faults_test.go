@@ -119,7 +119,10 @@ func TestMetricsLint(t *testing.T) {
 // to stop still reach remote subscribers, because shutdown drains the link
 // queues before closing the links (docs/design.md §4, graceful shutdown).
 func TestShutdownDrainsQueuedData(t *testing.T) {
-	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	// Time enough to drain a megabyte on a loaded machine (or under the
+	// race detector): what is tested is that draining loses nothing, not
+	// how fast it is.
+	m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) { c.DrainTimeout = 8 * time.Second })
 	s1 := m.subscribe(1, content.MustParse(`k exists`))
 	m.waitConverged(m.allReachable())
 	const n = 2000
