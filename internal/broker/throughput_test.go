@@ -42,7 +42,7 @@ type throughputRow struct {
 	// the point: the Bloom scheme's imprecision.
 	FalsePositives float64 `json:"false_positives"`
 	Scheme         string  `json:"scheme"`
-	Error           string  `json:"error,omitempty"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // TestBrokerThroughput measures what issue 4 asks for: 1 publisher and 10
