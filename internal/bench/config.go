@@ -28,15 +28,19 @@ var Modes = []Mode{Constant, Poisson, Ramp}
 // Preset returns the workload preset by name: "single" is the comparative
 // workload of Carzaniga09 §5.2.1 (one constraint per filter, 200 names, client
 // replication about 5% of the subscribers), "default" the generative model
-// of §5.1.4 (one to five constraints, 10 names).
+// of §5.1.4 (one to five constraints, 10 names), "ranges" the single
+// workload with mostly numeric range constraints (workload.Ranges), the
+// case the Bloom scheme's range categories exist for.
 func Preset(name string) (workload.Config, error) {
 	switch name {
 	case "single":
 		return workload.SingleConstraint(), nil
 	case "default":
 		return workload.Default(), nil
+	case "ranges":
+		return workload.Ranges(), nil
 	default:
-		return workload.Config{}, fmt.Errorf("unknown workload %q: want single or default", name)
+		return workload.Config{}, fmt.Errorf("unknown workload %q: want single, default or ranges", name)
 	}
 }
 

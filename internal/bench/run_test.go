@@ -256,8 +256,11 @@ func TestPreset(t *testing.T) {
 	c, err = Preset("default")
 	require.NoError(t, err)
 	assert.Equal(t, workload.Default(), c)
+	c, err = Preset("ranges")
+	require.NoError(t, err)
+	assert.Equal(t, workload.Ranges(), c)
 	_, err = Preset("x")
-	assert.ErrorContains(t, err, `unknown workload "x": want single or default`)
+	assert.ErrorContains(t, err, `unknown workload "x": want single, default or ranges`)
 }
 
 // A system that stops accepting messages is a measured outcome when the

@@ -57,8 +57,9 @@ was undelivered and duplicated, so churn can be measured with the same oracle.
 Workloads: "single" is the comparative workload of Carzaniga09 §5.2.1 (filters of
 one constraint over 200 names; with 80 subscribers of 20 filters a message
 matches about 5% of them); "default" is the generative model of §5.1.4 (one to
-five constraints over 10 names: far higher replication). --names changes the
-vocabulary, the knob for replication.`,
+five constraints over 10 names: far higher replication); "ranges" is single with
+mostly numeric ranges ("price between"). --names changes the vocabulary, the
+knob for replication.`,
 		Example: `  drip bench --broker localhost:7000 --duration 10s --rate 500
   drip bench --broker b0:7000,b1:7000,b2:7000,b3:7000 --mode ramp --rate-start 80 --rate 8000 \
       --duration 60s --report ramp.json`,
@@ -139,7 +140,7 @@ vocabulary, the knob for replication.`,
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&brokers, "broker", nil, "broker addresses, host:port, comma-separated or repeated")
-	fl.StringVar(&workloadName, "workload", "single", "workload preset: single or default")
+	fl.StringVar(&workloadName, "workload", "single", "workload preset: single, default or ranges")
 	fl.IntVar(&names, "names", 0, "attribute-name vocabulary size (default: the preset's)")
 	fl.Int64Var(&seed, "seed", 1, "seed of the predicates and messages")
 	fl.IntVar(&cfg.Subscribers, "subscribers", 80, "subscribers, one generated predicate each")
@@ -157,7 +158,7 @@ vocabulary, the knob for replication.`,
 	fl.BoolVarP(&quiet, "quiet", "q", false, "nothing on standard error (no progress lines, no summary): for a report read from a merged log")
 	conn.register(cmd, "drip-bench")
 	_ = cmd.MarkFlagRequired("broker")
-	_ = cmd.RegisterFlagCompletionFunc("workload", fixedCompletions("single", "default"))
+	_ = cmd.RegisterFlagCompletionFunc("workload", fixedCompletions("single", "default", "ranges"))
 	_ = cmd.RegisterFlagCompletionFunc("mode", fixedCompletions(string(bench.Constant), string(bench.Poisson), string(bench.Ramp)))
 	_ = cmd.MarkFlagFilename("report", "json")
 	fl.SortFlags = false

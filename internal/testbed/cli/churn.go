@@ -113,7 +113,7 @@ broker's restart (or at once on another broker), loss in the graceful stop.`,
 	fl.Float64Var(&cfg.Rate, "rate", cfg.Rate, "total messages per second of the bench's publishers")
 	fl.IntVar(&cfg.Subscribers, "subscribers", cfg.Subscribers, "subscribers, spread over the 8 client brokers")
 	fl.IntVar(&cfg.Publishers, "publishers", cfg.Publishers, "publishers, spread over the 8 client brokers")
-	fl.StringVar(&cfg.Workload, "workload", cfg.Workload, "bench workload preset: single or default")
+	fl.StringVar(&cfg.Workload, "workload", cfg.Workload, "bench workload preset: single, default or ranges")
 	fl.Int64Var(&cfg.WorkloadSeed, "workload-seed", cfg.WorkloadSeed, "seed of the predicates and messages")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the bench sends")
 	fl.DurationVar(&cfg.FaultAt, "fault-at", cfg.FaultAt, "when the fault hits, after sending starts")

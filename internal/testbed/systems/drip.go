@@ -234,7 +234,7 @@ func (d *dripDeployment) Info() Info {
 			"mode":               mode,
 			"routing":            "B-DRP: link-state routes, Bloom-encoded predicates matched once at the ingress, DRP forwarding (Carzaniga09 §2-3)",
 			"link_state":         fmt.Sprintf("hello %v, dead %v, cost %s", cfg.LinkState.HelloInterval, cfg.LinkState.DeadInterval, costMode(cfg)),
-			"bloom":              fmt.Sprintf("M=%d bits, K=%d", cfg.Encoding.M, cfg.Encoding.K),
+			"bloom":              cfg.Encoding.String(),
 			"link_queue_bytes":   strconv.Itoa(cfg.LinkQueueBytes),
 			"peer_compression":   map[bool]string{true: "deflate (one stream per link direction, sync flush per frame)", false: "none"}[cfg.PeerCompression],
 			"advertise_interval": cfg.AdvertiseInterval.String(),
