@@ -65,9 +65,9 @@ func NewActiveMQ(o ActiveMQOptions) System {
 
 type activeMQ struct{ opts ActiveMQOptions }
 
-// amqTopic is the one topic every message is sent to (Carzaniga09 §5.1.3:
-// content-based selection is done by selectors, not destinations).
-const amqTopic = "/topic/drip"
+// ActiveMQTopic is the one topic every message is sent to (Carzaniga09
+// §5.1.3: content-based selection is done by selectors, not destinations).
+const ActiveMQTopic = "/topic/drip"
 
 func (*activeMQ) Name() string { return "activemq" }
 
@@ -312,7 +312,7 @@ func (d *amqDeployment) Info() Info {
 			"conduitSubscriptions":   strconv.FormatBool(!d.sys.opts.NoConduit),
 			"suppressDuplicateTopic": "true",
 			"clients":                "STOMP 1.2 (internal/testbed/stomp); one connection per site for its subscribers, one per publisher; selectors translated by systems.Selector",
-			"destination":            amqTopic,
+			"destination":            ActiveMQTopic,
 		},
 		Files: d.files,
 	}
@@ -350,6 +350,16 @@ func (d *amqDeployment) Ready(ctx context.Context) error {
 	case <-time.After(time.Second):
 		return nil
 	}
+}
+
+// Servers implements ServerLister: Client is the STOMP connector.
+func (d *amqDeployment) Servers() []Server {
+	var out []Server
+	for _, name := range d.order {
+		s := d.sites[name]
+		out = append(out, Server{Site: name, PID: s.proc.cmd.Process.Pid, Client: s.stomp})
+	}
+	return out
 }
 
 func (d *amqDeployment) Links() LinkCounter {
@@ -405,7 +415,7 @@ func (e *amqEndpoint) Subscribe(ctx context.Context, p content.Predicate) (bench
 	if err != nil {
 		return nil, fmt.Errorf("activemq: %w", err)
 	}
-	s, err := e.subConn.Subscribe(ctx, amqTopic, stomp.Header{Key: "selector", Value: sel})
+	s, err := e.subConn.Subscribe(ctx, ActiveMQTopic, stomp.Header{Key: "selector", Value: sel})
 	if err != nil {
 		return nil, fmt.Errorf("activemq: subscribing with selector %q: %w", sel, err)
 	}
@@ -469,7 +479,7 @@ func (p *amqPublisher) Publish(m content.Message, payload []byte) error {
 		}
 		headers = append(headers, stomp.Header{Key: a.Name, Value: stompValue(a.Value)})
 	}
-	if err := p.c.Send(amqTopic, headers, payload); err != nil {
+	if err := p.c.Send(ActiveMQTopic, headers, payload); err != nil {
 		return err
 	}
 	p.sent.Add(1)

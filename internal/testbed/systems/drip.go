@@ -347,6 +347,20 @@ func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
 	return f.GetMetric()[0].GetGauge().GetValue()
 }
 
+// Servers implements ServerLister.
+func (d *dripDeployment) Servers() []Server {
+	var out []Server
+	for _, name := range d.order {
+		s := d.sites[name]
+		sv := Server{Site: name, Client: s.client, Monitor: s.metrics}
+		if s.proc != nil {
+			sv.PID = s.proc.cmd.Process.Pid
+		}
+		out = append(out, sv)
+	}
+	return out
+}
+
 func (d *dripDeployment) Links() LinkCounter { return dripLinks{d} }
 
 // dripLinks reads drip_link_sent_bytes_total{peer} from every broker.

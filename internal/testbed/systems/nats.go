@@ -42,9 +42,9 @@ func NewNATS(o NATSOptions) System {
 
 type natsSystem struct{ opts NATSOptions }
 
-// natsSubject carries every message: NATS routes by subject only, so
+// NATSSubject carries every message: NATS routes by subject only, so
 // content-based selection happens in the subscribing client.
-const natsSubject = "drip"
+const NATSSubject = "drip"
 
 func (*natsSystem) Name() string { return "nats" }
 
@@ -173,7 +173,7 @@ func (d *natsDeployment) Info() Info {
 		Version: d.version,
 		Config: map[string]string{
 			"cluster":   "one nats-server per site; routes form a full mesh (NATS forwards over one route hop only), whatever the topology's links",
-			"subject":   natsSubject + " (every message; NATS has subjects only)",
+			"subject":   NATSSubject + " (every message; NATS has subjects only)",
 			"filtering": "in the subscribing client: each subscriber receives every message and keeps those its predicate matches (content.Predicate.Matches)",
 			"encoding":  "message attributes and payload as a drip.v1.Message protobuf",
 			"clients":   "nats.go; one connection per site for its subscribers, one per publisher",
@@ -253,6 +253,16 @@ func (d *natsDeployment) Ready(ctx context.Context) error {
 		}
 		return len(missing) == 0, strings.Join(missing, "; "), nil
 	})
+}
+
+// Servers implements ServerLister: Monitor serves /varz and /routez.
+func (d *natsDeployment) Servers() []Server {
+	var out []Server
+	for _, name := range d.order {
+		s := d.sites[name]
+		out = append(out, Server{Site: name, PID: s.proc.cmd.Process.Pid, Client: s.client, Monitor: s.http})
+	}
+	return out
 }
 
 func (d *natsDeployment) Links() LinkCounter { return natsLinks{d} }
@@ -344,7 +354,7 @@ func (e *natsEndpoint) dial(ctx context.Context, extra ...nats.Option) (*nats.Co
 }
 
 func (e *natsEndpoint) Subscribe(ctx context.Context, p content.Predicate) (bench.Subscriber, error) {
-	sub, err := e.subConn.SubscribeSync(natsSubject)
+	sub, err := e.subConn.SubscribeSync(NATSSubject)
 	if err != nil {
 		return nil, fmt.Errorf("nats: subscribing: %w", err)
 	}
@@ -360,7 +370,7 @@ func (e *natsEndpoint) Subscribe(ctx context.Context, p content.Predicate) (benc
 	if err := e.subConn.FlushWithContext(fctx); err != nil {
 		return nil, fmt.Errorf("nats: subscribing: %w", err)
 	}
-	return &natsSubscriber{nc: e.subConn, sub: sub, pred: p, limits: wire.DefaultMessageLimits()}, nil
+	return &natsSubscriber{nc: e.subConn, sub: sub, filter: NewNATSFilter(p)}, nil
 }
 
 func (e *natsEndpoint) NewPublisher(ctx context.Context) (bench.Publisher, error) {
@@ -385,9 +395,7 @@ func (e *natsEndpoint) Close() error {
 type natsSubscriber struct {
 	nc     *nats.Conn
 	sub    *nats.Subscription
-	pred   content.Predicate
-	limits wire.MessageLimits
-	pm     dripv1.Message
+	filter *NATSFilter
 	// Filtered counts messages received and discarded because the
 	// predicate does not match them: the cost of filtering at the client.
 	filtered atomic.Uint64
@@ -404,19 +412,55 @@ func (s *natsSubscriber) Next(ctx context.Context) ([]byte, error) {
 			}
 			return nil, err
 		}
-		proto.Reset(&s.pm)
-		if err := proto.Unmarshal(msg.Data, &s.pm); err != nil {
-			return nil, fmt.Errorf("nats: decoding a message: %w", err)
-		}
-		m, err := wire.MessageFromProto(&s.pm, s.limits)
+		payload, ok, err := s.filter.Match(msg.Data)
 		if err != nil {
-			return nil, fmt.Errorf("nats: decoding a message: %w", err)
+			return nil, err
 		}
-		if s.pred.Matches(m) {
-			return s.pm.GetPayload(), nil
+		if ok {
+			return payload, nil
 		}
 		s.filtered.Add(1)
 	}
+}
+
+// NATSFilter is the content filtering a NATS subscriber does, since NATS
+// routes by subject only: it decodes each message of NATSSubject (a
+// drip.v1.Message protobuf, as EncodeNATS writes it) and applies a
+// predicate. It is not safe for concurrent use.
+type NATSFilter struct {
+	pred   content.Predicate
+	limits wire.MessageLimits
+	pm     dripv1.Message
+}
+
+// NewNATSFilter returns a filter for p.
+func NewNATSFilter(p content.Predicate) *NATSFilter {
+	return &NATSFilter{pred: p, limits: wire.DefaultMessageLimits()}
+}
+
+// Match decodes data and reports whether the predicate matches it, with
+// the message's payload (valid until the next call).
+func (f *NATSFilter) Match(data []byte) (payload []byte, ok bool, err error) {
+	proto.Reset(&f.pm)
+	if err := proto.Unmarshal(data, &f.pm); err != nil {
+		return nil, false, fmt.Errorf("nats: decoding a message: %w", err)
+	}
+	m, err := wire.MessageFromProto(&f.pm, f.limits)
+	if err != nil {
+		return nil, false, fmt.Errorf("nats: decoding a message: %w", err)
+	}
+	if !f.pred.Matches(m) {
+		return nil, false, nil
+	}
+	return f.pm.GetPayload(), true, nil
+}
+
+// EncodeNATS is how a NATS publisher carries m and payload on
+// NATSSubject: as a drip.v1.Message protobuf, which NATSFilter reads.
+func EncodeNATS(m content.Message, payload []byte) ([]byte, error) {
+	pm := wire.MessageToProto(m)
+	pm.Payload = payload
+	return proto.Marshal(pm)
 }
 
 func (s *natsSubscriber) Lost() uint64 {
@@ -434,13 +478,11 @@ type natsPublisher struct {
 }
 
 func (p *natsPublisher) Publish(m content.Message, payload []byte) error {
-	pm := wire.MessageToProto(m)
-	pm.Payload = payload
-	b, err := proto.Marshal(pm)
+	b, err := EncodeNATS(m, payload)
 	if err != nil {
 		return err
 	}
-	if err := p.nc.Publish(natsSubject, b); err != nil {
+	if err := p.nc.Publish(NATSSubject, b); err != nil {
 		return err
 	}
 	p.sent.Add(1)

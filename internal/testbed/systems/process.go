@@ -32,8 +32,11 @@ func startProcess(p Placement, site, name, logPath string, argv []string, env []
 		cmd.Env = append(os.Environ(), env...)
 	}
 	// The kernel kills a broker whose parent (this process) dies, so a
-	// crashed experiment leaves nothing running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// crashed experiment leaves nothing running. Each broker leads its own
+	// process group, so that stop reaches anything it started too, and a
+	// Ctrl-C at the terminal reaches only driplab, which then stops the
+	// brokers in order instead of racing them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := p.Start(site, cmd); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("site %s: starting %s: %w", site, name, err)
@@ -73,21 +76,25 @@ func (pr *process) tail(n int) string {
 	return string(b)
 }
 
-// stop asks the process to terminate and kills it if it has not within
-// grace.
+// stop asks the process group to terminate and kills it if the process
+// has not exited within grace.
 func (pr *process) stop(grace time.Duration) {
+	pgid := pr.cmd.Process.Pid
 	select {
 	case <-pr.done:
+		// Anything the broker left in its group goes with it.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return
 	default:
 	}
-	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-pr.done:
 	case <-time.After(grace):
 		_ = pr.cmd.Process.Kill()
 		<-pr.done
 	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // stopAll stops processes in parallel.

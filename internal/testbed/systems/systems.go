@@ -67,6 +67,28 @@ type Deployment interface {
 	Close() error
 }
 
+// Server is one broker process of a deployment, for measurements that need
+// more than the Deployment interface gives: the process to read CPU time
+// from, and the addresses to reach it without the bench adapters.
+type Server struct {
+	Site string `json:"site"`
+	// PID is the broker's process, or 0 when the broker runs in this
+	// process (drip without DripOptions.Binary).
+	PID int `json:"pid"`
+	// Client is where clients connect (host:port): drip's client API,
+	// NATS's client port, ActiveMQ's STOMP connector.
+	Client string `json:"client"`
+	// Monitor is the HTTP monitoring endpoint (host:port): drip's
+	// /metrics, NATS's /varz; empty where there is none.
+	Monitor string `json:"monitor,omitempty"`
+}
+
+// ServerLister is implemented by the deployments of every system: the
+// brokers it runs, in site order.
+type ServerLister interface {
+	Servers() []Server
+}
+
 // Info describes a deployment for the record.
 type Info struct {
 	System  string `json:"system"`

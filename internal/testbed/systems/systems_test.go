@@ -2,6 +2,8 @@ package systems
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -121,6 +123,7 @@ func TestNATS(t *testing.T) {
 	assert.Positive(t, got[Direction{"s1", "s2"}]+got[Direction{"s2", "s1"}])
 	info := d.Info()
 	assert.Contains(t, info.Version, "2.")
+	checkServers(t, d, []string{"s0", "s1", "s2"}, true)
 	conf := info.Files["nats-s0.conf"]
 	assert.Contains(t, conf, "routes: [")
 	assert.Equal(t, 2, strings.Count(conf, "nats-route://"), "a full mesh: s0 routes to both others")
@@ -137,6 +140,7 @@ func TestActiveMQ(t *testing.T) {
 	assert.Contains(t, info.Version, "ActiveMQ 5.")
 	assert.Equal(t, "true", info.Config["conduitSubscriptions"])
 	assert.Equal(t, 1, strings.Count(info.Files["activemq.xml"], "<networkConnector "), "s0 creates the one duplex bridge")
+	checkServers(t, d, []string{"s0", "s1"}, true)
 }
 
 // The selector translation, run by ActiveMQ itself, against
@@ -292,4 +296,29 @@ func TestDripSingleSite(t *testing.T) {
 	got, err := d.Links().LinkBytes(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, got)
+	checkServers(t, d, []string{"s0"}, false)
+}
+
+// checkServers checks that d lists one server per site, in order, each
+// accepting clients at Client, running as a live process of its own when
+// processes is set (else in this one, PID 0).
+func checkServers(t *testing.T, d Deployment, sites []string, processes bool) {
+	t.Helper()
+	require.Implements(t, (*ServerLister)(nil), d)
+	servers := d.(ServerLister).Servers()
+	require.Len(t, servers, len(sites))
+	for i, s := range servers {
+		assert.Equal(t, sites[i], s.Site)
+		c, err := net.DialTimeout("tcp", s.Client, 5*time.Second)
+		if assert.NoError(t, err, "site %s: client address %s", s.Site, s.Client) {
+			c.Close()
+		}
+		if !processes {
+			assert.Zero(t, s.PID, "site %s runs in this process", s.Site)
+			continue
+		}
+		assert.NotEqual(t, os.Getpid(), s.PID)
+		_, err = os.Stat(fmt.Sprintf("/proc/%d/stat", s.PID))
+		assert.NoError(t, err, "site %s: process %d is running", s.Site, s.PID)
+	}
 }
