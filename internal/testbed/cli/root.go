@@ -14,12 +14,14 @@ func NewRoot() *cobra.Command {
 		Long: `driplab is drip's testbed, a binary of its own so that the broker ships
 without it. lab runs a topology as an emulated wide-area network in network
 namespaces (root only; docs/lab.md); experiment runs Carzaniga09 §5's
-scenarios on drip, ActiveMQ and NATS and plots them (docs/experiments.md).
+scenarios on drip, ActiveMQ and NATS and plots them (docs/experiments.md);
+perf measures the data plane against nats-server and ActiveMQ on this
+machine (docs/results/perf.md).
 The brokers it measures are drip's own: drip broker processes in the lab, or
 the broker package in this process on loopback.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd())
+	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd(), newPerfCmd())
 	return root
 }

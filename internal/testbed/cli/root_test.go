@@ -42,7 +42,7 @@ func TestRootCommands(t *testing.T) {
 	for _, c := range NewRoot().Commands() {
 		names = append(names, c.Name())
 	}
-	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn"}, names)
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf"}, names)
 }
 
 func TestVersion(t *testing.T) {
