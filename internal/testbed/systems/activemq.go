@@ -468,22 +468,33 @@ var amqReservedHeaders = map[string]bool{
 }
 
 func (p *amqPublisher) Publish(m content.Message, payload []byte) error {
-	headers := make([]stomp.Header, 0, m.Len()+1)
-	headers = append(headers, stomp.Header{Key: "persistent", Value: "false"})
-	for _, a := range m.Attributes() {
-		if err := CheckIdentifier(a.Name); err != nil {
-			return fmt.Errorf("activemq: %w", err)
-		}
-		if amqReservedHeaders[a.Name] || strings.HasPrefix(a.Name, "activemq") {
-			return fmt.Errorf("activemq: attribute %q collides with a STOMP header ActiveMQ interprets", a.Name)
-		}
-		headers = append(headers, stomp.Header{Key: a.Name, Value: stompValue(a.Value)})
+	headers, err := ActiveMQHeaders(m)
+	if err != nil {
+		return err
 	}
 	if err := p.c.Send(ActiveMQTopic, headers, payload); err != nil {
 		return err
 	}
 	p.sent.Add(1)
 	return nil
+}
+
+// ActiveMQHeaders are the STOMP headers a publisher sends m's attributes
+// in: one message property per attribute, which selectors (Selector)
+// read, and persistent:false (Carzaniga09 §5.1.3).
+func ActiveMQHeaders(m content.Message) ([]stomp.Header, error) {
+	headers := make([]stomp.Header, 0, m.Len()+1)
+	headers = append(headers, stomp.Header{Key: "persistent", Value: "false"})
+	for _, a := range m.Attributes() {
+		if err := CheckIdentifier(a.Name); err != nil {
+			return nil, fmt.Errorf("activemq: %w", err)
+		}
+		if amqReservedHeaders[a.Name] || strings.HasPrefix(a.Name, "activemq") {
+			return nil, fmt.Errorf("activemq: attribute %q collides with a STOMP header ActiveMQ interprets", a.Name)
+		}
+		headers = append(headers, stomp.Header{Key: a.Name, Value: stompValue(a.Value)})
+	}
+	return headers, nil
 }
 
 // stompValue is the header text of a value: every property is a string

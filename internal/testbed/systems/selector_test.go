@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/testbed/stomp"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -163,3 +164,25 @@ func TestSelectorDocumentedDifferences(t *testing.T) {
 // parseJavaDouble stands in for Java's Double.valueOf on the decimal texts
 // stompValue writes.
 func parseJavaDouble(s string) (float64, error) { return strconv.ParseFloat(strings.TrimSpace(s), 64) }
+
+// A publisher's headers: persistent:false, then one property per
+// attribute in the message's (name) order, as the text selectors compare;
+// names a selector cannot use or ActiveMQ would interpret are refused.
+func TestActiveMQHeaders(t *testing.T) {
+	m, err := content.NewMessage([]content.Attribute{
+		{Name: "symbol", Value: content.String("DRIP")}, {Name: "n", Value: content.Int(-3)},
+		{Name: "px", Value: content.Float(2.5)}, {Name: "ok", Value: content.Bool(true)},
+	}, nil)
+	require.NoError(t, err)
+	h, err := ActiveMQHeaders(m)
+	require.NoError(t, err)
+	assert.Equal(t, []stomp.Header{{Key: "persistent", Value: "false"}, {Key: "n", Value: "-3"}, {Key: "ok", Value: "true"},
+		{Key: "px", Value: "2.5"}, {Key: "symbol", Value: "DRIP"}}, h)
+
+	for name, want := range map[string]string{"id": "collides with a STOMP header", "activemqX": "collides", "JMSType": "reserves", "a-b": "not a JMS identifier"} {
+		m, err := content.NewMessage([]content.Attribute{{Name: name, Value: content.Int(1)}}, nil)
+		require.NoError(t, err)
+		_, err = ActiveMQHeaders(m)
+		assert.ErrorContains(t, err, want, name)
+	}
+}
