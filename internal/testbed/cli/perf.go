@@ -76,6 +76,7 @@ ActiveMQ missing skips henjes07; nats-server missing fails the cases that need i
 			set("henjes-replication", func() { cfg.HenjesReplication = henjesR })
 			set("henjes-warmup", func() { cfg.HenjesWarmup = o.HenjesWarmup })
 			set("henjes-duration", func() { cfg.HenjesDuration = o.HenjesDuration })
+			set("henjes-drain", func() { cfg.HenjesDrain = o.HenjesDrain })
 			cfg.Out, cfg.Report, cfg.Dir, cfg.Note, cfg.Source = o.Out, o.Report, o.Dir, o.Note, o.Source
 			var err error
 			if dripBinary == "" {
@@ -121,6 +122,7 @@ ActiveMQ missing skips henjes07; nats-server missing fails the cases that need i
 	fl.IntSliceVar(&henjesR, "henjes-replication", def.HenjesReplication, "Henjes07: replication grades (matching subscribers)")
 	fl.DurationVar(&o.HenjesWarmup, "henjes-warmup", def.HenjesWarmup, "Henjes07: warm-up of each run")
 	fl.DurationVar(&o.HenjesDuration, "henjes-duration", def.HenjesDuration, "Henjes07: measured window of each run")
+	fl.DurationVar(&o.HenjesDrain, "henjes-drain", def.HenjesDrain, "Henjes07: longest wait for late deliveries (the case measures throughput only)")
 	fl.StringVar(&dripBinary, "drip-binary", "", "the drip binary whose brokers are measured (default: beside this executable, else on PATH)")
 	fl.StringVar(&o.Out, "out", "perf-results", "directory for the JSON and PNG results")
 	fl.StringVar(&o.Report, "report", "", "write a Markdown report here (make perf: docs/results/perf.md)")
@@ -168,6 +170,7 @@ func newPerfSubscribersCmd() *cobra.Command {
 	fl.StringVar(&spec.System, "system", "", "drip or nats")
 	fl.StringVar(&spec.Addr, "addr", "", "the broker's client address")
 	fl.StringVar(&file, "predicates", "", "file of predicates, one per line: one subscriber each")
+	fl.Uint32Var(&spec.Run, "run", 0, "the run whose messages count (their payloads name it)")
 	for _, f := range []string{"system", "addr", "predicates"} {
 		_ = cmd.MarkFlagRequired(f)
 	}

@@ -14,7 +14,7 @@ import (
 // plainPlan is a run of the plain stream: one publisher at the first
 // broker, nSubs subscribers with pred at the last (NATS subscribes to the
 // plain subject instead), probed before measuring.
-func (h *harness) plainPlan(t *target, pred string, nSubs int, rate float64, latency bool, warmup, duration time.Duration) runPlan {
+func (h *harness) plainPlan(t *target, pred string, nSubs int, rate float64, latency bool, warmup, duration, drain time.Duration) runPlan {
 	return runPlan{
 		system: t.name, servers: t.servers, dropped: t.dropped,
 		subs: func(ctx context.Context, clk Clock, lat *latencies) (subscriberSet, error) {
@@ -42,14 +42,14 @@ func (h *harness) plainPlan(t *target, pred string, nSubs int, rate float64, lat
 			case sysNATS:
 				return newNATSPub(t.first().Client, stream{})
 			case sysActiveMQ:
-				return newAMQPub(ctx, t.dep, t.first().Site)
+				return newAMQPub(ctx, t.first().Client)
 			default:
 				return newDripPub(ctx, t.first().Client, stream{})
 			}
 		},
 		probe: true, rate: rate, latency: latency,
 		expected: func(n uint64) uint64 { return n * uint64(nSubs) },
-		warmup:   warmup, duration: duration, drain: h.cfg.Drain,
+		warmup:   warmup, duration: duration, drain: drain,
 	}
 }
 
@@ -69,7 +69,7 @@ func opened(subs localSubs) localSubs {
 func (h *harness) interleave(ctx context.Context, cr *CaseResult, reps int, ts []*target, plan func(*target) runPlan) error {
 	for rep := 1; rep <= reps; rep++ {
 		for _, t := range ts {
-			r, err := plan(t).execute(ctx, rep)
+			r, err := plan(t).execute(ctx, h.nextRun(), rep)
 			if err != nil {
 				return err
 			}
@@ -118,7 +118,7 @@ func (h *harness) caseMaxRate(ctx context.Context, cr *CaseResult, brokers, nSub
 	record(cr, ts...)
 	cr.Systems = []string{dripSys, sysNATS}
 	plan := func(t *target) runPlan {
-		return h.plainPlan(t, plainPredicate, nSubs, 0, false, h.cfg.Warmup, h.cfg.Duration)
+		return h.plainPlan(t, plainPredicate, nSubs, 0, false, h.cfg.Warmup, h.cfg.Duration, h.cfg.Drain)
 	}
 	if err := h.interleave(ctx, cr, h.cfg.Reps, ts, plan); err != nil {
 		return err
@@ -133,7 +133,7 @@ func (h *harness) caseMaxRate(ctx context.Context, cr *CaseResult, brokers, nSub
 		}
 		ts = append(ts, t)
 		record(cr, t)
-		r, err := plan(t).execute(ctx, 1)
+		r, err := plan(t).execute(ctx, h.nextRun(), 1)
 		if err != nil {
 			return err
 		}
@@ -185,7 +185,7 @@ func (h *harness) caseLatency(ctx context.Context, cr *CaseResult) (err error) {
 	record(cr, ts...)
 	cr.Systems = []string{sysDrip, sysNATS}
 	plan := func(t *target) runPlan {
-		return h.plainPlan(t, plainPredicate, 1, h.cfg.LatencyRate, true, h.cfg.Warmup, h.cfg.Duration)
+		return h.plainPlan(t, plainPredicate, 1, h.cfg.LatencyRate, true, h.cfg.Warmup, h.cfg.Duration, h.cfg.Drain)
 	}
 	if err := h.interleave(ctx, cr, h.cfg.Reps, ts, plan); err != nil {
 		return err
@@ -239,7 +239,7 @@ func (h *harness) caseInert(ctx context.Context, cr *CaseResult) (err error) {
 	cr.Notes = append(cr.Notes, fmt.Sprintf("Installing the %d inert filters (one subscription each) took %.1f s.", h.cfg.InertFilters, time.Since(began).Seconds()))
 	cr.Systems = []string{dripInert, sysDrip}
 	plan := func(t *target) runPlan {
-		return h.plainPlan(t, plainPredicate, 1, 0, false, h.cfg.Warmup, h.cfg.Duration)
+		return h.plainPlan(t, plainPredicate, 1, 0, false, h.cfg.Warmup, h.cfg.Duration, h.cfg.Drain)
 	}
 	// The plain broker first, as drip runs first elsewhere.
 	if err := h.interleave(ctx, cr, h.cfg.Reps, []*target{ts[0], ts[1]}, plan); err != nil {
@@ -328,9 +328,9 @@ func (h *harness) caseContent(ctx context.Context, cr *CaseResult) (err error) {
 	plan := func(t *target) runPlan {
 		return runPlan{
 			system: t.name, servers: t.servers, dropped: t.dropped,
-			subs: func(ctx context.Context, _ Clock, _ *latencies) (subscriberSet, error) {
+			subs: func(ctx context.Context, clk Clock, _ *latencies) (subscriberSet, error) {
 				return startChild(ctx, h.cfg.SubscriberCommand, h.cfg.SubscriberEnv, h.dir,
-					SubscribersSpec{System: t.system, Addr: t.first().Client, Predicates: w.preds})
+					SubscribersSpec{System: t.system, Addr: t.first().Client, Predicates: w.preds, Run: clk.run})
 			},
 			pub: func(ctx context.Context) (pub, error) {
 				if t.system == sysNATS {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ type SubscribersSpec struct {
 	System     string   // drip or nats
 	Addr       string   // the broker's client address
 	Predicates []string // one subscriber, on its own connection, per predicate
+	Run        uint32   // the run whose messages count
 }
 
 type childReady struct {
@@ -104,9 +106,9 @@ func openSubscribers(ctx context.Context, spec SubscribersSpec) (localSubs, erro
 		var err error
 		switch spec.System {
 		case sysDrip:
-			subs[i], err = dripSubscribe(ctx, spec.Addr, spec.Predicates[i], Clock{}, nil)
+			subs[i], err = dripSubscribe(ctx, spec.Addr, spec.Predicates[i], Clock{run: spec.Run}, nil)
 		case sysNATS:
-			subs[i], err = natsFilteringSubscribe(spec.Addr, preds[i])
+			subs[i], err = natsFilteringSubscribe(spec.Addr, preds[i], spec.Run)
 		default:
 			err = fmt.Errorf("subscribers: no system %q (want drip or nats)", spec.System)
 		}
@@ -128,8 +130,8 @@ func openSubscribers(ctx context.Context, spec SubscribersSpec) (localSubs, erro
 // natsFilteringSubscribe is a NATS subscriber as the lab experiments
 // deploy it (systems.NATSFilter): every message of the one subject
 // arrives, is decoded, and is kept if the predicate matches it.
-func natsFilteringSubscribe(addr string, p content.Predicate) (*sub, error) {
-	sb := &sub{}
+func natsFilteringSubscribe(addr string, p content.Predicate, run uint32) (*sub, error) {
+	sb := &sub{clk: Clock{run: run}}
 	nc, err := natsConnect(addr, func(err error) { sb.fail(fmt.Errorf("nats subscriber at %s: %w", addr, err)) })
 	if err != nil {
 		return nil, err
@@ -224,7 +226,8 @@ func startChild(ctx context.Context, argv, env []string, dir string, spec Subscr
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string{}, argv[1:]...), "--system", spec.System, "--addr", spec.Addr, "--predicates", f.Name())
+	args := append(append([]string{}, argv[1:]...), "--system", spec.System, "--addr", spec.Addr, "--predicates", f.Name(),
+		"--run", strconv.FormatUint(uint64(spec.Run), 10))
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logf

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/testbed/stomp"
 	"github.com/dripmesh/drip/internal/testbed/systems"
 )
 
@@ -48,7 +49,7 @@ func inertPredicate(k int) string { return fmt.Sprintf(`symbol = "DRIP" && n < -
 func plainMessage(seq uint64) content.Message {
 	m, _ := content.NewMessage([]content.Attribute{
 		{Name: "symbol", Value: content.String("DRIP")},
-		{Name: "n", Value: content.Int(int64(seq & (1<<62 - 1)))},
+		{Name: "n", Value: content.Int(int64(uint32(seq)))},
 		{Name: "class", Value: content.Int(0)},
 	}, nil)
 	return m
@@ -60,6 +61,7 @@ type sub struct {
 	delivered atomic.Uint64
 	probed    atomic.Bool
 	foreign   atomic.Uint64 // payloads that are not the harness's
+	stale     atomic.Uint64 // an earlier run's messages
 	filtered  atomic.Uint64 // discarded by client-side filtering (NATS)
 	lat       *latencies    // nil unless the run measures latency
 	lost      func() uint64 // drops the system reported to the subscriber
@@ -71,10 +73,12 @@ type sub struct {
 
 // receive counts one delivered payload.
 func (s *sub) receive(payload []byte) {
-	seq, sent, ok := readStamp(payload)
+	run, seq, sent, ok := readStamp(payload)
 	switch {
 	case !ok:
 		s.foreign.Add(1)
+	case run != s.clk.run:
+		s.stale.Add(1)
 	case seq == probeSeq:
 		s.probed.Store(true)
 	default:
@@ -108,8 +112,37 @@ type pub interface {
 	// It blocks while the system pushes back.
 	publish(seq uint64, payload []byte) error
 	// close hands over what was sent and returns how many messages the
-	// system accepted.
-	close() (accepted uint64, err error)
+	// system accepted. If the system has not taken everything by the end
+	// of ctx, close abandons the publisher and returns errUnsettled.
+	close(ctx context.Context) (accepted uint64, err error)
+}
+
+// errUnsettled says a publisher was abandoned with messages the system
+// had not yet taken (ActiveMQ with 10,000 selectors works through its
+// backlog at a few hundred messages/s): the run's rates stand, its totals
+// are unknown.
+var errUnsettled = errors.New("the system had not taken everything sent when the harness stopped waiting")
+
+// closeWithin runs a blocking close, giving up when ctx ends; abandon
+// then unblocks it.
+func closeWithin(ctx context.Context, close func() (uint64, error), abandon func()) (uint64, error) {
+	type result struct {
+		n   uint64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := close()
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-ctx.Done():
+		abandon()
+		<-done
+		return 0, errUnsettled
+	}
 }
 
 // stream is what a publisher sends: the plain stream, or the messages of a
@@ -181,11 +214,12 @@ func ignoreClosed(err error) error {
 
 // dripPub publishes on its own connection to a drip broker.
 type dripPub struct {
-	c     *client.Client
-	p     *client.Publisher
-	st    stream
-	attrs client.Attrs   // the plain stream's, reused: Publish encodes before it returns
-	pre   []client.Attrs // a workload's, converted once
+	c      *client.Client
+	cancel context.CancelFunc // aborts the publisher
+	p      *client.Publisher
+	st     stream
+	attrs  client.Attrs   // the plain stream's, reused: Publish encodes before it returns
+	pre    []client.Attrs // a workload's, converted once
 }
 
 func newDripPub(ctx context.Context, addr string, st stream) (*dripPub, error) {
@@ -193,12 +227,14 @@ func newDripPub(ctx context.Context, addr string, st stream) (*dripPub, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := c.NewPublisher(ctx)
+	pctx, cancel := context.WithCancel(ctx)
+	p, err := c.NewPublisher(pctx)
 	if err != nil {
+		cancel()
 		c.Close()
 		return nil, fmt.Errorf("drip: opening a publisher at %s: %w", addr, err)
 	}
-	dp := &dripPub{c: c, p: p, st: st, attrs: client.Attrs{"symbol": "DRIP", "n": int64(0), "class": int64(0)}}
+	dp := &dripPub{c: c, cancel: cancel, p: p, st: st, attrs: client.Attrs{"symbol": "DRIP", "n": int64(0), "class": int64(0)}}
 	for _, m := range st.msgs {
 		dp.pre = append(dp.pre, attrsOf(m))
 	}
@@ -210,14 +246,18 @@ func (d *dripPub) publish(seq uint64, payload []byte) error {
 	if d.pre != nil {
 		attrs = d.pre[seq%uint64(len(d.pre))]
 	} else {
-		attrs["n"] = int64(seq & (1<<62 - 1))
+		attrs["n"] = int64(uint32(seq))
 	}
 	return d.p.Publish(client.Message{Attrs: attrs, Payload: payload})
 }
 
-func (d *dripPub) close() (uint64, error) {
-	sum, err := d.p.Close()
-	return sum.Accepted, errors.Join(err, d.c.Close())
+func (d *dripPub) close(ctx context.Context) (uint64, error) {
+	defer d.c.Close()
+	defer d.cancel()
+	return closeWithin(ctx, func() (uint64, error) {
+		sum, err := d.p.Close()
+		return sum.Accepted, err
+	}, d.cancel)
 }
 
 // attrsOf converts a workload message for the drip client.
@@ -316,10 +356,12 @@ func (n *natsPub) publish(seq uint64, payload []byte) error {
 
 // close flushes: the server answers the PING once it has read everything
 // before it, so everything sent was accepted.
-func (n *natsPub) close() (uint64, error) {
-	err := n.nc.FlushTimeout(30 * time.Second)
-	n.nc.Close()
-	if err != nil {
+func (n *natsPub) close(ctx context.Context) (uint64, error) {
+	defer n.nc.Close()
+	if err := n.nc.FlushWithContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			return 0, errUnsettled
+		}
 		return 0, fmt.Errorf("nats: flushing the publisher: %w", err)
 	}
 	return n.sent, nil
@@ -366,33 +408,45 @@ func amqSubscribe(ctx context.Context, dep systems.Deployment, site, pred string
 }
 
 // amqPub publishes the plain stream over STOMP, each attribute a message
-// property, through the systems adapter.
+// property (systems.ActiveMQHeaders), to the topic the selectors watch.
 type amqPub struct {
-	ep interface{ Close() error }
-	p  interface {
-		Publish(content.Message, []byte) error
-		Close() (client.Summary, error)
-	}
+	c    *stomp.Conn
+	stop func() bool // stops closing c when the run ends
+	sent uint64
 }
 
-func newAMQPub(ctx context.Context, dep systems.Deployment, site string) (*amqPub, error) {
-	ep, err := dep.Connect(ctx, site)
+func newAMQPub(ctx context.Context, addr string) (*amqPub, error) {
+	c, err := stomp.Dial(ctx, addr, stomp.Options{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("activemq: %w", err)
 	}
-	p, err := ep.NewPublisher(ctx)
-	if err != nil {
-		ep.Close()
-		return nil, err
-	}
-	return &amqPub{ep: ep, p: p}, nil
+	// A run that ends must unblock a Send that producer flow control
+	// holds: closing the connection does.
+	return &amqPub{c: c, stop: context.AfterFunc(ctx, func() { _ = c.Close() })}, nil
 }
 
 func (a *amqPub) publish(seq uint64, payload []byte) error {
-	return a.p.Publish(plainMessage(seq), payload)
+	headers, err := systems.ActiveMQHeaders(plainMessage(seq))
+	if err != nil {
+		return err
+	}
+	if err := a.c.Send(systems.ActiveMQTopic, headers, payload); err != nil {
+		return fmt.Errorf("activemq: %w", err)
+	}
+	a.sent++
+	return nil
 }
 
-func (a *amqPub) close() (uint64, error) {
-	sum, err := a.p.Close()
-	return sum.Accepted, errors.Join(err, a.ep.Close())
+// close disconnects with a receipt, which ActiveMQ sends once it has
+// processed everything before it.
+func (a *amqPub) close(ctx context.Context) (uint64, error) {
+	a.stop()
+	if err := a.c.Disconnect(ctx); err != nil {
+		_ = a.c.Close()
+		if ctx.Err() != nil {
+			return 0, errUnsettled
+		}
+		return 0, fmt.Errorf("activemq: disconnecting the publisher: %w", err)
+	}
+	return a.sent, nil
 }

@@ -50,10 +50,17 @@ type Config struct {
 	ContentSubscribers, ContentMessages int
 	// HenjesFilters are the non-matching filters installed (Henjes07's
 	// m_subs^add) and HenjesReplication the matching subscribers (r) of
-	// the Henjes07 grid; every pair is a point. Its runs use HenjesWarmup
-	// and HenjesDuration.
-	HenjesFilters, HenjesReplication []int
-	HenjesWarmup, HenjesDuration     time.Duration
+	// the Henjes07 grid; every pair is a point. Its runs use HenjesWarmup,
+	// HenjesDuration and HenjesDrain: the case measures throughput only,
+	// and ActiveMQ's backlog at 10,000 filters would drain for minutes.
+	HenjesFilters, HenjesReplication          []int
+	HenjesWarmup, HenjesDuration, HenjesDrain time.Duration
+	// HenjesWindow bounds the messages outstanding (sent, not yet
+	// delivered to every matching subscriber) in the Henjes07 runs: the
+	// publisher stays saturated, as Henjes07 §3.3's are, but the queue is
+	// at the publisher, so that no system still works through a backlog
+	// during the next run, the other system's.
+	HenjesWindow int
 
 	// DripBinary is the drip whose `drip broker` processes are measured;
 	// DripEnv is added to their environment.
@@ -86,7 +93,7 @@ func DefaultConfig() Config {
 		FanOut: 20, LatencyRate: 10000, InertFilters: 10000,
 		ContentSubscribers: 100, ContentMessages: 10000,
 		HenjesFilters: []int{1, 10, 100, 1000, 10000}, HenjesReplication: []int{1, 2, 5, 10},
-		HenjesWarmup: 500 * time.Millisecond, HenjesDuration: 2 * time.Second,
+		HenjesWarmup: 500 * time.Millisecond, HenjesDuration: 2 * time.Second, HenjesDrain: time.Second, HenjesWindow: 1000,
 	}
 }
 
@@ -113,7 +120,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("repetitions %d: want at least 1", c.Reps)
 	case c.Duration <= 0 || c.HenjesDuration <= 0:
 		return errors.New("durations must be positive")
-	case c.Warmup < 0 || c.HenjesWarmup < 0 || c.Drain < 0:
+	case c.Warmup < 0 || c.HenjesWarmup < 0 || c.Drain < 0 || c.HenjesDrain < 0:
 		return errors.New("warm-up and drain must not be negative")
 	case c.FanOut < 1 || c.ContentSubscribers < 1 || c.ContentMessages < 1:
 		return errors.New("fan-out, content subscribers and content messages must be at least 1")
@@ -121,6 +128,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("latency rate %g: want a positive rate", c.LatencyRate)
 	case c.InertFilters < 1:
 		return fmt.Errorf("inert filters %d: want at least 1", c.InertFilters)
+	case c.HenjesWindow < 1:
+		return fmt.Errorf("Henjes07 window %d: want at least 1", c.HenjesWindow)
 	case len(c.HenjesFilters) == 0 || len(c.HenjesReplication) == 0:
 		return errors.New("the Henjes07 grid needs filters and replication grades")
 	case c.DripBinary == "":

@@ -92,8 +92,9 @@ func (h *harness) caseHenjes(ctx context.Context, cr *CaseResult) (err error) {
 		}
 		for _, r := range grades {
 			plan := func(t *target) runPlan {
-				p := h.plainPlan(t, classPredicate, r, 0, false, h.cfg.HenjesWarmup, h.cfg.HenjesDuration)
+				p := h.plainPlan(t, classPredicate, r, 0, false, h.cfg.HenjesWarmup, h.cfg.HenjesDuration, h.cfg.HenjesDrain)
 				p.variant = henjesVariant(add, r)
+				p.window = uint64(h.cfg.HenjesWindow)
 				return p
 			}
 			if err := h.interleave(ctx, cr, h.cfg.Reps, ts, plan); err != nil {

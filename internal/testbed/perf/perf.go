@@ -67,12 +67,21 @@ type Settings struct {
 	HenjesReplication  []int   `json:"henjes_replication"`
 	HenjesWarmup       string  `json:"henjes_warmup"`
 	HenjesDuration     string  `json:"henjes_duration"`
+	HenjesDrain        string  `json:"henjes_drain_max"`
+	HenjesWindow       int     `json:"henjes_window"`
 }
 
 // harness runs the cases of one Config.
 type harness struct {
-	cfg Config
-	dir string // servers' directories
+	cfg  Config
+	dir  string // servers' directories
+	runs uint32 // runs started
+}
+
+// nextRun names the next run.
+func (h *harness) nextRun() uint32 {
+	h.runs++
+	return h.runs
 }
 
 func (h *harness) progress(format string, args ...any) {
@@ -162,7 +171,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			"Carzaniga09's single-constraint workload (workload.SingleConstraint). drip matches at the broker. NATS as the lab experiments deploy it: every message on one subject, each subscriber decodes every message and keeps those its predicate matches (systems.NATSFilter). The subscribers of both systems run in a child driplab process (`driplab perf subscribers`), one connection each, so that their CPU — NATS's client-side filtering — is counted beside the server's; the publisher's is not counted for either.",
 			h.caseContent},
 		{CaseHenjes, "Henjes07: received msg/s against filters and replication grade, one broker, drip vs ActiveMQ",
-			"Henjes07 §4.5's method: the publisher sends messages with class = 0 as fast as the broker takes them; r subscribers select class = 0 (the replication grade) and the non-matching filters are inert subscriptions (symbol = \"DRIP\" && n < -K); n_fltr = non-matching + r. ActiveMQ 5.17 over STOMP with JMS selectors (internal/testbed/systems), non-persistent, 1 GB heap as Henjes07 §3.2. The model B = t_rcv + n_fltr·t_fltr + r·t_tx is fitted to each system's received throughput.",
+			"Henjes07 §4.5's method: the publisher sends messages with class = 0 as fast as the broker takes them, keeping at most " + group(float64(cfg.HenjesWindow)) + " outstanding (sent, not yet delivered to every matching subscriber; Henjes07 §3.3's saturated publishers, queueing at the publisher, so that no broker still works through a backlog during the other system's next run); r subscribers select class = 0 (the replication grade) and the non-matching filters are inert subscriptions (symbol = \"DRIP\" && n < -K); n_fltr = non-matching + r. ActiveMQ 5.17 over STOMP with JMS selectors (internal/testbed/systems), non-persistent, 1 GB heap as Henjes07 §3.2. The model B = t_rcv + n_fltr·t_fltr + r·t_tx is fitted to each system's received throughput.",
 			h.caseHenjes},
 	}
 	var errs []error
@@ -266,7 +275,7 @@ func settings(c Config) Settings {
 		FanOut: c.FanOut, LatencyRate: c.LatencyRate, InertFilters: c.InertFilters,
 		ContentSubscribers: c.ContentSubscribers, ContentMessages: c.ContentMessages,
 		HenjesFilters: c.HenjesFilters, HenjesReplication: c.HenjesReplication,
-		HenjesWarmup: c.HenjesWarmup.String(), HenjesDuration: c.HenjesDuration.String(),
+		HenjesWarmup: c.HenjesWarmup.String(), HenjesDuration: c.HenjesDuration.String(), HenjesDrain: c.HenjesDrain.String(), HenjesWindow: c.HenjesWindow,
 	}
 }
 

@@ -169,7 +169,7 @@ func ratiosPlot(sum *Summary) (*vgimg.Canvas, bool, error) {
 	tl, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: 1}})
 	tl.Color, tl.Width = colTarget, vg.Points(2.5)
 	p.Legend.Add("target (≥, or ≤ for latency)", tl)
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Tick.Label.Rotation = math.Pi / 5
 	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
@@ -181,11 +181,20 @@ func ratiosPlot(sum *Summary) (*vgimg.Canvas, bool, error) {
 	return img, true, nil
 }
 
-// throughputPlot shows each rate comparison's medians side by side.
+// throughputPlot shows each rate comparison's medians side by side, on a
+// log scale (they differ by an order of magnitude): a stem and a dot per
+// system.
 func throughputPlot(sum *Summary) (*vgimg.Canvas, bool, error) {
-	var labels []string
-	var a, b plotter.Values
+	p := plot.New()
+	p.Title.Text = "Delivered messages/s, median (content: matched deliveries/s)"
+	p.Y.Label.Text = "messages/s (log scale)"
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	var ticks []plot.Tick
+	lo, hi := math.Inf(1), math.Inf(-1)
+	type dot struct{ x, y float64 }
+	var dots [2][]dot
 	var names [2]string
+	i := 0.0
 	for _, c := range sum.Cases {
 		switch c.Name {
 		case CaseOneToOne, CaseFanOut, CaseTwoBrokers, CaseContent:
@@ -196,41 +205,53 @@ func throughputPlot(sum *Summary) (*vgimg.Canvas, bool, error) {
 			continue
 		}
 		r := c.Rows[0]
-		labels = append(labels, shortLabel(c, r))
-		a = append(a, zeroNaN(r.Values[c.Systems[0]]))
-		b = append(b, zeroNaN(r.Values[c.Systems[1]]))
-		names = [2]string{"drip", c.Systems[1]}
+		ticks = append(ticks, plot.Tick{Value: i, Label: shortLabel(c, r)})
+		for k, sys := range c.Systems[:2] {
+			v := r.Values[sys]
+			if !v.Valid() || v <= 0 {
+				continue
+			}
+			dots[k] = append(dots[k], dot{i + []float64{-0.12, 0.12}[k], float64(v)})
+			names[k] = displayName(sys)
+			lo, hi = math.Min(lo, float64(v)), math.Max(hi, float64(v))
+		}
+		i++
 	}
-	if len(labels) == 0 {
+	if len(ticks) == 0 || math.IsInf(lo, 0) {
 		return nil, false, nil
 	}
-	p := plot.New()
-	p.Title.Text = "Delivered messages/s (median); content: matched deliveries/s"
-	p.Y.Label.Text = "messages/s"
-	w := vg.Points(22)
-	for k, vs := range []plotter.Values{a, b} {
-		bc, err := plotter.NewBarChart(vs, w)
+	base := lo / 3
+	for k, ds := range dots {
+		col := []color.Color{colDrip, colOther}[k]
+		var xys plotter.XYs
+		for _, d := range ds {
+			stem, err := plotter.NewLine(plotter.XYs{{X: d.x, Y: base}, {X: d.x, Y: d.y}})
+			if err != nil {
+				return nil, false, err
+			}
+			stem.Color, stem.Width = col, vg.Points(6)
+			p.Add(stem)
+			xys = append(xys, plotter.XY{X: d.x, Y: d.y})
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(xys)
 		if err != nil {
 			return nil, false, err
 		}
-		bc.LineStyle.Width = 0
-		bc.Color, bc.Offset = []color.Color{colDrip, colOther}[k], []vg.Length{-w / 2, w / 2}[k]
-		p.Add(bc)
-		p.Legend.Add(names[k], bc)
+		sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
+		p.Add(sc)
+		p.Legend.Add(names[k], sc)
 	}
 	p.Legend.Top = true
-	p.NominalX(labels...)
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = -0.6, i-0.4
+	p.Y.Min, p.Y.Max = base, hi*3
 	p.Add(plotter.NewGrid())
 	img := canvas(16*vg.Centimeter, 10*vg.Centimeter)
 	p.Draw(draw.New(img))
 	return img, true, nil
-}
-
-func zeroNaN(n Num) float64 {
-	if !n.Valid() {
-		return 0
-	}
-	return float64(n)
 }
 
 // latencyPlot shows the latency quantiles of each system's median-p99 run.

@@ -137,11 +137,18 @@ func (g *goal) met(ratio float64, first []float64) bool {
 // makeRow builds the row of m for systems a and b (b empty: a alone).
 func makeRow(runs []RunResult, m metric, a, b, variant string, t *goal) Row {
 	row := Row{Metric: m.name, Unit: m.unit, Values: map[string]Num{}, Reps: map[string][]Num{}, Ratio: Num(math.NaN()), TargetRatio: Num(math.NaN())}
+	// A target on every run shows every system's worst run, not its
+	// median.
+	agg := Median
+	if t != nil && t.worst {
+		agg = Worst
+		row.Metric += ", worst run"
+	}
 	va := valuesOf(runs, a, variant, m)
-	row.Values[a], row.Reps[a] = Num(Median(va)), nums(va)
+	row.Values[a], row.Reps[a] = Num(agg(va)), nums(va)
 	if b != "" {
 		vb := valuesOf(runs, b, variant, m)
-		row.Values[b], row.Reps[b] = Num(Median(vb)), nums(vb)
+		row.Values[b], row.Reps[b] = Num(agg(vb)), nums(vb)
 		if !m.noRatio {
 			row.RatioOf = a + "/" + b
 			row.Ratio = Num(Ratio(Median(va), Median(vb)))

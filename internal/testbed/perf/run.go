@@ -48,13 +48,19 @@ type RunResult struct {
 	// events; nats.go's dropped count); BrokerDropped what the brokers
 	// count as dropped (drip: subscriber queues, link queues, routes;
 	// NATS: slow consumers cut off).
+	// Stale counts deliveries of earlier runs' messages, not counted as
+	// deliveries: a backlog the system was still working through.
+	Stale         uint64 `json:"stale,omitempty"`
 	Lost          uint64 `json:"lost_reported"`
 	BrokerDropped uint64 `json:"broker_dropped"`
 	// Drain is how long the harness waited for late deliveries after
 	// sending, and DrainEnd why it stopped: "complete" (everything
 	// expected arrived), "quiet" (nothing arrived for 500 ms) or
 	// "timeout" (Config.Drain passed while deliveries still came: what is
-	// undelivered may still have been queued, not lost).
+	// undelivered may still have been queued, not lost) or "unsettled"
+	// (the publisher was abandoned with messages the system had not taken:
+	// the totals are unknown, Accepted, Expected and Undelivered are 0 and
+	// Loss is null).
 	Drain    Num    `json:"drain_s"`
 	DrainEnd string `json:"drain_end"`
 	// ServerCPU is the CPU seconds of the system's server processes in
@@ -68,10 +74,13 @@ type RunResult struct {
 	SubscriberCPU Num `json:"subscriber_cpu_s,omitempty"`
 	// HarnessCPU is this process's CPU seconds in the window: the
 	// publisher and any subscribers running here.
-	HarnessCPU Num              `json:"harness_cpu_s"`
-	Latency    *LatencySummary  `json:"latency,omitempty"`
-	Error      string           `json:"error,omitempty"`
-	Extra      map[string]int64 `json:"extra,omitempty"`
+	HarnessCPU Num             `json:"harness_cpu_s"`
+	Latency    *LatencySummary `json:"latency,omitempty"`
+	// Seconds is the run's wall time: setup, probes, sending, settling
+	// and the drain.
+	Seconds Num              `json:"seconds"`
+	Error   string           `json:"error,omitempty"`
+	Extra   map[string]int64 `json:"extra,omitempty"`
 }
 
 // subCounts are a subscriber set's counters.
@@ -80,6 +89,7 @@ type subCounts struct {
 	Lost      uint64 `json:"lost"`
 	Filtered  uint64 `json:"filtered"`
 	Foreign   uint64 `json:"foreign"`
+	Stale     uint64 `json:"stale"`
 	Probed    bool   `json:"probed"`
 	Err       string `json:"error,omitempty"`
 }
@@ -101,6 +111,7 @@ func (ls localSubs) counts(context.Context) (subCounts, error) {
 	for _, s := range ls {
 		c.Delivered += s.delivered.Load()
 		c.Foreign += s.foreign.Load()
+		c.Stale += s.stale.Load()
 		c.Filtered += s.filtered.Load()
 		if s.lost != nil {
 			c.Lost += s.lost()
@@ -145,7 +156,11 @@ type runPlan struct {
 	// system accepts.
 	rate float64
 	// expected is how many deliveries the first n messages should make.
-	expected                func(n uint64) uint64
+	expected func(n uint64) uint64
+	// window, when set, holds the publisher while more than window
+	// messages are outstanding: sent, and not yet delivered to (or
+	// reported lost by) every subscriber they match.
+	window                  uint64
 	latency                 bool
 	warmup, duration, drain time.Duration
 }
@@ -165,9 +180,11 @@ const setupTimeout = 2 * time.Minute
 
 // execute makes the run. A failure is recorded in RunResult.Error (the case goes
 // on with the next run) unless ctx ended, which is returned.
-func (p runPlan) execute(ctx context.Context, rep int) (RunResult, error) {
+func (p runPlan) execute(ctx context.Context, run uint32, rep int) (RunResult, error) {
 	r := RunResult{System: p.system, Rep: rep, Variant: p.variant}
-	err := p.run(ctx, &r)
+	began := time.Now()
+	err := p.run(ctx, run, &r)
+	r.Seconds = Num(time.Since(began).Seconds())
 	if err != nil {
 		if ctx.Err() != nil {
 			return r, ctx.Err()
@@ -177,8 +194,8 @@ func (p runPlan) execute(ctx context.Context, rep int) (RunResult, error) {
 	return r, nil
 }
 
-func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
-	clk := NewClock()
+func (p runPlan) run(ctx context.Context, run uint32, r *RunResult) (err error) {
+	clk := NewClock(run)
 	var lat *latencies
 	if p.latency {
 		lat = &latencies{from: p.warmup, to: p.warmup + p.duration}
@@ -202,7 +219,8 @@ func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
 	pubClosed := false
 	defer func() {
 		if !pubClosed {
-			_, _ = pb.close()
+			cancelRun() // abandons the publisher at once
+			_, _ = pb.close(runCtx)
 		}
 	}()
 	probes := uint64(0)
@@ -217,7 +235,14 @@ func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
 	end := start + p.warmup + p.duration
 	var sent atomic.Uint64
 	pubDone := make(chan error, 1)
-	go func() { pubDone <- sendUntil(runCtx, pb, clk, end, p.rate, &sent) }()
+	var hold func(sent uint64) bool
+	if p.window > 0 {
+		hold = func(sent uint64) bool {
+			c, err := subs.counts(runCtx)
+			return err == nil && p.expected(sent) > c.Delivered+c.Lost+p.expected(p.window)
+		}
+	}
+	go func() { pubDone <- sendUntil(runCtx, pb, clk, end, p.rate, hold, &sent) }()
 	if lat != nil {
 		lat.from, lat.to = start+p.warmup, end
 	}
@@ -282,9 +307,14 @@ func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
 	if err := <-pubDone; err != nil {
 		return fmt.Errorf("%s publisher: %w", p.system, err)
 	}
-	accepted, err := pb.close()
+	// The publisher settles within the drain time, at least 5 s: drip's
+	// has up to 8,192 messages in flight to acknowledge.
+	settle, cancelSettle := context.WithTimeout(runCtx, max(p.drain, 5*time.Second))
+	accepted, err := pb.close(settle)
+	cancelSettle()
 	pubClosed = true
-	if err != nil {
+	settled := !errors.Is(err, errUnsettled)
+	if err != nil && settled {
 		return fmt.Errorf("%s publisher: %w", p.system, err)
 	}
 
@@ -293,7 +323,14 @@ func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
 	accepted -= min(accepted, probes)
 	expected := p.expected(min(accepted, total))
 	drainStart := time.Now()
-	final, why, err := drain(ctx, subs, expected, p.drain)
+	var final subCounts
+	why := "unsettled"
+	if settled {
+		final, why, err = drain(ctx, subs, expected, p.drain)
+	} else {
+		// The totals are unknown: count what arrived, and wait no more.
+		final, err = subs.counts(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -304,10 +341,14 @@ func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
 	r.Window = Num(w)
 	r.Sent, r.Delivered, r.Filtered = b.sent-a.sent, b.counts.Delivered-a.counts.Delivered, b.counts.Filtered-a.counts.Filtered
 	r.PublishRate, r.DeliveryRate = Num(float64(r.Sent)/w), Num(float64(r.Delivered)/w)
-	r.SentTotal, r.Accepted, r.Expected, r.DeliveredTotal = total, accepted, expected, final.Delivered
-	r.Undelivered = int64(expected) - int64(final.Delivered)
-	r.Loss = Num(Ratio(float64(r.Undelivered), float64(expected)))
-	r.Lost = final.Lost
+	r.SentTotal, r.DeliveredTotal = total, final.Delivered
+	r.Loss = Num(math.NaN())
+	if settled {
+		r.Accepted, r.Expected = accepted, expected
+		r.Undelivered = int64(expected) - int64(final.Delivered)
+		r.Loss = Num(Ratio(float64(r.Undelivered), float64(expected)))
+	}
+	r.Lost, r.Stale = final.Lost, final.Stale
 	if dropErr == nil && dropErr1 == nil {
 		r.BrokerDropped = drops1 - min(drops1, drops0)
 	}
@@ -335,7 +376,7 @@ func (p runPlan) run(ctx context.Context, r *RunResult) (err error) {
 func probeUntilHeard(ctx context.Context, pb pub, subs subscriberSet, clk Clock) (uint64, error) {
 	n := uint64(0)
 	for {
-		if err := pb.publish(probeSeq, newPayload(probeSeq, clk.Now())); err != nil {
+		if err := pb.publish(probeSeq, clk.payload(probeSeq)); err != nil {
 			return n, fmt.Errorf("probing: %w", err)
 		}
 		n++
@@ -358,21 +399,33 @@ func probeUntilHeard(ctx context.Context, pb pub, subs subscriberSet, clk Clock)
 }
 
 // sendUntil publishes the stream until the clock reaches end: as fast as
-// the publisher takes messages, or paced at rate messages/s (a schedule
-// of evenly spaced send times; late sends catch up, so the mean rate
-// holds when a sleep overshoots).
-func sendUntil(ctx context.Context, pb pub, clk Clock, end time.Duration, rate float64, sent *atomic.Uint64) error {
+// the publisher takes messages (and hold, when set, lets it: it is asked
+// every 64 messages), or paced at rate messages/s (a schedule of evenly
+// spaced send times; late sends catch up, so the mean rate holds when a
+// sleep overshoots).
+func sendUntil(ctx context.Context, pb pub, clk Clock, end time.Duration, rate float64, hold func(sent uint64) bool, sent *atomic.Uint64) error {
 	seq := uint64(0)
 	if rate <= 0 {
 		for {
-			now := clk.Now()
-			if now >= end {
+			if clk.Now() >= end {
 				return nil
 			}
-			if seq%1024 == 0 && ctx.Err() != nil {
-				return ctx.Err()
+			if seq%64 == 0 {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				for hold != nil && hold(seq) {
+					if clk.Now() >= end {
+						return nil
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(100 * time.Microsecond):
+					}
+				}
 			}
-			if err := pb.publish(seq, newPayload(seq, now)); err != nil {
+			if err := pb.publish(seq, clk.payload(seq)); err != nil {
 				return err
 			}
 			seq++
@@ -384,7 +437,7 @@ func sendUntil(ctx context.Context, pb pub, clk Clock, end time.Duration, rate f
 	for next < end {
 		now := clk.Now()
 		for next <= now && next < end {
-			if err := pb.publish(seq, newPayload(seq, clk.Now())); err != nil {
+			if err := pb.publish(seq, clk.payload(seq)); err != nil {
 				return err
 			}
 			seq++

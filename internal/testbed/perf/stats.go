@@ -60,6 +60,22 @@ func Median(xs []float64) float64 {
 	return (v[n/2-1] + v[n/2]) / 2
 }
 
+// Worst returns the largest of xs, NaN if any is NaN (a run that failed
+// or whose total is unknown) or there are none.
+func Worst(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	w := math.Inf(-1)
+	for _, x := range xs {
+		if math.IsNaN(x) {
+			return math.NaN()
+		}
+		w = max(w, x)
+	}
+	return w
+}
+
 // Ratio returns a/b, or NaN when either is not a number or b is zero.
 func Ratio(a, b float64) float64 {
 	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {

@@ -22,6 +22,12 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, []float64{3, 1, 2}, in, "the input is not reordered")
 }
 
+func TestWorst(t *testing.T) {
+	assert.Equal(t, 3.0, Worst([]float64{1, 3, 2}))
+	assert.True(t, math.IsNaN(Worst([]float64{1, math.NaN()})), "an unknown run may be the worst")
+	assert.True(t, math.IsNaN(Worst(nil)))
+}
+
 func TestRatios(t *testing.T) {
 	assert.Equal(t, 0.5, Ratio(1, 2))
 	assert.True(t, math.IsNaN(Ratio(1, 0)))
