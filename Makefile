@@ -84,6 +84,26 @@ CHURN_ARGS ?=
 churn: build ## Kill, SIGTERM and restart brokers of a 12-process loopback mesh under the bench (~4 min) into CHURN_OUT.
 	$(LAB_BIN) churn --scenario all --out $(CHURN_OUT) $(CHURN_ARGS)
 
+# make perf (issue 12): drip broker processes (bin/drip), nats-server and
+# ActiveMQ side by side on loopback, driven by bin/driplab; about 15 minutes
+# on 2 cores. It records the commit measured; PERF_NOTE heads the report,
+# PERF_ARGS adds flags (--cases one-to-one,latency, --reps 5, ...).
+PERF_OUT ?= docs/results/perf
+PERF_REPORT ?= docs/results/perf.md
+PERF_NOTE ?=
+PERF_ARGS ?=
+PERF_QUICK_OUT ?= /tmp/drip-perf-quick
+
+.PHONY: perf
+perf: build ## Measure the data plane against nats-server and ActiveMQ here (~15 min) into docs/results/perf.md (not part of test).
+	$(LAB_BIN) perf --out $(PERF_OUT) --report $(PERF_REPORT) \
+	  --source "$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- . ':!docs/results' 2>/dev/null || echo ' with uncommitted changes')" \
+	  $(if $(PERF_NOTE),--note "$(PERF_NOTE)") $(PERF_ARGS)
+
+.PHONY: perf-quick
+perf-quick: build ## A 2-minute smoke run of every perf case into PERF_QUICK_OUT (/tmp/drip-perf-quick); docs untouched.
+	$(LAB_BIN) perf --quick --out $(PERF_QUICK_OUT) --report $(PERF_QUICK_OUT)/perf.md $(PERF_ARGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz every Fuzz* target for FUZZTIME each (default 30s).
 	@for pkg in $$($(GO) list ./...); do \
