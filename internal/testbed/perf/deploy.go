@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/dripmesh/drip/internal/testbed/experiment"
+	"github.com/dripmesh/drip/internal/testbed/stomp"
 	"github.com/dripmesh/drip/internal/testbed/systems"
 )
 
@@ -93,8 +94,31 @@ func (h *harness) deploy(ctx context.Context, name, system string, n int) (*targ
 			return nil, fmt.Errorf("%s: waiting for routes: %w", name, err)
 		}
 	}
+	if system == sysActiveMQ {
+		// ActiveMQ accepts TCP connections on its STOMP port a moment
+		// before it speaks STOMP on them.
+		if err := stompReady(sctx, t.first().Client); err != nil {
+			dep.Close()
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	h.progress("  started %s: %d broker(s), %s", name, n, t.info.Version)
 	return t, nil
+}
+
+// stompReady waits until a STOMP handshake at addr succeeds.
+func stompReady(ctx context.Context, addr string) error {
+	for {
+		c, err := stomp.Dial(ctx, addr, stomp.Options{})
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no STOMP handshake at %s: %w (last: %v)", addr, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // close stops the system's servers.
