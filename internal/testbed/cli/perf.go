@@ -90,7 +90,7 @@ ActiveMQ missing skips henjes07; nats-server missing fails the cases that need i
 				return fmt.Errorf("finding this executable, which runs the content-routing subscribers: %w", err)
 			}
 			cfg.SubscriberCommand = []string{exe, "perf", "subscribers"}
-			cfg.Command = strings.Join(os.Args, " ")
+			cfg.Command = perf.ShellQuote(os.Args)
 			if !quiet {
 				cfg.Progress = dripcli.NewLockedWriter(cmd.ErrOrStderr())
 			}
@@ -131,7 +131,28 @@ ActiveMQ missing skips henjes07; nats-server missing fails the cases that need i
 	fl.StringVar(&o.Source, "source", "", "what code is measured, for the record (make perf: the git commit)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	_ = cmd.RegisterFlagCompletionFunc("cases", dripcli.FixedCompletions(perf.CaseNames()...))
-	cmd.AddCommand(newPerfSubscribersCmd())
+	cmd.AddCommand(newPerfSubscribersCmd(), newPerfReportCmd())
+	return cmd
+}
+
+// newPerfReportCmd redraws the results of a run from its JSON.
+func newPerfReportCmd() *cobra.Command {
+	var out, report string
+	cmd := &cobra.Command{
+		Use:   "report --out DIR [--report FILE]",
+		Short: "Rewrite the summary, plots and Markdown report from the JSON of an earlier driplab perf",
+		Long: `Read perf-summary.json and perf-CASE.json from --out and write the summary, the
+plots and (with --report) the Markdown page again, as driplab perf would have:
+after a change to how results are shown, without measuring again.`,
+		Example: `  driplab perf report --out docs/results/perf --report docs/results/perf.md`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := perf.Render(out, report)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "perf-results", "directory holding the JSON results; plots are written there")
+	cmd.Flags().StringVar(&report, "report", "", "write the Markdown report here")
 	return cmd
 }
 

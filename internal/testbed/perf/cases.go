@@ -150,22 +150,28 @@ func (h *harness) caseMaxRate(ctx context.Context, cr *CaseResult, brokers, nSub
 }
 
 // cpuCase is case 4, from the max-rate cases' runs: the brokers' CPU per
-// delivered message, side by side.
+// delivered message, side by side. Its columns are drip (the variant each
+// case ran: drip-uncompressed for two brokers) and NATS.
 func cpuCase(cases []*CaseResult) *CaseResult {
-	cr := &CaseResult{Name: CaseCPU, Title: "Broker CPU per delivered message",
+	cr := &CaseResult{Name: CaseCPU, Title: "Broker CPU per delivered message", Systems: []string{sysDrip, sysNATS},
 		Description: "The servers' CPU time (/proc/PID/stat, user + system, every broker of the system) over each run's window, " +
 			"divided by the deliveries counted in it; from the max-rate runs above. Lower is better; the ratio is drip/NATS."}
 	for _, c := range cases {
-		if c == nil || len(c.Systems) < 2 {
+		if len(c.Systems) < 2 {
 			continue
 		}
-		row := makeRow(c.Runs, mCPU, c.Systems[0], c.Systems[1], "", nil)
-		row.Metric = "µs per delivery, " + c.Name
-		cr.Rows = append(cr.Rows, row)
-		cores := makeRow(c.Runs, mCores, c.Systems[0], c.Systems[1], "", nil)
-		cores.Metric = "server cores busy, " + c.Name
-		cr.Rows = append(cr.Rows, cores)
-		cr.Systems = c.Systems[:2]
+		for _, m := range []metric{mCPU, mCores} {
+			row := makeRow(c.Runs, m, c.Systems[0], c.Systems[1], "", nil)
+			row.Metric = fmt.Sprintf("%s, %s", m.name, c.Name)
+			if c.Systems[0] != sysDrip {
+				row.Metric += " (" + c.Systems[0] + ")"
+				row.Values[sysDrip], row.Reps[sysDrip] = row.Values[c.Systems[0]], row.Reps[c.Systems[0]]
+				delete(row.Values, c.Systems[0])
+				delete(row.Reps, c.Systems[0])
+				row.RatioOf = sysDrip + "/" + c.Systems[1]
+			}
+			cr.Rows = append(cr.Rows, row)
+		}
 	}
 	return cr
 }

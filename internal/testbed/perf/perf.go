@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -175,7 +176,6 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			h.caseHenjes},
 	}
 	var errs []error
-	var maxRate []*CaseResult
 	for _, d := range defs {
 		if !cfg.selected(d.name) {
 			continue
@@ -204,31 +204,6 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 				errs = append(errs, err)
 			}
 		}
-		switch d.name {
-		case CaseOneToOne, CaseFanOut, CaseTwoBrokers:
-			if len(cr.Runs) > 0 {
-				maxRate = append(maxRate, cr)
-			}
-		}
-	}
-	if len(maxRate) > 0 {
-		cpu := cpuCase(maxRate)
-		// In issue 12's order: after the max-rate cases.
-		at := 0
-		for i, c := range sum.Cases {
-			if c.Name == CaseOneToOne || c.Name == CaseFanOut || c.Name == CaseTwoBrokers {
-				at = i + 1
-			}
-		}
-		sum.Cases = append(sum.Cases[:at], append([]*CaseResult{cpu}, sum.Cases[at:]...)...)
-	}
-	for _, c := range sum.Cases {
-		if d, ok := c.Deployments[sysNATS]; ok {
-			sum.Machine.NATS = strings.TrimPrefix(d.Version, "nats-server: ")
-		}
-		if d, ok := c.Deployments[sysActiveMQ]; ok {
-			sum.Machine.ActiveMQ = d.Version
-		}
 	}
 	sum.Machine.LoadAfter = loadAverage()
 	sum.Seconds = Num(time.Since(started).Seconds())
@@ -244,8 +219,77 @@ type skipError struct{ why string }
 
 func (e *skipError) Error() string { return e.why }
 
+// derive recomputes what sum's cases imply: case 4 from the max-rate
+// cases' runs, the caveats the runs carry, the servers' versions.
+func derive(sum *Summary) {
+	var maxRate []*CaseResult
+	cases := sum.Cases[:0]
+	for _, c := range sum.Cases {
+		if c.Name == CaseCPU {
+			continue
+		}
+		cases = append(cases, c)
+		c.Caveats = caveats(c)
+		switch c.Name {
+		case CaseOneToOne, CaseFanOut, CaseTwoBrokers:
+			if len(c.Runs) > 0 {
+				maxRate = append(maxRate, c)
+			}
+		}
+		if d, ok := c.Deployments[sysNATS]; ok {
+			sum.Machine.NATS = strings.TrimPrefix(d.Version, "nats-server: ")
+		}
+		if d, ok := c.Deployments[sysActiveMQ]; ok {
+			sum.Machine.ActiveMQ = d.Version
+		}
+	}
+	sum.Cases = cases
+	if len(maxRate) == 0 {
+		return
+	}
+	// In issue 12's order: after the max-rate cases.
+	at := 0
+	for i, c := range sum.Cases {
+		if c == maxRate[len(maxRate)-1] {
+			at = i + 1
+		}
+	}
+	sum.Cases = slices.Insert(sum.Cases, at, cpuCase(maxRate))
+}
+
+// Render rewrites the summary, the plots and the report from the JSON a
+// run wrote to out: after a change to how results are shown, without
+// measuring again.
+func Render(out, report string) (*Summary, error) {
+	var sum Summary
+	b, err := os.ReadFile(filepath.Join(out, "perf-summary.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return nil, fmt.Errorf("%s/perf-summary.json: %w", out, err)
+	}
+	for i, c := range sum.Cases {
+		if c.Name == CaseCPU {
+			continue
+		}
+		path := filepath.Join(out, "perf-"+c.Name+".json")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var full CaseResult
+		if err := json.Unmarshal(b, &full); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		sum.Cases[i] = &full
+	}
+	return &sum, writeOutputs(Config{Out: out, Report: report}, &sum)
+}
+
 // writeOutputs writes the summary, the plots and the report.
 func writeOutputs(cfg Config, sum *Summary) error {
+	derive(sum)
 	brief := *sum
 	brief.Cases = nil
 	for _, c := range sum.Cases {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -65,6 +66,11 @@ func markdown(sum *Summary, rel string, plots []string) string {
 	}
 	p(". Load average (1, 5, 15 min) %s before, %s after. Started %s, took %.1f minutes.\n\n",
 		m.LoadBefore, m.LoadAfter, sum.Started.Format(time.RFC3339), float64(sum.Seconds)/60)
+	if f := strings.Fields(m.LoadBefore); len(f) > 0 {
+		if load, err := strconv.ParseFloat(f[0], 64); err == nil && m.Cores > 0 && load > float64(m.Cores) {
+			p("The machine was shared: a load average of %.1f on %d cores at the start means other work competed for the cores, so absolute rates are low and noisy; the ratios of interleaved runs are what the targets judge.\n\n", load, m.Cores)
+		}
+	}
 
 	p("## Targets\n\n")
 	p("| # | case | metric | drip | compared | ratio | target | met |\n|---|---|---|---|---|---|---|---|\n")
@@ -103,6 +109,12 @@ func markdown(sum *Summary, rel string, plots []string) string {
 		caseTable(&b, c)
 		for _, n := range c.Notes {
 			p("%s\n\n", n)
+		}
+		for _, n := range c.Caveats {
+			p("- %s\n", n)
+		}
+		if len(c.Caveats) > 0 {
+			p("\n")
 		}
 		if c.Henjes != nil {
 			henjesTable(&b, c)

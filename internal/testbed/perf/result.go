@@ -17,8 +17,12 @@ type CaseResult struct {
 	Deployments map[string]DeploymentInfo `json:"deployments,omitempty"`
 	Rows        []Row                     `json:"rows"`
 	Notes       []string                  `json:"notes,omitempty"`
-	Henjes      *HenjesResult             `json:"henjes07,omitempty"`
-	Runs        []RunResult               `json:"runs,omitempty"`
+	// Caveats are what the runs say about the numbers (a server that was
+	// not the bottleneck, a drain that ended with deliveries still
+	// coming), derived from the runs each time the results are written.
+	Caveats []string      `json:"caveats,omitempty"`
+	Henjes  *HenjesResult `json:"henjes07,omitempty"`
+	Runs    []RunResult   `json:"runs,omitempty"`
 	// Skipped says why the case did not run.
 	Skipped string `json:"skipped,omitempty"`
 	Seconds Num    `json:"seconds"`
