@@ -40,14 +40,20 @@
 //     answered with ours. A newer copy of our own entry means the mesh
 //     remembers an earlier incarnation of us (we restarted from sequence
 //     number 1): we jump past it and re-originate, as OSPF does.
-//   - Database exchange: when an adjacency comes up the lower-ID side sends
-//     a summary (kind, origin, seq, checksum) of its LSDB; the other side
-//     requests what it lacks or holds older and sends back what it holds
-//     newer or the summary lacks. Hellos carry a digest of the LSDB; if a
-//     neighbour's digest differs for DigestMismatchHellos hellos in a row,
-//     the same exchange runs again. Links are reliable streams in
-//     production, so this only heals drops on lossy test networks and
-//     lost races, without per-message acknowledgements.
+//   - Database exchange: when an adjacency comes up each side sends a
+//     summary (kind, origin, seq, checksum) of its LSDB and requests what
+//     the other's lists that it lacks or holds older. The link enters the
+//     side's LSA only once the requested entries have arrived and the
+//     neighbour's LSA it holds is not a stale one listing it (OSPF's
+//     Loading→Full), so no shortest path runs through a router that does
+//     not know the mesh yet, as after a restart; an exchange open for
+//     DeadInterval advertises the link anyway (EventLoadTimeout). Hellos
+//     carry a digest of the LSDB; if a neighbour's digest differs for
+//     DigestMismatchHellos hellos in a row, the lower-ID side sends a
+//     summary again and the other side requests what it lacks and sends
+//     back what it holds newer or the summary lacks. Links are reliable
+//     streams in production, so this only heals drops on lossy test
+//     networks and lost races, without per-message acknowledgements.
 //   - Aging and withdrawal: entries carry their age, so every copy of an
 //     entry expires at about the same time everywhere; an entry not
 //     refreshed within MaxAge is dropped. Shutdown floods withdrawn copies

@@ -34,6 +34,13 @@ const (
 	// EventParamsMismatch: the predicate advertisement Seq of Peer uses
 	// other Bloom parameters and is left out of the PREDICATES table.
 	EventParamsMismatch
+	// EventAdjacencyAdvertised: the database exchange with Peer is done
+	// and the link enters the router's LSA with Cost.
+	EventAdjacencyAdvertised
+	// EventLoadTimeout: the database exchange with Peer did not finish
+	// within DeadInterval (Seq entries still awaited); the link is
+	// advertised anyway.
+	EventLoadTimeout
 )
 
 var eventNames = [...]string{
@@ -46,6 +53,9 @@ var eventNames = [...]string{
 	EventAntiEntropy:     "anti_entropy",
 	EventVersionMismatch: "version_mismatch",
 	EventParamsMismatch:  "params_mismatch",
+
+	EventAdjacencyAdvertised: "adjacency_advertised",
+	EventLoadTimeout:         "load_timeout",
 }
 
 // String returns a snake_case name usable as a metric label.
@@ -121,6 +131,10 @@ func (e Event) String() string {
 		return fmt.Sprintf("version_mismatch peer=%d version=%d", e.Peer, e.Seq)
 	case EventParamsMismatch:
 		return fmt.Sprintf("params_mismatch origin=%d seq=%d", e.Peer, e.Seq)
+	case EventAdjacencyAdvertised:
+		return fmt.Sprintf("adjacency_advertised peer=%d cost=%d", e.Peer, e.Cost)
+	case EventLoadTimeout:
+		return fmt.Sprintf("load_timeout peer=%d awaited=%d", e.Peer, e.Seq)
 	}
 	return e.Type.String()
 }

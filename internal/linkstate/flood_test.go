@@ -230,11 +230,31 @@ func TestDatabaseExchange(t *testing.T) {
 	sums := only[*DBSummary](to(*m.log[1], 4))
 	require.Len(t, sums, 1)
 	assert.Len(t, sums[0].Entries, 6)
-	assert.Empty(t, only[*DBSummary](to(*m.log[4], 1)))
-	reqs := only[*DBRequest](to(*m.log[4], 1))
+	sums = only[*DBSummary](to(*m.log[4], 1))
+	require.Len(t, sums, 1, "both sides send their summary")
+	assert.Len(t, sums[0].Entries, 2)
+	reqs := only[*DBRequest](to(*m.log[1], 4))
+	require.Len(t, reqs, 1)
+	assert.Equal(t, []Key{{KindRouter, 4}, {KindPredicate, 4}}, reqs[0].Keys)
+	reqs = only[*DBRequest](to(*m.log[4], 1))
 	require.Len(t, reqs, 1)
 	assert.Equal(t, []Key{{KindRouter, 1}, {KindRouter, 2}, {KindRouter, 3}, {KindPredicate, 1}, {KindPredicate, 2}, {KindPredicate, 3}},
 		reqs[0].Keys)
+	// Each side pulls what it lacks, so no entry crosses the link twice.
+	for _, dir := range [][2]uint32{{1, 4}, {4, 1}} {
+		sent := map[Summary]int{}
+		for _, msg := range to(*m.log[dir[0]], dir[1]) {
+			switch e := msg.(type) {
+			case *LSA:
+				sent[newLSAEntry(e, 0).summary()]++
+			case *PredAd:
+				sent[newPredEntry(e, 0).summary()]++
+			}
+		}
+		for s, n := range sent {
+			assert.Equal(t, 1, n, "%d→%d sent %+v", dir[0], dir[1], s)
+		}
+	}
 	requireSynced(t, m)
 	assert.Equal(t, []encoding.Bloom{bloom(7)}, d.Predicates()[3])
 	assert.Equal(t, []encoding.Bloom{bloom(8)}, m.nodes[3].Predicates()[4])

@@ -69,17 +69,38 @@ func TestHelloHandshake(t *testing.T) {
 	assert.Equal(t, 1, n)
 	out := to(rd, 2)
 	assert.Len(t, only[*Hello](out), 1, "announce the adjacency at once")
-	assert.Len(t, only[*DBSummary](out), 1, "the lower ID starts the database exchange")
-	lsas := only[*LSA](out)
-	require.Len(t, lsas, 1)
-	assert.Equal(t, []Link{{Neighbor: 2, Cost: 1}}, lsas[0].Links)
+	sa := only[*DBSummary](out)
+	assert.Len(t, sa, 1, "each side starts its half of the database exchange")
+	assert.Empty(t, only[*LSA](out), "the link is not advertised before the exchange")
 
 	require.NoError(t, b.Step(1, ha1[0], 25*ms))
 	assert.Equal(t, StateFull, state(b, 1))
 	rd = drain(b)
-	assert.Empty(t, only[*DBSummary](to(rd, 1)), "the higher ID waits for the summary")
+	sb := only[*DBSummary](to(rd, 1))
+	require.Len(t, sb, 1, "the higher ID sends its summary too")
 	d, _ = rtt(b, 1)
 	assert.Equal(t, 20*ms, d)
+
+	// Each requests the other's own entries; once they arrive, the link
+	// enters both LSAs.
+	require.NoError(t, a.Step(2, sb[0], 30*ms))
+	rd = drain(a)
+	reqs := only[*DBRequest](to(rd, 2))
+	require.Len(t, reqs, 1)
+	assert.Equal(t, []Key{{KindRouter, 2}, {KindPredicate, 2}}, reqs[0].Keys)
+	assert.Empty(t, only[*LSA](to(rd, 2)), "still waiting for what it requested")
+	assert.Empty(t, events(rd, EventAdjacencyAdvertised))
+	require.NoError(t, b.Step(1, reqs[0], 30*ms))
+	for _, m := range to(drain(b), 1) {
+		require.NoError(t, a.Step(2, m, 35*ms))
+	}
+	rd = drain(a)
+	assert.Len(t, events(rd, EventAdjacencyAdvertised), 1)
+	lsas := only[*LSA](to(rd, 2))
+	require.Len(t, lsas, 1)
+	assert.Equal(t, []Link{{Neighbor: 2, Cost: 1}}, lsas[0].Links)
+	assert.True(t, a.Neighbors()[0].Advertised)
+	assert.False(t, b.Neighbors()[0].Advertised, "b has not had a's summary")
 }
 
 func TestHelloEchoesEachHelloOnce(t *testing.T) {
@@ -128,6 +149,10 @@ func sample(t *testing.T, n *Node, peer uint32, now, s time.Duration) Ready {
 		Router: peer, Version: Version, SentAt: now, Heard: true,
 		Echoed: true, Echo: now - s, Digest: n.Digest(),
 	}, now))
+	if nb := n.nbrs[peer]; nb.state == StateFull && !nb.gotSummary && !nb.advertised {
+		// The peer's half of the database exchange: an empty database.
+		require.NoError(t, n.Step(peer, &DBSummary{}, now))
+	}
 	return drain(n)
 }
 

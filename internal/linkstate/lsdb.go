@@ -220,9 +220,11 @@ func (n *Node) flood(e *entry, except uint32) {
 	}
 }
 
-// flush originates the own LSA if adjacencies or costs changed during the
-// input, so that one input yields at most one new LSA.
+// flush advances database exchanges and originates the own LSA if
+// adjacencies or costs changed during the input, so that one input yields
+// at most one new LSA.
 func (n *Node) flush() {
+	n.advance()
 	if n.lsaDirty || n.lsaForce {
 		n.originateLSA()
 	}
@@ -234,7 +236,7 @@ func (n *Node) originateLSA() {
 	a := &LSA{Origin: n.cfg.ID, Withdrawn: n.stopped}
 	if !n.stopped {
 		for _, id := range n.nbrIDs {
-			if nb := n.nbrs[id]; nb.state == StateFull {
+			if nb := n.nbrs[id]; nb.state == StateFull && nb.advertised {
 				a.Links = append(a.Links, Link{Neighbor: id, Cost: nb.cost})
 			}
 		}
@@ -272,9 +274,16 @@ func (n *Node) originatePred(filters []encoding.Bloom, minSeq uint64) {
 // stepSummary compares a neighbour's database with ours. We request what
 // we lack or hold older, send what we hold newer or the neighbour lacks,
 // and jump our own sequence numbers if it remembers an earlier incarnation
-// of us. One summary thus brings both sides up to date.
+// of us. One summary thus brings both sides up to date (anti-entropy,
+// which the lower-ID side starts). The first summary of an adjacency is
+// one of two, each side sending its own: then we only request, and send
+// only our own entries the neighbour holds older, because the neighbour
+// requests the rest from our summary; what we request is pending until it
+// arrives (advance).
 func (n *Node) stepSummary(nb *neighbor, m *DBSummary) {
+	exchange := nb.state == StateFull && !nb.advertised && !nb.gotSummary
 	var want []Key
+	var wantSeq []uint64
 	listed := make(map[Key]bool, len(m.Entries))
 	for _, s := range m.Entries {
 		k := Key{s.Kind, s.Origin}
@@ -291,14 +300,22 @@ func (n *Node) stepSummary(nb *neighbor, m *DBSummary) {
 				n.sendEntry(nb.id, cur)
 			}
 		case cur == nil || newer(s.Seq, s.Sum, cur.seq, cur.sum):
-			want = append(want, k)
-		case newer(cur.seq, cur.sum, s.Seq, s.Sum):
+			want, wantSeq = append(want, k), append(wantSeq, s.Seq)
+		case !exchange && newer(cur.seq, cur.sum, s.Seq, s.Sum):
 			n.sendEntry(nb.id, cur)
 		}
 	}
-	for _, e := range n.sortedEntries() {
-		if !listed[e.key] {
-			n.sendEntry(nb.id, e)
+	if exchange {
+		nb.gotSummary = true
+		nb.pending = make(map[Key]uint64, len(want))
+		for i, k := range want {
+			nb.pending[k] = wantSeq[i]
+		}
+	} else {
+		for _, e := range n.sortedEntries() {
+			if !listed[e.key] {
+				n.sendEntry(nb.id, e)
+			}
 		}
 	}
 	if len(want) > 0 {

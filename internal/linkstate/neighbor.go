@@ -1,8 +1,10 @@
 package linkstate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -14,8 +16,10 @@ const (
 	StateDown NeighborState = iota
 	// StateInit: we hear the neighbour, but it has not heard us yet.
 	StateInit
-	// StateFull: hellos flow both ways; the neighbour is in our LSA,
-	// receives floods, and the databases have been exchanged.
+	// StateFull: hellos flow both ways, the neighbour receives floods and
+	// the databases are exchanged. It enters our LSA once the exchange is
+	// done (neighbor.advertised), as in OSPF's Loading→Full, so no router
+	// sends traffic over the link before the router behind it has routes.
 	StateFull
 )
 
@@ -52,6 +56,17 @@ type neighbor struct {
 	srtt    time.Duration
 	samples int
 
+	// The database exchange of the adjacency (adjacencyUp to advertised):
+	// upAt is when it came up; gotSummary says the neighbour's summary
+	// arrived; pending holds what we requested from it and the sequence
+	// number each request waits for; peerSeqAtUp is the sequence number of
+	// the neighbour's LSA we held at upAt (see peerReady).
+	advertised  bool
+	upAt        time.Duration
+	gotSummary  bool
+	pending     map[Key]uint64
+	peerSeqAtUp uint64
+
 	mismatches   int       // hellos in a row showing mismatchPair
 	mismatchPair [2]uint64 // our digest and the neighbour's
 	badVersion   bool      // reported a version mismatch already
@@ -63,6 +78,9 @@ type NeighborInfo struct {
 	ID    uint32
 	Name  string
 	State NeighborState
+	// Advertised says the link is in the router's LSA: the adjacency is
+	// full and its database exchange is done.
+	Advertised bool
 	// Weight is the configured weight from LinkUp.
 	Weight uint32
 	// Cost is the cost the router currently advertises for the link.
@@ -80,7 +98,7 @@ func (n *Node) Neighbors() []NeighborInfo {
 	for _, id := range n.nbrIDs {
 		nb := n.nbrs[id]
 		out = append(out, NeighborInfo{
-			ID: id, Name: nb.name, State: nb.state, Weight: nb.weight, Cost: nb.cost,
+			ID: id, Name: nb.name, State: nb.state, Advertised: nb.advertised, Weight: nb.weight, Cost: nb.cost,
 			RTT: nb.srtt, Samples: nb.samples, LastHeard: nb.lastHeard,
 		})
 	}
@@ -175,19 +193,75 @@ func (n *Node) compareDigest(nb *neighbor, theirs uint64) {
 	}
 }
 
+// adjacencyUp starts the database exchange: both sides send a summary and
+// request what the other's lists newer; the link enters the LSA once that
+// is done (advance).
 func (n *Node) adjacencyUp(nb *neighbor) {
 	nb.mismatches = 0
-	n.lsaDirty = true
-	n.events = append(n.events, Event{Type: EventAdjacencyUp, Peer: nb.id, Cost: nb.cost})
-	if n.cfg.ID < nb.id {
-		n.sendSummary(nb)
+	nb.advertised, nb.upAt, nb.gotSummary, nb.pending = false, n.now, false, nil
+	nb.peerSeqAtUp = 0
+	if e := n.lsdb[Key{KindRouter, nb.id}]; e != nil {
+		nb.peerSeqAtUp = e.seq
 	}
+	n.events = append(n.events, Event{Type: EventAdjacencyUp, Peer: nb.id, Cost: nb.cost})
+	n.sendSummary(nb)
 }
 
 func (n *Node) adjacencyDown(nb *neighbor, why DownReason) {
 	nb.mismatches = 0
-	n.lsaDirty = true
+	if nb.advertised {
+		n.lsaDirty = true
+	}
+	nb.advertised, nb.gotSummary, nb.pending = false, false, nil
 	n.events = append(n.events, Event{Type: EventAdjacencyDown, Peer: nb.id, Reason: why})
+}
+
+// advance puts full neighbours whose database exchange is done into the
+// LSA. Done means: the neighbour's summary arrived, every entry requested
+// from it is here at the requested sequence number or later, and peerReady.
+// An exchange still open after DeadInterval (a neighbour that never sends
+// a summary, or an entry that expired before it was sent) is taken as
+// done, with EventLoadTimeout: the link is then advertised as it was
+// before this phase existed, rather than never.
+func (n *Node) advance() {
+	for _, id := range n.nbrIDs {
+		nb := n.nbrs[id]
+		if nb.state != StateFull || nb.advertised {
+			continue
+		}
+		for k, seq := range nb.pending {
+			if e := n.lsdb[k]; e != nil && e.seq >= seq {
+				delete(nb.pending, k)
+			}
+		}
+		done := nb.gotSummary && len(nb.pending) == 0 && n.peerReady(nb)
+		timedOut := !done && n.now-nb.upAt >= n.cfg.DeadInterval
+		if !done && !timedOut {
+			continue
+		}
+		if timedOut {
+			n.events = append(n.events, Event{Type: EventLoadTimeout, Peer: nb.id, Seq: uint64(len(nb.pending))})
+		}
+		nb.advertised, nb.pending, n.lsaDirty = true, nil, true
+		n.events = append(n.events, Event{Type: EventAdjacencyAdvertised, Peer: nb.id, Cost: nb.cost})
+	}
+}
+
+// peerReady reports whether the neighbour's LSA we hold can be trusted to
+// say whether it has routes: it does not list us, or it came after the
+// adjacency did. An LSA from before that lists us is stale — the
+// neighbour's previous incarnation, or its view before the link broke —
+// and with it our own advertisement would complete the two-way link at
+// once, while the neighbour, restarted with an empty database, would drop
+// what it is sent. The neighbour's next LSA (its sequence jump after a
+// restart, or its reply to our older copy in the exchange) supersedes it.
+func (n *Node) peerReady(nb *neighbor) bool {
+	e := n.lsdb[Key{KindRouter, nb.id}]
+	if e == nil || e.seq > nb.peerSeqAtUp {
+		return true
+	}
+	_, listed := slices.BinarySearchFunc(e.lsa.Links, n.cfg.ID, func(l Link, id uint32) int { return cmp.Compare(l.Neighbor, id) })
+	return !listed
 }
 
 func (n *Node) neighborDead(nb *neighbor) {
@@ -221,7 +295,7 @@ func (n *Node) setCost(nb *neighbor, c uint32) {
 	}
 	n.events = append(n.events, Event{Type: EventCostChanged, Peer: nb.id, OldCost: nb.cost, Cost: c, RTT: nb.srtt})
 	nb.cost = c
-	if nb.state == StateFull {
+	if nb.advertised {
 		n.lsaDirty = true
 	}
 }

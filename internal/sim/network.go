@@ -470,8 +470,8 @@ func (nw *Network) RunUntilConverged(limit time.Duration) (time.Duration, error)
 func (nw *Network) Converged() bool { return nw.Disagreement() == "" }
 
 // Disagreement returns "" when the network has converged — no control
-// message other than hellos in flight, every adjacency up exactly where a
-// link works, and every router of a connected component holding the same
+// message other than hellos in flight, every adjacency up and advertised
+// exactly where a link works, and every router of a connected component holding the same
 // LSDB (so computing the same routes) — and otherwise the first reason it
 // has not.
 func (nw *Network) Disagreement() string {
@@ -484,8 +484,8 @@ func (nw *Network) Disagreement() string {
 			continue
 		}
 		for _, nb := range r.node.Neighbors() {
-			if want := nw.Working(id, nb.ID); want != (nb.State == linkstate.StateFull) {
-				return fmt.Sprintf("router %d sees neighbour %d %s, link working=%v", id, nb.ID, nb.State, want)
+			if want := nw.Working(id, nb.ID); want != (nb.State == linkstate.StateFull && nb.Advertised) {
+				return fmt.Sprintf("router %d sees neighbour %d %s (advertised %v), link working=%v", id, nb.ID, nb.State, nb.Advertised, want)
 			}
 		}
 	}

@@ -62,12 +62,25 @@ func (s *Sim) addClients() error {
 	if err != nil {
 		return err
 	}
+	homes := make([]int, 0, len(s.nodes))
+	for _, id := range s.opts.ClientBrokers {
+		i, ok := s.index[id]
+		if !ok {
+			return fmt.Errorf("brokertest: Options.ClientBrokers names router %d, which the topology lacks", id)
+		}
+		homes = append(homes, i)
+	}
+	if len(homes) == 0 {
+		for i := range s.nodes {
+			homes = append(homes, i)
+		}
+	}
 	for j := range s.opts.Subscribers {
 		d, err := dedup.New(dedup.ClientConfig())
 		if err != nil {
 			return err
 		}
-		sub := &subscriber{idx: j, pred: gen.Predicate(), home: j % len(s.nodes), dedup: d, gapStart: 0}
+		sub := &subscriber{idx: j, pred: gen.Predicate(), home: homes[j%len(homes)], dedup: d, gapStart: 0}
 		s.subs = append(s.subs, sub)
 		s.ledger.subs = append(s.ledger.subs, &subRecord{pred: sub.pred, received: map[uint64]int{}})
 		s.subscribe(sub)
@@ -79,7 +92,7 @@ func (s *Sim) addClients() error {
 		if err != nil {
 			return err
 		}
-		p := &publisher{idx: i, home: i % len(s.nodes), node: -1, gen: g,
+		p := &publisher{idx: i, home: homes[i%len(homes)], node: -1, gen: g,
 			rng: rand.New(rand.NewPCG(s.opts.Seed, uint64(i)+1)), rate: s.opts.Rate}
 		s.pubs = append(s.pubs, p)
 		if p.rate > 0 {

@@ -21,4 +21,8 @@
 // no duplicate on any stream nor at any application, and every message
 // published while the mesh was converged — with no disruptive fault until
 // it could have been delivered — delivered to every subscriber it matches.
+// A broker's restart or a link's heal counts as disruptive only when it
+// joins parts of the mesh that could not reach each other: otherwise it
+// only adds paths, and routes may move onto them without losing a message
+// (a link is advertised only once its database exchange is done).
 package brokertest

@@ -15,9 +15,14 @@ import (
 // FaultKind names a scheduled fault.
 type FaultKind string
 
-// The faults a schedule draws from. Kill, Cut, Partition, Restart, Heal and
-// Merge are disruptive: messages in flight may be lost. Stop is graceful
-// and Delay only slows links; neither may lose a message.
+// The faults a schedule draws from. Kill, Cut, Partition and Merge are
+// disruptive: messages in flight may be lost. Stop is graceful and Delay
+// only slows links; neither may lose a message. Restart and Heal may lose
+// nothing either unless they join parts of the mesh that could not talk
+// (the broker that returns, or the link that heals, is a cut vertex or a
+// bridge of the working mesh): a broker enters routes only once it has the
+// mesh's database, and a link only once both ends have exchanged theirs
+// (docs/design.md §3 and §10).
 const (
 	Kill      FaultKind = "kill"
 	Stop      FaultKind = "stop"
@@ -155,16 +160,22 @@ func Run(sc Schedule) (*Sim, Report, error) {
 }
 
 func (s *Sim) apply(f Fault) {
+	disruptive := true
 	switch f.Kind {
 	case Kill:
 		s.Kill(f.A)
 	case Stop:
-		s.Stop(f.A)
+		s.Stop(f.A) // disruptive only if it splits the mesh; Stop says so
+		disruptive = false
 	case Restart:
+		// A broker whose return joins no parts adds paths and takes none
+		// away: whatever was deliverable stays deliverable throughout.
+		disruptive = s.separates(s.index[f.A])
 		s.Restart(f.A)
 	case Cut:
 		s.Cut(f.A, f.B)
 	case Heal:
+		disruptive = s.bridges(f.A, f.B)
 		s.Heal(f.A, f.B)
 	case Partition:
 		s.Partition(f.Groups...)
@@ -172,8 +183,9 @@ func (s *Sim) apply(f Fault) {
 		s.Merge()
 	case Delay:
 		s.SetExtraDelay(f.A, f.B, f.Extra)
+		disruptive = false
 	}
-	if f.Kind != Stop && f.Kind != Delay {
+	if disruptive {
 		s.disrupted()
 	}
 }

@@ -31,10 +31,12 @@ type Options struct {
 	Config func(*broker.Config)
 	// Workload draws predicates and messages.
 	Workload workload.Config
-	// Subscribers and Publishers are spread round-robin over the brokers;
-	// each publisher sends Rate messages per second as a Poisson process.
+	// Subscribers and Publishers are spread round-robin over the brokers
+	// (over ClientBrokers if set); each publisher sends Rate messages per
+	// second as a Poisson process.
 	Subscribers, Publishers int
 	Rate                    float64
+	ClientBrokers           []uint32
 	// Logger receives the brokers' logs (default: none).
 	Logger *zap.Logger
 }
@@ -476,6 +478,22 @@ func (s *Sim) separates(i int) bool {
 	if running == 0 {
 		return false
 	}
+	return len(s.reach(start, i)) < running
+}
+
+// bridges says whether the link between a and b, once healed, would join
+// running brokers that cannot reach each other without it.
+func (s *Sim) bridges(a, b uint32) bool {
+	ia, ib := s.index[a], s.index[b]
+	if s.nodes[ia].state != up || s.nodes[ib].state != up {
+		return false // it carries nothing until both run; Restart judges that
+	}
+	return !s.reach(ia, -1)[ib]
+}
+
+// reach returns the running brokers that start reaches over working links
+// without passing through avoid.
+func (s *Sim) reach(start, avoid int) map[int]bool {
 	seen := map[int]bool{start: true}
 	stack := []int{start}
 	for len(stack) > 0 {
@@ -483,14 +501,14 @@ func (s *Sim) separates(i int) bool {
 		stack = stack[:len(stack)-1]
 		for _, l := range s.linksOf(j) {
 			k := l.other(j)
-			if k == i || seen[k] || l.cut || s.nodes[k].state != up || s.group[l.a] != s.group[l.b] {
+			if k == avoid || seen[k] || l.cut || s.nodes[k].state != up || s.group[l.a] != s.group[l.b] {
 				continue
 			}
 			seen[k] = true
 			stack = append(stack, k)
 		}
 	}
-	return len(seen) < running
+	return seen
 }
 
 // advanceDrain moves a stopping node through the phases of Broker.Run.
@@ -600,11 +618,13 @@ func (s *Sim) Converged() bool {
 		} else if in.Digest != digest {
 			return false
 		}
-		// The adjacencies must be exactly the links that can work: one to
-		// a broker that is gone means the news has not arrived.
+		// The advertised adjacencies must be exactly the links that can
+		// work: one to a broker that is gone means the news has not
+		// arrived, a full one not yet advertised is still exchanging its
+		// database.
 		full := map[uint32]bool{}
 		for _, nb := range in.Neighbors {
-			if nb.State == linkstate.StateFull {
+			if nb.State == linkstate.StateFull && nb.Advertised {
 				full[nb.ID] = true
 			}
 		}
