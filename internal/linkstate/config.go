@@ -80,6 +80,13 @@ type Config struct {
 	// improvement). Below it the old cost stays, so jitter neither floods
 	// LSAs nor flaps routes. Zero advertises every change.
 	CostThreshold float64
+	// CostInterval, when positive, makes measured costs change only at a
+	// periodic check every CostInterval (Kim10 §2.1's proactive best path,
+	// whose path search runs every 30 s), each cost that moved past
+	// CostThreshold advertised then; zero advertises a cost at the sample
+	// that moves it past the threshold. A delay budget's violation
+	// (SetDelayBudget) is advertised at once either way.
+	CostInterval time.Duration
 	// CostFloor is the least cost a measured link is advertised with, in
 	// microseconds of RTT. RTT differences below it are scheduling noise,
 	// and a floor keeps links of a LAN equal so that hop count decides.
@@ -152,6 +159,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("linkstate: Config.EWMAWeight = %v, want a value in (0, 1]", c.EWMAWeight)
 	case math.IsNaN(c.CostThreshold) || c.CostThreshold < 0 || math.IsInf(c.CostThreshold, 0):
 		return fmt.Errorf("linkstate: Config.CostThreshold = %v, want a finite value ≥ 0", c.CostThreshold)
+	case c.CostInterval < 0:
+		return fmt.Errorf("linkstate: Config.CostInterval = %v, want ≥ 0 (0: advertise at the threshold)", c.CostInterval)
 	case c.CostFloor == 0:
 		return errors.New("linkstate: Config.CostFloor = 0, want at least 1 (a zero-cost link makes paths through it free)")
 	}

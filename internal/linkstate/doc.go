@@ -61,6 +61,19 @@
 //     unreachable leaves the published PREDICATES table at once and comes
 //     back when reachable again; its LSDB entries wait for MaxAge.
 //
+// # Deadlines and two paths (Kim10 §2.2–2.3, docs/design.md §11)
+//
+//   - A predicate advertisement may carry QoS classes: the filters of
+//     subscribers that asked for a delivery deadline or two-path delivery
+//     (qos.go), so that ingress routers know how urgent a match is.
+//   - CostInterval makes measured costs change only at a periodic check
+//     (Kim10's proactive best path); SetDelayBudget gives a link the delay
+//     budget of the deadline flows through it, and a sample that breaks it
+//     is advertised at once (budget.go).
+//   - Second paths (second.go): for two-path delivery every router computes
+//     the same second path from a message's source to each destination,
+//     link-disjoint from the shortest path where the topology allows.
+//
 // # Shortest paths and tie-breaking
 //
 // SPF is Dijkstra with a binary heap over the links both ends advertise (a

@@ -41,6 +41,10 @@ const (
 	// within DeadInterval (Seq entries still awaited); the link is
 	// advertised anyway.
 	EventLoadTimeout
+	// EventBudgetViolation: an RTT sample of the link to Peer broke the
+	// link's delay Budget (budget.go), and its cost went from OldCost to
+	// Cost at once; RTT is the sample.
+	EventBudgetViolation
 )
 
 var eventNames = [...]string{
@@ -56,6 +60,7 @@ var eventNames = [...]string{
 
 	EventAdjacencyAdvertised: "adjacency_advertised",
 	EventLoadTimeout:         "load_timeout",
+	EventBudgetViolation:     "budget_violation",
 }
 
 // String returns a snake_case name usable as a metric label.
@@ -108,6 +113,7 @@ type Event struct {
 	Cost    uint32
 	RTT     time.Duration
 	Routers int
+	Budget  time.Duration
 }
 
 // String formats the event for logs and test failures.
@@ -135,6 +141,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("adjacency_advertised peer=%d cost=%d", e.Peer, e.Cost)
 	case EventLoadTimeout:
 		return fmt.Sprintf("load_timeout peer=%d awaited=%d", e.Peer, e.Seq)
+	case EventBudgetViolation:
+		return fmt.Sprintf("budget_violation peer=%d cost=%d→%d rtt=%v budget=%v", e.Peer, e.OldCost, e.Cost, e.RTT, e.Budget)
 	}
 	return e.Type.String()
 }

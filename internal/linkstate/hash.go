@@ -49,7 +49,7 @@ func (a *LSA) Checksum() uint64 {
 const v1Words = 512 / 64
 
 // Checksum returns the checksum of the advertisement's contents, Seq and
-// Age excluded. For cat-v1 it is the checksum brokers computed before
+// Age excluded; QoS classes count only when there are some. For cat-v1 it is the checksum brokers computed before
 // schemes existed (the first 512 bits of each filter, no scheme word), so
 // that mixed-version meshes of cat-v1 brokers keep agreeing; any other
 // scheme adds its number and every word of its filters.
@@ -68,6 +68,7 @@ func (p *PredAd) Checksum() uint64 {
 			s.add(f.Word(i))
 		}
 	}
+	s.addClasses(p.Classes, n)
 	return s.h
 }
 

@@ -83,7 +83,7 @@ func validatePredAd(p *PredAd) error {
 	if p.Withdrawn && len(p.Filters) > 0 {
 		return fmt.Errorf("withdrawn predicate advertisement of router %d has %d filters", p.Origin, len(p.Filters))
 	}
-	return nil
+	return validateClasses(p)
 }
 
 // install stores e, replacing any older copy, and marks what it changes.
@@ -195,7 +195,7 @@ func (n *Node) jump(kind Kind, seq uint64) {
 		return
 	}
 	own := n.lsdb[Key{KindPredicate, n.cfg.ID}]
-	n.originatePred(own.pred.Filters, seq)
+	n.originatePred(own.pred.Filters, own.pred.Classes, seq)
 }
 
 func (n *Node) sendEntry(to uint32, e *entry) {
@@ -258,10 +258,10 @@ func (n *Node) originateLSA() {
 
 // originatePred creates, installs and floods a new own predicate
 // advertisement with a sequence number past minSeq and the current one.
-func (n *Node) originatePred(filters []encoding.Bloom, minSeq uint64) {
+func (n *Node) originatePred(filters []encoding.Bloom, classes []QoSClass, minSeq uint64) {
 	p := &PredAd{Origin: n.cfg.ID, Seq: minSeq + 1, Withdrawn: n.stopped, Params: n.cfg.Encoding}
 	if !n.stopped {
-		p.Filters = filters
+		p.Filters, p.Classes = filters, classes
 	}
 	if cur := n.lsdb[Key{KindPredicate, n.cfg.ID}]; cur != nil {
 		p.Seq = max(p.Seq, cur.seq+1)

@@ -133,6 +133,9 @@ type PredAd struct {
 	// with.
 	Params  encoding.Params
 	Filters []encoding.Bloom
+	// Classes are the filters of subscriptions with a deadline or the
+	// two-path option, in CompareQoS order (docs/design.md §11).
+	Classes []QoSClass
 }
 
 // DBSummary lists every entry of the sender's LSDB. The receiver requests
@@ -224,6 +227,9 @@ func (p *PredAd) WireSize() int {
 	// (encoding.Params.AppendFilters).
 	if len(p.Filters) > 0 {
 		n += bytesField(p.Params.FiltersSize(p.Filters))
+	}
+	for _, c := range p.Classes {
+		n += 1 + c.wireSize(p.Params) // a two-byte tag: field 30
 	}
 	return framed(n)
 }

@@ -55,6 +55,7 @@ type neighbor struct {
 
 	srtt    time.Duration
 	samples int
+	budget  time.Duration // one-way delay budget of deadline flows (budget.go); 0: none
 
 	// The database exchange of the adjacency (adjacencyUp to advertised):
 	// upAt is when it came up; gotSummary says the neighbour's summary
@@ -88,6 +89,8 @@ type NeighborInfo struct {
 	// RTT is the smoothed round-trip time, valid when Samples > 0.
 	RTT     time.Duration
 	Samples int
+	// Budget is the link's delay budget (SetDelayBudget); 0: none.
+	Budget time.Duration
 	// LastHeard is when the last hello arrived, on the node's clock.
 	LastHeard time.Duration
 }
@@ -99,7 +102,7 @@ func (n *Node) Neighbors() []NeighborInfo {
 		nb := n.nbrs[id]
 		out = append(out, NeighborInfo{
 			ID: id, Name: nb.name, State: nb.state, Advertised: nb.advertised, Weight: nb.weight, Cost: nb.cost,
-			RTT: nb.srtt, Samples: nb.samples, LastHeard: nb.lastHeard,
+			RTT: nb.srtt, Samples: nb.samples, LastHeard: nb.lastHeard, Budget: nb.budget,
 		})
 	}
 	return out
@@ -282,9 +285,14 @@ func (n *Node) rttSample(nb *neighbor, rtt time.Duration) {
 	if n.cfg.CostMode != CostRTT {
 		return
 	}
+	if n.budgetViolated(nb, rtt) {
+		n.violation(nb, rtt)
+		return
+	}
 	c := rttCost(nb.srtt, n.cfg.CostFloor)
 	// The first sample replaces the LinkUp weight, which was a placeholder.
-	if nb.samples == 1 || beyondThreshold(c, nb.cost, n.cfg.CostThreshold) {
+	// With CostInterval later changes wait for the periodic check.
+	if nb.samples == 1 || n.cfg.CostInterval <= 0 && beyondThreshold(c, nb.cost, n.cfg.CostThreshold) {
 		n.setCost(nb, c)
 	}
 }

@@ -39,6 +39,8 @@ type Ready struct {
 type PredicateUpdate struct {
 	Router  uint32
 	Filters []encoding.Bloom
+	// Classes are the router's QoS classes (docs/design.md §11).
+	Classes []QoSClass
 	Removed bool
 }
 
@@ -70,6 +72,8 @@ type Node struct {
 	lsaForce    bool // originate even if unchanged (refresh, sequence jump)
 	lsaMinSeq   uint64
 	nextRefresh time.Duration
+	// nextCostCheck is when CostInterval's periodic cost check is due.
+	nextCostCheck time.Duration
 
 	topoDirty bool
 	predAll   bool
@@ -103,7 +107,7 @@ func New(cfg Config) (*Node, error) {
 	n.table = newTable(cfg.ID, newGraph(cfg.ID, nil))
 	n.lsaForce = true
 	n.originateLSA()
-	n.originatePred(nil, 0)
+	n.originatePred(nil, nil, 0)
 	return n, nil
 }
 
@@ -129,6 +133,11 @@ func (n *Node) clock(now time.Duration) {
 		// interval spreads them and stays reproducible.
 		jitter := time.Duration(mix64(uint64(n.cfg.ID)) % uint64(n.cfg.RefreshInterval/4+1))
 		n.nextRefresh = now + n.cfg.RefreshInterval - jitter
+		if n.cfg.CostInterval > 0 {
+			// Periodic checks of different routers are not synchronised
+			// either (Kim10 §3: each broker probes on its own).
+			n.nextCostCheck = now + n.cfg.CostInterval - time.Duration(mix64(uint64(n.cfg.ID)+1)%uint64(n.cfg.CostInterval))
+		}
 		return
 	}
 	if now > n.now {
@@ -155,11 +164,12 @@ func (n *Node) Tick(now time.Duration) {
 			n.sendHello(nb)
 		}
 	}
+	n.checkCosts()
 	if n.now >= n.nextRefresh {
 		n.nextRefresh = n.now + n.cfg.RefreshInterval
 		n.lsaForce = true
 		own := n.lsdb[Key{KindPredicate, n.cfg.ID}]
-		n.originatePred(own.pred.Filters, 0)
+		n.originatePred(own.pred.Filters, own.pred.Classes, 0)
 	}
 	if n.nextExpiry != 0 && n.now >= n.nextExpiry {
 		n.expire()
@@ -259,10 +269,13 @@ func (n *Node) LinkDown(peer uint32, now time.Duration) {
 }
 
 // SetLocalPredicate replaces the router's encoded predicate, the Bloom
-// filters of its local subscribers (Carzaniga09 §2.2), and floods it if it
-// changed. The filters must be encoded with Config.Encoding; the node keeps
-// a copy. It takes effect at the time of the latest input.
-func (n *Node) SetLocalPredicate(filters []encoding.Bloom) error {
+// filters of its local subscribers (Carzaniga09 §2.2), and its QoS classes,
+// the filters of subscribers with a deadline or two paths (docs/design.md
+// §11), and floods them if they changed. The filters must be encoded with
+// Config.Encoding; the node keeps a copy. Classes may come in any order;
+// empty ones are dropped, and at most 16 may remain. It takes effect at
+// the time of the latest input.
+func (n *Node) SetLocalPredicate(filters []encoding.Bloom, classes ...QoSClass) error {
 	if n.stopped {
 		return ErrShutdown
 	}
@@ -274,11 +287,18 @@ func (n *Node) SetLocalPredicate(filters []encoding.Bloom) error {
 				i, pos[len(pos)-1], n.cfg.Encoding.M)
 		}
 	}
-	ad := &PredAd{Origin: n.cfg.ID, Params: n.cfg.Encoding, Filters: slices.Clone(filters)}
+	cs, err := normalizeClasses(classes, n.cfg.Encoding.M)
+	if err != nil {
+		return err
+	}
+	ad := &PredAd{Origin: n.cfg.ID, Params: n.cfg.Encoding, Filters: slices.Clone(filters), Classes: cs, Seq: 1}
+	if err := validateClasses(ad); err != nil {
+		return fmt.Errorf("linkstate: SetLocalPredicate: %w", err)
+	}
 	if ad.Checksum() == n.lsdb[Key{KindPredicate, n.cfg.ID}].sum {
 		return nil
 	}
-	n.originatePred(ad.Filters, 0)
+	n.originatePred(ad.Filters, ad.Classes, 0)
 	return nil
 }
 
@@ -298,7 +318,7 @@ func (n *Node) Shutdown() {
 	n.stopped = true
 	n.lsaForce = true
 	n.originateLSA()
-	n.originatePred(nil, 0)
+	n.originatePred(nil, nil, 0)
 	for _, nb := range n.nbrs {
 		nb.state = StateDown
 	}
@@ -430,7 +450,7 @@ func (n *Node) publish() {
 			n.published[id] = published{ad: e.pred, sum: e.sum}
 			// A refresh (same contents, new seq) is not an update.
 			if !had || old.sum != e.sum {
-				n.preds = append(n.preds, PredicateUpdate{Router: id, Filters: e.pred.Filters})
+				n.preds = append(n.preds, PredicateUpdate{Router: id, Filters: e.pred.Filters, Classes: e.pred.Classes})
 			}
 		case had:
 			delete(n.published, id)

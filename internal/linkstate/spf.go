@@ -202,7 +202,9 @@ type Table struct {
 	root  int32
 	tree  *spt
 	first []int32 // index of the first hop towards each node, −1 if none
+	hops  []int32 // links on the shortest path to each node
 	known int
+	sec   secondState // second paths (second.go)
 
 	mu       sync.Mutex
 	children map[uint32][]uint32 // TreeChildren cache per source
@@ -212,17 +214,20 @@ func newTable(self uint32, g *graph) *Table {
 	t := &Table{self: self, g: g, root: g.index(self)}
 	t.tree = g.dijkstra(t.root)
 	t.first = make([]int32, len(g.ids))
+	t.hops = make([]int32, len(g.ids))
 	for i := range t.first {
 		t.first[i] = -1
 	}
 	// Parents settle before their children, so one pass in settling order
-	// propagates first hops down the tree.
+	// propagates first hops and hop counts down the tree.
 	for _, v := range t.tree.order[1:] {
-		if p := t.tree.parent[v]; p == t.root {
+		p := t.tree.parent[v]
+		if p == t.root {
 			t.first[v] = v
 		} else {
 			t.first[v] = t.first[p]
 		}
+		t.hops[v] = t.hops[p] + 1
 	}
 	t.known = len(t.tree.order)
 	return t
@@ -256,6 +261,16 @@ func (t *Table) Distance(dst uint32) (cost uint64, ok bool) {
 		return 0, false
 	}
 	return t.tree.dist[i].cost, true
+}
+
+// Path returns the advertised cost of the shortest path to dst and how
+// many links it has, for the delay budgets of Kim10 §2.2.
+func (t *Table) Path(dst uint32) (cost uint64, hops int, ok bool) {
+	i := t.g.index(dst)
+	if i < 0 || t.tree.dist[i] == infinite {
+		return 0, 0, false
+	}
+	return t.tree.dist[i].cost, int(t.hops[i]), true
 }
 
 // Routers lists the reachable routers, Self included, in ascending order.

@@ -30,10 +30,18 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 		if err := m.Params.Validate(); err != nil {
 			return nil, fmt.Errorf("predicate advertisement of router %d: %w", m.Origin, err)
 		}
+		var classes []*dripv1.QosClass
+		for _, c := range m.Classes {
+			classes = append(classes, &dripv1.QosClass{
+				DeadlineNs: int64(c.Deadline), TwoPaths: c.TwoPaths,
+				Filters: m.Params.AppendFilters(make([]byte, 0, m.Params.FiltersSize(c.Filters)), c.Filters),
+			})
+		}
 		return &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{
 			Origin: m.Origin, Seq: m.Seq, AgeNs: int64(m.Age), Withdrawn: m.Withdrawn,
 			BloomBits: uint32(m.Params.M), BloomHashes: uint32(m.Params.K), BloomScheme: m.Params.Scheme.String(),
-			Filters: m.Params.AppendFilters(make([]byte, 0, m.Params.FiltersSize(m.Filters)), m.Filters),
+			Filters:    m.Params.AppendFilters(make([]byte, 0, m.Params.FiltersSize(m.Filters)), m.Filters),
+			QosClasses: classes,
 		}}}, nil
 	case *linkstate.DBSummary:
 		entries := make([]*dripv1.EntrySummary, len(m.Entries))
@@ -100,7 +108,15 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 		if len(filters) == 0 {
 			filters = nil // as the core builds an empty advertisement
 		}
-		return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters}, nil
+		var classes []linkstate.QoSClass
+		for i, c := range p.QosClasses {
+			f, err := params.ParseFilters(c.GetFilters())
+			if err != nil {
+				return nil, fmt.Errorf("predicate advertisement of router %d: QoS class %d: %w", p.Origin, i, err)
+			}
+			classes = append(classes, linkstate.QoSClass{Deadline: time.Duration(c.GetDeadlineNs()), TwoPaths: c.GetTwoPaths(), Filters: f})
+		}
+		return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters, Classes: classes}, nil
 	case *dripv1.Control_DbSummary:
 		entries := make([]linkstate.Summary, len(m.DbSummary.Entries))
 		for i, e := range m.DbSummary.Entries {

@@ -40,6 +40,11 @@ func sampleControl() []linkstate.Message {
 		&linkstate.PredAd{Origin: 2, Seq: 4, Params: p, Filters: filters},
 		&linkstate.PredAd{Origin: 2, Seq: 5, Params: p, Withdrawn: true},
 		&linkstate.PredAd{Origin: 4, Seq: 1, Params: v1, Filters: []encoding.Bloom{g, {}, g}},
+		&linkstate.PredAd{Origin: 6, Seq: 2, Params: p, Filters: filters, Classes: []linkstate.QoSClass{
+			{Deadline: 50 * time.Millisecond, Filters: filters[:3]},
+			{Deadline: 50 * time.Millisecond, TwoPaths: true, Filters: []encoding.Bloom{f}},
+			{TwoPaths: true, Filters: filters[5:6]},
+		}},
 		&linkstate.DBSummary{Entries: []linkstate.Summary{{Kind: linkstate.KindRouter, Origin: 1, Seq: 2, Sum: 3}, {Kind: linkstate.KindPredicate, Origin: 4, Seq: 5, Sum: 6}}},
 		&linkstate.DBRequest{Keys: []linkstate.Key{{Kind: linkstate.KindPredicate, Origin: 9}}},
 	}
@@ -82,6 +87,8 @@ func TestControlFromProtoRejects(t *testing.T) {
 		{"unknown scheme", ad("cat-v9"), `router 7: unknown Bloom scheme "cat-v9"`},
 		{"truncated positions", ad("cat-v2", 3, 1, 2), "router 7: filter 0: position 2 truncated"},
 		{"position beyond M", ad("cat-v2", 1, 0x80, 0x10), "router 7: filter 0: position 0 is beyond M=2048"},
+		{"ragged class filters", &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{Origin: 7,
+			BloomBits: uint32(p.M), BloomHashes: uint32(p.K), QosClasses: []*dripv1.QosClass{{DeadlineNs: 1, Filters: make([]byte, 3)}}}}}, "router 7: QoS class 0"},
 		{"bad kind", &dripv1.Control{Msg: &dripv1.Control_DbRequest{DbRequest: &dripv1.DbRequest{Keys: []*dripv1.EntryKey{{Kind: 257}}}}}, "unknown entry kind 257"},
 	}
 	for _, tt := range tests {

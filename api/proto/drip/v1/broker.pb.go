@@ -256,6 +256,19 @@ type SubscribeRequest struct {
 	// Brokers send batches only to clients that set it, so older clients,
 	// which would ignore the event, lose nothing.
 	AcceptBatches bool `protobuf:"varint,3,opt,name=accept_batches,json=acceptBatches,proto3" json:"accept_batches,omitempty"`
+	// Delivery deadline of every message this subscription matches, in
+	// nanoseconds from when the ingress broker accepts the message; 0: none.
+	// Brokers advertise it with the predicate, so that ingress brokers stamp
+	// each message's bundles with the time left, links send urgent bundles
+	// first, and a link whose measured delay breaks the deadline is routed
+	// around at once (docs/design.md §11). A later request replaces it with
+	// the predicate.
+	DeadlineNs int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
+	// Every message this subscription matches travels two link-disjoint
+	// paths (least-overlapping where none exist) and the first copy is
+	// delivered: a path failure then loses nothing, at the cost of the
+	// second copy's bytes.
+	TwoPaths      bool `protobuf:"varint,31,opt,name=two_paths,json=twoPaths,proto3" json:"two_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +320,20 @@ func (x *SubscribeRequest) GetClientName() string {
 func (x *SubscribeRequest) GetAcceptBatches() bool {
 	if x != nil {
 		return x.AcceptBatches
+	}
+	return false
+}
+
+func (x *SubscribeRequest) GetDeadlineNs() int64 {
+	if x != nil {
+		return x.DeadlineNs
+	}
+	return 0
+}
+
+func (x *SubscribeRequest) GetTwoPaths() bool {
+	if x != nil {
+		return x.TwoPaths
 	}
 	return false
 }
@@ -553,7 +580,11 @@ type Subscribed struct {
 	// The predicate in canonical text form.
 	Predicate string `protobuf:"bytes,2,opt,name=predicate,proto3" json:"predicate,omitempty"`
 	// Name of the broker holding the subscription.
-	Broker        string `protobuf:"bytes,3,opt,name=broker,proto3" json:"broker,omitempty"`
+	Broker string `protobuf:"bytes,3,opt,name=broker,proto3" json:"broker,omitempty"`
+	// The deadline and two-path option installed, as the broker understood
+	// them (0 and false from brokers that predate them).
+	DeadlineNs    int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
+	TwoPaths      bool  `protobuf:"varint,31,opt,name=two_paths,json=twoPaths,proto3" json:"two_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +638,20 @@ func (x *Subscribed) GetBroker() string {
 		return x.Broker
 	}
 	return ""
+}
+
+func (x *Subscribed) GetDeadlineNs() int64 {
+	if x != nil {
+		return x.DeadlineNs
+	}
+	return 0
+}
+
+func (x *Subscribed) GetTwoPaths() bool {
+	if x != nil {
+		return x.TwoPaths
+	}
+	return false
 }
 
 // Published is one delivered message.
@@ -774,12 +819,15 @@ const file_drip_v1_broker_proto_rawDesc = "" +
 	"\x06moving\x18\x03 \x01(\bR\x06moving\"J\n" +
 	"\x0ePublishSummary\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\x04R\baccepted\x12\x1c\n" +
-	"\tunmatched\x18\x02 \x01(\x04R\tunmatched\"\x8c\x01\n" +
+	"\tunmatched\x18\x02 \x01(\x04R\tunmatched\"\xca\x01\n" +
 	"\x10SubscribeRequest\x120\n" +
 	"\tpredicate\x18\x01 \x01(\v2\x12.drip.v1.PredicateR\tpredicate\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
 	"clientName\x12%\n" +
-	"\x0eaccept_batches\x18\x03 \x01(\bR\racceptBatches\"\x80\x02\n" +
+	"\x0eaccept_batches\x18\x03 \x01(\bR\racceptBatches\x12\x1f\n" +
+	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
+	"deadlineNs\x12\x1b\n" +
+	"\ttwo_paths\x18\x1f \x01(\bR\btwoPaths\"\x80\x02\n" +
 	"\bDelivery\x125\n" +
 	"\n" +
 	"subscribed\x18\x01 \x01(\v2\x13.drip.v1.SubscribedH\x00R\n" +
@@ -794,12 +842,15 @@ const file_drip_v1_broker_proto_rawDesc = "" +
 	"\bDraining\x12,\n" +
 	"\x12deadline_unix_nano\x18\x01 \x01(\x03R\x10deadlineUnixNano\x12\x1d\n" +
 	"\n" +
-	"overlap_ns\x18\x02 \x01(\x03R\toverlapNs\"k\n" +
+	"overlap_ns\x18\x02 \x01(\x03R\toverlapNs\"\xa9\x01\n" +
 	"\n" +
 	"Subscribed\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\x12\x1c\n" +
 	"\tpredicate\x18\x02 \x01(\tR\tpredicate\x12\x16\n" +
-	"\x06broker\x18\x03 \x01(\tR\x06broker\"\xd9\x01\n" +
+	"\x06broker\x18\x03 \x01(\tR\x06broker\x12\x1f\n" +
+	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
+	"deadlineNs\x12\x1b\n" +
+	"\ttwo_paths\x18\x1f \x01(\bR\btwoPaths\"\xd9\x01\n" +
 	"\tPublished\x12*\n" +
 	"\amessage\x18\x01 \x01(\v2\x10.drip.v1.MessageR\amessage\x12%\n" +
 	"\x0eingress_router\x18\x02 \x01(\rR\ringressRouter\x12.\n" +

@@ -272,9 +272,14 @@ func (x *Attribute) GetValue() *Value {
 // Message is what publishers send and subscribers receive: attributes that
 // predicates select on, and opaque payload bytes that no predicate reads.
 type Message struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attributes    []*Attribute           `protobuf:"bytes,1,rep,name=attributes,proto3" json:"attributes,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Attributes []*Attribute           `protobuf:"bytes,1,rep,name=attributes,proto3" json:"attributes,omitempty"`
+	Payload    []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Delivery deadline the publisher sets for this message, in nanoseconds
+	// from when the ingress broker accepts it; 0: none. It applies to every
+	// subscriber, beside any deadline the subscriptions carry (the tighter
+	// one counts). No predicate reads it.
+	DeadlineNs    int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +326,13 @@ func (x *Message) GetPayload() []byte {
 		return x.Payload
 	}
 	return nil
+}
+
+func (x *Message) GetDeadlineNs() int64 {
+	if x != nil {
+		return x.DeadlineNs
+	}
+	return 0
 }
 
 // Constraint is an elementary condition on one attribute.
@@ -502,12 +514,14 @@ const file_drip_v1_content_proto_rawDesc = "" +
 	"\x04kind\"E\n" +
 	"\tAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.drip.v1.ValueR\x05value\"W\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.drip.v1.ValueR\x05value\"x\n" +
 	"\aMessage\x122\n" +
 	"\n" +
 	"attributes\x18\x01 \x03(\v2\x12.drip.v1.AttributeR\n" +
 	"attributes\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\"c\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1f\n" +
+	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
+	"deadlineNs\"c\n" +
 	"\n" +
 	"Constraint\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +

@@ -611,7 +611,12 @@ type PredicateAd struct {
 	BloomHashes uint32                 `protobuf:"varint,6,opt,name=bloom_hashes,json=bloomHashes,proto3" json:"bloom_hashes,omitempty"`
 	Filters     []byte                 `protobuf:"bytes,7,opt,name=filters,proto3" json:"filters,omitempty"`
 	// The scheme the filters were encoded with; empty means "cat-v1".
-	BloomScheme   string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
+	BloomScheme string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
+	// The filters of subscriptions with a deadline or the two-path option,
+	// by class (docs/design.md §11). Every filter here is also covered by
+	// filters: the classes say how urgent a match is, never whether the
+	// router is a destination. Brokers before the field send none.
+	QosClasses    []*QosClass `protobuf:"bytes,30,rep,name=qos_classes,json=qosClasses,proto3" json:"qos_classes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -702,6 +707,78 @@ func (x *PredicateAd) GetBloomScheme() string {
 	return ""
 }
 
+func (x *PredicateAd) GetQosClasses() []*QosClass {
+	if x != nil {
+		return x.QosClasses
+	}
+	return nil
+}
+
+// QosClass is the Bloom filters of the subscriptions of one router that
+// share a deadline and two-path option.
+type QosClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deadline in nanoseconds from when the ingress accepts a message; 0:
+	// none (two_paths alone).
+	DeadlineNs int64 `protobuf:"varint,1,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
+	TwoPaths   bool  `protobuf:"varint,2,opt,name=two_paths,json=twoPaths,proto3" json:"two_paths,omitempty"`
+	// In the wire form of PredicateAd.filters.
+	Filters       []byte `protobuf:"bytes,3,opt,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QosClass) Reset() {
+	*x = QosClass{}
+	mi := &file_drip_v1_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QosClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QosClass) ProtoMessage() {}
+
+func (x *QosClass) ProtoReflect() protoreflect.Message {
+	mi := &file_drip_v1_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QosClass.ProtoReflect.Descriptor instead.
+func (*QosClass) Descriptor() ([]byte, []int) {
+	return file_drip_v1_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QosClass) GetDeadlineNs() int64 {
+	if x != nil {
+		return x.DeadlineNs
+	}
+	return 0
+}
+
+func (x *QosClass) GetTwoPaths() bool {
+	if x != nil {
+		return x.TwoPaths
+	}
+	return false
+}
+
+func (x *QosClass) GetFilters() []byte {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
 // EntrySummary names one database entry and its version.
 type EntrySummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -716,7 +793,7 @@ type EntrySummary struct {
 
 func (x *EntrySummary) Reset() {
 	*x = EntrySummary{}
-	mi := &file_drip_v1_peer_proto_msgTypes[7]
+	mi := &file_drip_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +805,7 @@ func (x *EntrySummary) String() string {
 func (*EntrySummary) ProtoMessage() {}
 
 func (x *EntrySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_peer_proto_msgTypes[7]
+	mi := &file_drip_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +818,7 @@ func (x *EntrySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntrySummary.ProtoReflect.Descriptor instead.
 func (*EntrySummary) Descriptor() ([]byte, []int) {
-	return file_drip_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_drip_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EntrySummary) GetKind() uint32 {
@@ -781,7 +858,7 @@ type DbSummary struct {
 
 func (x *DbSummary) Reset() {
 	*x = DbSummary{}
-	mi := &file_drip_v1_peer_proto_msgTypes[8]
+	mi := &file_drip_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +870,7 @@ func (x *DbSummary) String() string {
 func (*DbSummary) ProtoMessage() {}
 
 func (x *DbSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_peer_proto_msgTypes[8]
+	mi := &file_drip_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +883,7 @@ func (x *DbSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DbSummary.ProtoReflect.Descriptor instead.
 func (*DbSummary) Descriptor() ([]byte, []int) {
-	return file_drip_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_drip_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DbSummary) GetEntries() []*EntrySummary {
@@ -826,7 +903,7 @@ type EntryKey struct {
 
 func (x *EntryKey) Reset() {
 	*x = EntryKey{}
-	mi := &file_drip_v1_peer_proto_msgTypes[9]
+	mi := &file_drip_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +915,7 @@ func (x *EntryKey) String() string {
 func (*EntryKey) ProtoMessage() {}
 
 func (x *EntryKey) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_peer_proto_msgTypes[9]
+	mi := &file_drip_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +928,7 @@ func (x *EntryKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryKey.ProtoReflect.Descriptor instead.
 func (*EntryKey) Descriptor() ([]byte, []int) {
-	return file_drip_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_drip_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EntryKey) GetKind() uint32 {
@@ -877,7 +954,7 @@ type DbRequest struct {
 
 func (x *DbRequest) Reset() {
 	*x = DbRequest{}
-	mi := &file_drip_v1_peer_proto_msgTypes[10]
+	mi := &file_drip_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +966,7 @@ func (x *DbRequest) String() string {
 func (*DbRequest) ProtoMessage() {}
 
 func (x *DbRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_peer_proto_msgTypes[10]
+	mi := &file_drip_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +979,7 @@ func (x *DbRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DbRequest.ProtoReflect.Descriptor instead.
 func (*DbRequest) Descriptor() ([]byte, []int) {
-	return file_drip_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_drip_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DbRequest) GetKeys() []*EntryKey {
@@ -940,15 +1017,29 @@ type Bundle struct {
 	// Delivering brokers and clients pass each stamp on once
 	// (docs/design.md §10). seq 0 means unstamped (a broker older than the
 	// field): such bundles are delivered without duplicate suppression.
-	Epoch         uint64 `protobuf:"fixed64,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Seq           uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch uint64 `protobuf:"fixed64,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq   uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The tightest delivery deadline among this bundle's destinations, in
+	// nanoseconds from when the ingress accepted the message; 0: none.
+	DeadlineNs int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
+	// Time left until that deadline, in nanoseconds, as the sender estimates
+	// it for the bundle's arrival at the receiver: the sender's remaining
+	// budget when it wrote the frame minus its estimate of the link's
+	// one-way delay. Negative once the deadline has passed. Senders write it
+	// last in the bundle, at a fixed width, so that a link queue can set it
+	// when the bundle leaves.
+	BudgetNs int64 `protobuf:"fixed64,31,opt,name=budget_ns,json=budgetNs,proto3" json:"budget_ns,omitempty"`
+	// Which of a message's two paths this bundle follows (two-path
+	// redundancy, docs/design.md §11): 0 the shortest-path tree, 2 the
+	// second path to each destination.
+	Path          uint32 `protobuf:"varint,32,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Bundle) Reset() {
 	*x = Bundle{}
-	mi := &file_drip_v1_peer_proto_msgTypes[11]
+	mi := &file_drip_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1051,7 @@ func (x *Bundle) String() string {
 func (*Bundle) ProtoMessage() {}
 
 func (x *Bundle) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_peer_proto_msgTypes[11]
+	mi := &file_drip_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1064,7 @@ func (x *Bundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bundle.ProtoReflect.Descriptor instead.
 func (*Bundle) Descriptor() ([]byte, []int) {
-	return file_drip_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_drip_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Bundle) GetSource() uint32 {
@@ -1039,6 +1130,27 @@ func (x *Bundle) GetSeq() uint64 {
 	return 0
 }
 
+func (x *Bundle) GetDeadlineNs() int64 {
+	if x != nil {
+		return x.DeadlineNs
+	}
+	return 0
+}
+
+func (x *Bundle) GetBudgetNs() int64 {
+	if x != nil {
+		return x.BudgetNs
+	}
+	return 0
+}
+
+func (x *Bundle) GetPath() uint32 {
+	if x != nil {
+		return x.Path
+	}
+	return 0
+}
+
 var File_drip_v1_peer_proto protoreflect.FileDescriptor
 
 const file_drip_v1_peer_proto_rawDesc = "" +
@@ -1089,7 +1201,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06age_ns\x18\x03 \x01(\x03R\x05ageNs\x12\x1c\n" +
 	"\twithdrawn\x18\x04 \x01(\bR\twithdrawn\x12'\n" +
-	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\"\xeb\x01\n" +
+	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\"\x9f\x02\n" +
 	"\vPredicateAd\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\rR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
@@ -1099,7 +1211,14 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"bloom_bits\x18\x05 \x01(\rR\tbloomBits\x12!\n" +
 	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12\x18\n" +
 	"\afilters\x18\a \x01(\fR\afilters\x12!\n" +
-	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\"^\n" +
+	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\x122\n" +
+	"\vqos_classes\x18\x1e \x03(\v2\x11.drip.v1.QosClassR\n" +
+	"qosClasses\"b\n" +
+	"\bQosClass\x12\x1f\n" +
+	"\vdeadline_ns\x18\x01 \x01(\x03R\n" +
+	"deadlineNs\x12\x1b\n" +
+	"\ttwo_paths\x18\x02 \x01(\bR\btwoPaths\x12\x18\n" +
+	"\afilters\x18\x03 \x01(\fR\afilters\"^\n" +
 	"\fEntrySummary\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\rR\x06origin\x12\x10\n" +
@@ -1111,7 +1230,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\rR\x06origin\"2\n" +
 	"\tDbRequest\x12%\n" +
-	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\x85\x02\n" +
+	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\xd7\x02\n" +
 	"\x06Bundle\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\rR\x06source\x12\"\n" +
 	"\fdestinations\x18\x02 \x03(\x06R\fdestinations\x12\x1b\n" +
@@ -1121,7 +1240,11 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x13published_unix_nano\x18\x06 \x01(\x03R\x11publishedUnixNano\x12\x12\n" +
 	"\x04hops\x18\a \x01(\rR\x04hops\x12\x14\n" +
 	"\x05epoch\x18\b \x01(\x06R\x05epoch\x12\x10\n" +
-	"\x03seq\x18\t \x01(\x04R\x03seq22\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\x12\x1f\n" +
+	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
+	"deadlineNs\x12\x1b\n" +
+	"\tbudget_ns\x18\x1f \x01(\x10R\bbudgetNs\x12\x12\n" +
+	"\x04path\x18  \x01(\rR\x04path22\n" +
 	"\x04Peer\x12*\n" +
 	"\x04Link\x12\x0e.drip.v1.Frame\x1a\x0e.drip.v1.Frame(\x010\x01B3Z1github.com/dripmesh/drip/api/proto/drip/v1;dripv1b\x06proto3"
 
@@ -1137,7 +1260,7 @@ func file_drip_v1_peer_proto_rawDescGZIP() []byte {
 	return file_drip_v1_peer_proto_rawDescData
 }
 
-var file_drip_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_drip_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_drip_v1_peer_proto_goTypes = []any{
 	(*Frame)(nil),        // 0: drip.v1.Frame
 	(*Open)(nil),         // 1: drip.v1.Open
@@ -1146,31 +1269,33 @@ var file_drip_v1_peer_proto_goTypes = []any{
 	(*LinkCost)(nil),     // 4: drip.v1.LinkCost
 	(*Lsa)(nil),          // 5: drip.v1.Lsa
 	(*PredicateAd)(nil),  // 6: drip.v1.PredicateAd
-	(*EntrySummary)(nil), // 7: drip.v1.EntrySummary
-	(*DbSummary)(nil),    // 8: drip.v1.DbSummary
-	(*EntryKey)(nil),     // 9: drip.v1.EntryKey
-	(*DbRequest)(nil),    // 10: drip.v1.DbRequest
-	(*Bundle)(nil),       // 11: drip.v1.Bundle
+	(*QosClass)(nil),     // 7: drip.v1.QosClass
+	(*EntrySummary)(nil), // 8: drip.v1.EntrySummary
+	(*DbSummary)(nil),    // 9: drip.v1.DbSummary
+	(*EntryKey)(nil),     // 10: drip.v1.EntryKey
+	(*DbRequest)(nil),    // 11: drip.v1.DbRequest
+	(*Bundle)(nil),       // 12: drip.v1.Bundle
 }
 var file_drip_v1_peer_proto_depIdxs = []int32{
 	1,  // 0: drip.v1.Frame.open:type_name -> drip.v1.Open
 	2,  // 1: drip.v1.Frame.control:type_name -> drip.v1.Control
-	11, // 2: drip.v1.Frame.bundles:type_name -> drip.v1.Bundle
+	12, // 2: drip.v1.Frame.bundles:type_name -> drip.v1.Bundle
 	3,  // 3: drip.v1.Control.hello:type_name -> drip.v1.Hello
 	5,  // 4: drip.v1.Control.lsa:type_name -> drip.v1.Lsa
 	6,  // 5: drip.v1.Control.predicate_ad:type_name -> drip.v1.PredicateAd
-	8,  // 6: drip.v1.Control.db_summary:type_name -> drip.v1.DbSummary
-	10, // 7: drip.v1.Control.db_request:type_name -> drip.v1.DbRequest
+	9,  // 6: drip.v1.Control.db_summary:type_name -> drip.v1.DbSummary
+	11, // 7: drip.v1.Control.db_request:type_name -> drip.v1.DbRequest
 	4,  // 8: drip.v1.Lsa.links:type_name -> drip.v1.LinkCost
-	7,  // 9: drip.v1.DbSummary.entries:type_name -> drip.v1.EntrySummary
-	9,  // 10: drip.v1.DbRequest.keys:type_name -> drip.v1.EntryKey
-	0,  // 11: drip.v1.Peer.Link:input_type -> drip.v1.Frame
-	0,  // 12: drip.v1.Peer.Link:output_type -> drip.v1.Frame
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 9: drip.v1.PredicateAd.qos_classes:type_name -> drip.v1.QosClass
+	8,  // 10: drip.v1.DbSummary.entries:type_name -> drip.v1.EntrySummary
+	10, // 11: drip.v1.DbRequest.keys:type_name -> drip.v1.EntryKey
+	0,  // 12: drip.v1.Peer.Link:input_type -> drip.v1.Frame
+	0,  // 13: drip.v1.Peer.Link:output_type -> drip.v1.Frame
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_drip_v1_peer_proto_init() }
@@ -1191,7 +1316,7 @@ func file_drip_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drip_v1_peer_proto_rawDesc), len(file_drip_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
