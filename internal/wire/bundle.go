@@ -21,7 +21,25 @@ type Bundle struct {
 	PublishedAt int64 // Unix nanoseconds, on the ingress broker's clock
 	Hops        uint32
 	Message     []byte
+	QoS         BundleQoS
 }
+
+// BundleQoS is what a bundle carries for deadlines and two-path delivery
+// (Kim10 §2.2–2.3, docs/design.md §11).
+type BundleQoS struct {
+	// Deadline is the tightest delivery deadline among the bundle's
+	// destinations, from the message's acceptance at its ingress; 0: none.
+	Deadline int64
+	// Budget is the time left until Deadline at the receiver, as the
+	// sender estimated it (nanoseconds; negative once passed). Valid only
+	// with a Deadline.
+	Budget int64
+	// Path is PathSecond for a two-path message's second copy, else 0.
+	Path uint32
+}
+
+// PathSecond marks the second copy of a two-path message (Bundle.path).
+const PathSecond = 2
 
 func lastSet(s *bitset.BitSet) (uint, bool) {
 	w := s.Words()
@@ -45,6 +63,9 @@ const (
 	fieldBundleHops        = 7
 	fieldBundleEpoch       = 8
 	fieldBundleSeq         = 9
+	fieldBundleDeadline    = 30
+	fieldBundleBudget      = 31 // sfixed64, written last (BudgetSize)
+	fieldBundlePath        = 32
 
 	fieldFrameOpen         = 1
 	fieldFrameControl      = 2
@@ -56,6 +77,24 @@ const (
 // AppendBundle appends the wire form (a drip.v1.Bundle) of one forwarding
 // decision, for link queues that hold bundles encoded.
 func AppendBundle(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64, hops uint32, msg []byte) []byte {
+	return AppendBundleQoS(dst, b, s, publishedAt, hops, msg, BundleQoS{})
+}
+
+// BudgetSize is the size of the budget field AppendBundleQoS writes last
+// in a bundle with a deadline: SetBudget rewrites it in place.
+const BudgetSize = 8
+
+// SetBudget sets the budget of a bundle AppendBundleQoS encoded with a
+// deadline, in place: a link queue sets it as the bundle leaves, so that
+// the receiver learns the time left then, queueing included.
+func SetBudget(bundle []byte, budget int64) {
+	protowire.AppendFixed64(bundle[len(bundle)-BudgetSize:len(bundle)-BudgetSize], uint64(budget))
+}
+
+// AppendBundleQoS is AppendBundle for a bundle with a deadline or on a
+// second path. With a deadline the budget is the last field, at the fixed
+// width BudgetSize, so that SetBudget can set it later.
+func AppendBundleQoS(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64, hops uint32, msg []byte, q BundleQoS) []byte {
 	if b.Source != 0 {
 		dst = protowire.AppendTag(dst, fieldBundleSource, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(b.Source))
@@ -95,12 +134,23 @@ func AppendBundle(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64, ho
 		dst = protowire.AppendTag(dst, fieldBundleSeq, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, s.Seq)
 	}
+	if q.Path != 0 {
+		dst = protowire.AppendTag(dst, fieldBundlePath, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(q.Path))
+	}
+	if q.Deadline != 0 {
+		dst = protowire.AppendTag(dst, fieldBundleDeadline, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(q.Deadline))
+		dst = protowire.AppendTag(dst, fieldBundleBudget, protowire.Fixed64Type)
+		dst = protowire.AppendFixed64(dst, uint64(q.Budget))
+	}
 	return dst
 }
 
 // BundleSizeBound is a size no larger than AppendBundle's output for a
-// message of msgLen bytes and destination words, for preallocating.
-func BundleSizeBound(msgLen, words int) int { return msgLen + 9*words + 64 }
+// message of msgLen bytes and destination words, for preallocating; it
+// allows for the QoS fields.
+func BundleSizeBound(msgLen, words int) int { return msgLen + 9*words + 96 }
 
 // ParseBundle decodes and checks a bundle a neighbour sent, without
 // protobuf objects: the message aliases b, and the destinations are
@@ -154,7 +204,14 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 			}
 			b, out.Stamp.Epoch = b[n:], e
 			continue
-		case typ == protowire.VarintType && num >= fieldBundleSource && num <= fieldBundleSeq:
+		case num == fieldBundleBudget && typ == protowire.Fixed64Type:
+			e, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return out, words, errTruncated
+			}
+			b, out.QoS.Budget = b[n:], int64(e)
+			continue
+		case typ == protowire.VarintType && (num >= fieldBundleSource && num <= fieldBundleSeq || num == fieldBundleDeadline || num == fieldBundlePath):
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return out, words, errTruncated
@@ -181,6 +238,10 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 			out.Hops = uint32(v)
 		case fieldBundleSeq:
 			out.Stamp.Seq = v
+		case fieldBundleDeadline:
+			out.QoS.Deadline = int64(v)
+		case fieldBundlePath:
+			out.QoS.Path = uint32(v)
 		}
 	}
 	if out.Source > maxRouter {
@@ -199,6 +260,12 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 	}
 	if len(out.Message) == 0 {
 		return out, words, fmt.Errorf("bundle from router %d: no message", out.Source)
+	}
+	if out.QoS.Deadline < 0 {
+		return out, words, fmt.Errorf("bundle from router %d: negative deadline %d ns", out.Source, out.QoS.Deadline)
+	}
+	if p := out.QoS.Path; p != 0 && p != PathSecond {
+		return out, words, fmt.Errorf("bundle from router %d: path %d, want 0 or %d", out.Source, p, PathSecond)
 	}
 	out.Bundle.Dest, out.HopsLeft = dest, uint8(hopsLeft)
 	out.Stamp.Origin = out.Source

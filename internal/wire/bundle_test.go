@@ -40,7 +40,14 @@ func referenceBundle(raw []byte, maxRouter uint32) (Bundle, error) {
 	if len(b.GetMessage()) == 0 {
 		return Bundle{}, fmt.Errorf("bundle from router %d: no message", b.GetSource())
 	}
+	if b.GetDeadlineNs() < 0 {
+		return Bundle{}, fmt.Errorf("bundle from router %d: negative deadline %d ns", b.GetSource(), b.GetDeadlineNs())
+	}
+	if p := b.GetPath(); p != 0 && p != PathSecond {
+		return Bundle{}, fmt.Errorf("bundle from router %d: path %d, want 0 or %d", b.GetSource(), p, PathSecond)
+	}
 	return Bundle{
+		QoS:         BundleQoS{Deadline: b.GetDeadlineNs(), Budget: b.GetBudgetNs(), Path: b.GetPath()},
 		Bundle:      drp.Bundle{Source: b.GetSource(), Dest: dest, HopsLeft: uint8(b.GetHopsLeft()), Broadcast: b.GetBroadcast()},
 		Stamp:       dedup.Stamp{Origin: b.GetSource(), Epoch: b.GetEpoch(), Seq: b.GetSeq()},
 		PublishedAt: b.GetPublishedUnixNano(),
@@ -80,6 +87,30 @@ func TestBundleRoundTrip(t *testing.T) {
 	assert.Equal(t, []byte("m"), got.Message)
 }
 
+func TestBundleQoSRoundTrip(t *testing.T) {
+	// docs/design.md §11: a bundle carries its deadline, the budget left
+	// and its path; the budget is the last 8 bytes, set in place as the
+	// bundle leaves a link queue.
+	in := drp.Bundle{Source: 7, Dest: bitset.New(8).Set(3), HopsLeft: 9}
+	q := BundleQoS{Deadline: 50_000_000, Budget: 41_000_000, Path: PathSecond}
+	raw := AppendBundleQoS(nil, in, dedup.Stamp{Origin: 7, Epoch: 1, Seq: 2}, 123, 2, []byte("m"), q)
+	assert.LessOrEqual(t, len(raw), BundleSizeBound(1, 1))
+	got, err := parse(t, raw, 255)
+	require.NoError(t, err)
+	assert.Equal(t, q, got.QoS)
+
+	SetBudget(raw, -3)
+	var pb dripv1.Bundle
+	require.NoError(t, proto.Unmarshal(raw, &pb))
+	assert.Equal(t, int64(-3), pb.GetBudgetNs())
+	assert.Equal(t, int64(50_000_000), pb.GetDeadlineNs())
+	assert.Equal(t, uint32(PathSecond), pb.GetPath())
+
+	// Without QoS nothing is added: bundles stay what older brokers send.
+	plain := AppendBundle(nil, in, dedup.Stamp{}, 0, 0, []byte("m"))
+	assert.Equal(t, plain, AppendBundleQoS(nil, in, dedup.Stamp{}, 0, 0, []byte("m"), BundleQoS{}))
+}
+
 func setBits(s *bitset.BitSet) []uint {
 	var out []uint
 	for i, ok := s.NextSet(0); ok; i, ok = s.NextSet(i + 1) {
@@ -102,6 +133,8 @@ func TestParseBundleRejects(t *testing.T) {
 		{"destination beyond the largest ID", func(b *dripv1.Bundle) { b.Destinations = []uint64{0, 1 << 40} }, "destination 104 beyond the largest router ID 99"},
 		{"hops left beyond a byte", func(b *dripv1.Bundle) { b.HopsLeft = 256 }, "hops left 256"},
 		{"no message", func(b *dripv1.Bundle) { b.Message = nil }, "no message"},
+		{"negative deadline", func(b *dripv1.Bundle) { b.DeadlineNs = -1 }, "negative deadline -1 ns"},
+		{"unknown path", func(b *dripv1.Bundle) { b.Path = 3 }, "path 3, want 0 or 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := ok()
@@ -129,6 +162,8 @@ func TestParseBundleRejects(t *testing.T) {
 func FuzzParseBundle(f *testing.F) {
 	f.Add(AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(64).Set(2), HopsLeft: 4}, dedup.Stamp{Origin: 1, Epoch: 2, Seq: 3}, 5, 1, []byte("x")))
 	f.Add(AppendBundle(nil, drp.Bundle{Source: 9, Dest: bitset.New(1200).Set(1100), Broadcast: true}, dedup.Stamp{}, -5, 0, []byte("long message")))
+	f.Add(AppendBundleQoS(nil, drp.Bundle{Source: 3, Dest: bitset.New(64).Set(5), HopsLeft: 2}, dedup.Stamp{Origin: 3, Epoch: 2, Seq: 9}, 5, 1, []byte("q"),
+		BundleQoS{Deadline: 50e6, Budget: -7, Path: PathSecond}))
 	unpacked, _ := proto.Marshal(&dripv1.Bundle{Source: 2, Destinations: []uint64{1, 2}, Message: []byte("m")})
 	f.Add(unpacked)
 	f.Fuzz(func(t *testing.T, raw []byte) {

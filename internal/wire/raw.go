@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -20,6 +21,7 @@ import (
 const (
 	fieldMessageAttributes = 1 // Message.attributes
 	fieldMessagePayload    = 2 // Message.payload
+	fieldMessageDeadline   = 30
 	fieldAttributeName     = 1 // Attribute.name
 	fieldAttributeValue    = 2 // Attribute.value
 	fieldValueString       = 1 // Value.string_value
@@ -51,23 +53,40 @@ var errTruncated = errors.New("malformed protobuf: truncated or invalid field")
 // errors, and what protobuf decoding checks (well-formed fields, UTF-8
 // strings).
 func DecodeMessage(b []byte, l MessageLimits) (content.Message, error) {
+	m, _, err := decodeMessage(b, l)
+	return m, err
+}
+
+// DecodeMessageDeadline is DecodeMessage that also returns the deadline
+// the publisher set (Message.deadline_ns; 0: none), and refuses a
+// negative one.
+func DecodeMessageDeadline(b []byte, l MessageLimits) (content.Message, time.Duration, error) {
+	m, d, err := decodeMessage(b, l)
+	if err == nil && d < 0 {
+		return content.Message{}, 0, fmt.Errorf("message deadline is %v, want a positive duration or none", time.Duration(d))
+	}
+	return m, time.Duration(d), err
+}
+
+func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
+	var deadline int64
 	n := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, k := consumeTag(rest)
 		if k < 0 {
-			return content.Message{}, errTruncated
+			return content.Message{}, 0, errTruncated
 		}
 		if num == fieldMessageAttributes && typ == protowire.BytesType {
 			n++
 		}
 		rest = rest[k:]
 		if k = protowire.ConsumeFieldValue(num, typ, rest); k < 0 {
-			return content.Message{}, errTruncated
+			return content.Message{}, 0, errTruncated
 		}
 		rest = rest[k:]
 	}
 	if l.MaxAttributes > 0 && n > l.MaxAttributes {
-		return content.Message{}, fmt.Errorf("message has %d attributes, over the limit of %d", n, l.MaxAttributes)
+		return content.Message{}, 0, fmt.Errorf("message has %d attributes, over the limit of %d", n, l.MaxAttributes)
 	}
 	attrs := make([]content.Attribute, 0, n)
 	var payload []byte
@@ -80,21 +99,26 @@ func DecodeMessage(b []byte, l MessageLimits) (content.Message, error) {
 			b = b[k:]
 			a, err := decodeAttribute(v, len(attrs), l)
 			if err != nil {
-				return content.Message{}, err
+				return content.Message{}, 0, err
 			}
 			attrs = append(attrs, a)
 		case num == fieldMessagePayload && typ == protowire.BytesType:
 			v, k := protowire.ConsumeBytes(b)
 			b = b[k:]
 			payload = v
+		case num == fieldMessageDeadline && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(b)
+			b = b[k:]
+			deadline = int64(v)
 		default:
 			b = b[protowire.ConsumeFieldValue(num, typ, b):]
 		}
 	}
 	if l.MaxPayload > 0 && len(payload) > l.MaxPayload {
-		return content.Message{}, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(payload), l.MaxPayload)
+		return content.Message{}, 0, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(payload), l.MaxPayload)
 	}
-	return content.NewMessageOwned(attrs, payload)
+	m, err := content.NewMessageOwned(attrs, payload)
+	return m, deadline, err
 }
 
 // decodeAttribute decodes attribute i. Its errors match MessageFromProto's,

@@ -105,6 +105,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add(marshal(f, MessageToProto(m)))
 	}
 	f.Add([]byte{0x0a, 0x02, 0x12, 0x00})
+	f.Add(marshal(f, &dripv1.Message{DeadlineNs: 50e6, Payload: []byte("p")}))
 	limits := MessageLimits{MaxAttributes: 8, MaxName: 16, MaxString: 32, MaxPayload: 64}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, wantErr := decodeReference(b, limits)
@@ -116,6 +117,16 @@ func FuzzDecodeMessage(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, want.String(), got.String())
 		require.Equal(t, string(want.Payload), string(got.Payload))
+		// The deadline is what protobuf reads, or refused when negative.
+		var pb dripv1.Message
+		require.NoError(t, proto.Unmarshal(b, &pb))
+		_, d, err := DecodeMessageDeadline(append([]byte(nil), b...), limits)
+		if pb.GetDeadlineNs() < 0 {
+			require.ErrorContains(t, err, "message deadline")
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, pb.GetDeadlineNs(), int64(d))
 	})
 }
 
