@@ -100,6 +100,7 @@ type Link struct {
 	closeOnce  sync.Once
 	parsed     wire.ParsedFrame // the reader's, reused
 	sending    atomic.Int64     // when the writer's current send began (Backpressure.Now); 0: not sending
+	oneWay     atomic.Int64     // estimated one-way delay to the neighbour, ns (SetOneWay)
 }
 
 // NewLink wraps an established connection. It does not start goroutines.
@@ -156,10 +157,15 @@ func (l *Link) PushControl(c *dripv1.Control) {
 // PushBundle queues a bundle in its wire form. A full queue makes the
 // caller wait as Backpressure says; PushBundle returns false, and counts
 // the drop, when it may wait no longer or the link has closed.
-func (l *Link) PushBundle(b []byte) bool {
-	ok, room := l.queue.TryPushBundle(b)
+func (l *Link) PushBundle(b []byte) bool { return l.PushUrgent(b, Urgency{}) }
+
+// PushUrgent is PushBundle for a bundle of a deadline flow: it leaves as
+// its urgency says (Queue), and with a deadline its budget field is set
+// when it leaves: the time left then, less the link's one-way delay.
+func (l *Link) PushUrgent(b []byte, u Urgency) bool {
+	ok, room := l.queue.TryPushUrgent(b, u)
 	if !ok && room != nil && l.started.Load() && l.cfg.Backpressure.Behind > 0 {
-		ok = l.waitRoom(b, room)
+		ok = l.waitRoom(b, u, room)
 	}
 	if !ok {
 		inc(l.cfg.Metrics.DroppedFull, 1)
@@ -173,7 +179,7 @@ func (l *Link) PushBundle(b []byte) bool {
 
 // waitRoom waits for room for b and queues it; false when it may wait no
 // more.
-func (l *Link) waitRoom(b []byte, room <-chan struct{}) bool {
+func (l *Link) waitRoom(b []byte, u Urgency, room <-chan struct{}) bool {
 	bp := l.cfg.Backpressure
 	deadline := bp.Now() + int64(bp.Behind)
 	var timer *time.Timer
@@ -206,13 +212,20 @@ func (l *Link) waitRoom(b []byte, room <-chan struct{}) bool {
 			return false
 		}
 		var ok bool
-		if ok, room = l.queue.TryPushBundle(b); ok {
+		if ok, room = l.queue.TryPushUrgent(b, u); ok {
 			return true
 		} else if room == nil {
 			return false // closed
 		}
 	}
 }
+
+// SetOneWay sets the estimated one-way delay to the neighbour (half the
+// smoothed RTT), which budgets set as bundles leave are reduced by.
+func (l *Link) SetOneWay(d time.Duration) { l.oneWay.Store(int64(d)) }
+
+// Now reads the link's clock (Backpressure.Now), the clock of Urgency.
+func (l *Link) Now() int64 { return l.cfg.Backpressure.Now() }
 
 // QueuedBytes is the encoded size of the bundles waiting to be sent.
 func (l *Link) QueuedBytes() int { return l.queue.Bytes() }
@@ -319,6 +332,16 @@ func (l *Link) TakeFrame() ([]byte, bool, error) {
 // prepare encodes a batch taken from the queue as a frame, compresses it
 // if the link is compressed, and counts it.
 func (l *Link) prepare(b Batch) ([]byte, error) {
+	if b.Deadlines != nil {
+		// The budget the receiver gets: what is left now, less the time
+		// the link will take (Kim10 §2.2: budgets follow measured delays).
+		now := l.cfg.Backpressure.Now() + l.oneWay.Load()
+		for i, d := range b.Deadlines {
+			if d != 0 {
+				wire.SetBudget(b.Bundles[i], d-now)
+			}
+		}
+	}
 	controlSize := 0
 	for _, c := range b.Control {
 		controlSize += protowire.SizeTag(2) + protowire.SizeBytes(proto.Size(c))

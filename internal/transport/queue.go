@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/pq"
 )
 
 // Queue is a link's send queue (docs/design.md §4). Control messages are never
@@ -12,18 +13,48 @@ import (
 // never grows memory or holds the routing protocol back; whether a refused
 // bundle waits for room or is dropped is the Link's decision.
 //
+// Urgent bundles — those of deadline flows with time to spare — leave
+// before the others, the one that must leave soonest first (Kim10 §2.2:
+// topics are scheduled by urgency; docs/design.md §11); the others leave
+// in the order they came.
+//
 // Producers (the broker's goroutines) Push; the link's single writer
 // goroutine calls Next in a loop and sends what it returns.
 type Queue struct {
 	mu        sync.Mutex
 	wake      chan struct{} // holds a token while there is work or the queue is closed
 	control   []*dripv1.Control
-	bundles   [][]byte // encoded bundles
+	bundles   []queued // encoded bundles, first come first served
 	head      int      // bundles[head:] are queued
+	urgent    pq.Heap[queued]
+	seq       uint64 // orders urgent bundles of equal SendBy by arrival
 	dataBytes int
 	limit     int
 	closed    bool
 	room      chan struct{} // closed when bundles next leave or the queue closes; nil while nobody waits
+}
+
+// Urgency places a bundle of a deadline flow in a link queue. Times are on
+// the link's clock (Backpressure.Now).
+type Urgency struct {
+	// SendBy is when the bundle should leave at the latest to keep its
+	// share of the latency margin (qos.Share); 0: not urgent, first come
+	// first served.
+	SendBy int64
+	// Deadline is when the message's deadline falls due; 0: none. A
+	// bundle with a deadline ends with its budget field (wire.SetBudget),
+	// which the link sets as the bundle leaves.
+	Deadline int64
+}
+
+type queued struct {
+	b   []byte
+	u   Urgency
+	seq uint64
+}
+
+func (a queued) sooner(b queued) bool {
+	return a.u.SendBy < b.u.SendBy || a.u.SendBy == b.u.SendBy && a.seq < b.seq
 }
 
 // Batch is what one frame carries: every queued control message, then
@@ -31,11 +62,14 @@ type Queue struct {
 type Batch struct {
 	Control []*dripv1.Control
 	Bundles [][]byte
+	// Deadlines are the bundles' deadlines (Urgency.Deadline), index for
+	// index, or nil when none has one.
+	Deadlines []int64
 }
 
 // NewQueue returns a queue that holds at most limitBytes of bundles.
 func NewQueue(limitBytes int) *Queue {
-	return &Queue{wake: make(chan struct{}, 1), limit: limitBytes}
+	return &Queue{wake: make(chan struct{}, 1), limit: limitBytes, urgent: pq.New(queued.sooner, 0)}
 }
 
 func (q *Queue) signal() {
@@ -104,6 +138,13 @@ func (q *Queue) PushBundle(b []byte) bool {
 // (or it closes), for a producer that would rather wait than drop. A
 // closed queue returns neither.
 func (q *Queue) TryPushBundle(b []byte) (ok bool, room <-chan struct{}) {
+	return q.TryPushUrgent(b, Urgency{})
+}
+
+// TryPushUrgent is TryPushBundle for a bundle of a deadline flow: with a
+// SendBy it leaves before every bundle without one and after those due
+// sooner.
+func (q *Queue) TryPushUrgent(b []byte, u Urgency) (ok bool, room <-chan struct{}) {
 	size := len(b)
 	q.mu.Lock()
 	if q.closed {
@@ -118,11 +159,20 @@ func (q *Queue) TryPushBundle(b []byte) (ok bool, room <-chan struct{}) {
 		q.mu.Unlock()
 		return false, room
 	}
-	q.bundles = append(q.bundles, b)
+	if u.SendBy != 0 {
+		q.seq++
+		q.urgent.Push(queued{b: b, u: u, seq: q.seq})
+	} else {
+		q.bundles = append(q.bundles, queued{b: b, u: u})
+	}
 	q.dataBytes += size
 	q.mu.Unlock()
 	q.signal()
 	return true, nil
+}
+
+func (q *Queue) pendingLocked() bool {
+	return len(q.control) > 0 || q.head < len(q.bundles) || q.urgent.Len() > 0
 }
 
 // freeLocked wakes the producers waiting for room.
@@ -147,9 +197,9 @@ func (q *Queue) Bytes() int {
 func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f Batch, ok bool) {
 	for {
 		q.mu.Lock()
-		if len(q.control) > 0 || q.head < len(q.bundles) {
+		if q.pendingLocked() {
 			f = q.takeLocked(maxFrameBytes)
-			more := len(q.control) > 0 || q.head < len(q.bundles)
+			more := q.pendingLocked()
 			q.mu.Unlock()
 			if more {
 				q.signal()
@@ -172,21 +222,36 @@ func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f Batch, ok bool)
 func (q *Queue) takeLocked(maxFrameBytes int) Batch {
 	f := Batch{Control: q.control}
 	q.control = nil
-	size, start := 0, q.head
+	size := 0
+	take := func(it queued) {
+		size += len(it.b)
+		q.dataBytes -= len(it.b)
+		f.Bundles = append(f.Bundles, it.b)
+		if it.u.Deadline != 0 && f.Deadlines == nil {
+			f.Deadlines = make([]int64, len(f.Bundles)-1, cap(f.Bundles))
+		}
+		if f.Deadlines != nil {
+			f.Deadlines = append(f.Deadlines, it.u.Deadline)
+		}
+	}
+	for q.urgent.Len() > 0 {
+		if len(f.Bundles) > 0 && size+len(q.urgent.Peek().b) > maxFrameBytes {
+			break
+		}
+		take(q.urgent.Pop())
+	}
+	start := q.head
 	for q.head < len(q.bundles) {
-		b := q.bundles[q.head]
-		if q.head > start && size+len(b) > maxFrameBytes {
+		it := q.bundles[q.head]
+		if len(f.Bundles) > 0 && size+len(it.b) > maxFrameBytes {
 			break
 		}
 		q.head++
-		size += len(b)
-		q.dataBytes -= len(b)
+		take(it)
 	}
-	if q.head > start {
+	if len(f.Bundles) > 0 {
 		q.freeLocked()
 	}
-	// A copy: the queue's slice is compacted and reused below.
-	f.Bundles = append([][]byte(nil), q.bundles[start:q.head]...)
 	clear(q.bundles[start:q.head])
 	if q.head == len(q.bundles) {
 		q.bundles, q.head = q.bundles[:0], 0
@@ -205,7 +270,7 @@ func (q *Queue) Close() int {
 	q.mu.Lock()
 	q.closed = true
 	q.freeLocked()
-	n := len(q.bundles) - q.head
+	n := len(q.bundles) - q.head + q.urgent.Len()
 	q.mu.Unlock()
 	q.signal()
 	return n
