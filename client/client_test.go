@@ -154,6 +154,8 @@ func TestPublishEncodingErrors(t *testing.T) {
 		{"nil", Attrs{"z": nil}, `attribute "z": value is nil`},
 		{"struct", Attrs{"t": time.Time{}}, `attribute "t": value of type time.Time`},
 		{"empty name", Attrs{"": "x"}, "attribute with an empty name"},
+		{"name not UTF-8", Attrs{"a\xff": "x"}, `attribute "a\xff": name is not valid UTF-8`},
+		{"value not UTF-8", Attrs{"s": "\xc3("}, `attribute "s": string value is not valid UTF-8`},
 	}
 	cl := line(t, 1, nil)
 	c := dialAt(t, cl, 0)
@@ -226,6 +228,7 @@ func TestSubscribeRejected(t *testing.T) {
 		{`a = `, "at byte 4: expected a value"},
 		{`a = 1 && `, "at byte 9"},
 		{``, "predicate is empty"},
+		{`s = "\xff"`, `no message can satisfy s = "\xff"`},
 		{`a=1||b=1||c=1||d=1||e=1`, "more than 4 filters"},
 	}
 	for _, tt := range tests {

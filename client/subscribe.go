@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -102,6 +105,9 @@ type streamEvent struct {
 // gap), and when its broker drains it moves to another before leaving, so
 // nothing is lost; each message is delivered once.
 func (c *Client) Subscribe(ctx context.Context, predicate string) (*Subscription, error) {
+	if err := checkPredicate(predicate); err != nil {
+		return nil, fmt.Errorf("drip client: %w", err)
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	s := &Subscription{
 		c: c, ctx: sctx, parent: ctx, cancel: cancel,
@@ -342,7 +348,7 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 // subscription with that error, as the protocol prescribes. If the broker
 // fails meanwhile, the subscription comes back with the new predicate.
 func (s *Subscription) Update(predicate string) error {
-	if _, err := content.ParseWithLimits(predicate, content.Limits{}); err != nil {
+	if err := checkPredicate(predicate); err != nil {
 		return fmt.Errorf("drip client: update: %w", err)
 	}
 	s.mu.Lock()
@@ -775,4 +781,35 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// checkPredicate refuses, without contacting a broker, a predicate that
+// does not parse or that no message can satisfy (content.CheckMatchable),
+// with the broker's wording. Size limits are the broker's to apply.
+// The error carries codes.InvalidArgument, as the broker's would.
+func checkPredicate(predicate string) error {
+	if strings.TrimSpace(predicate) == "" {
+		return invalidArgument{errors.New(`predicate is empty: give at least one filter, such as a = 1`)}
+	}
+	p, err := content.ParseWithLimits(predicate, content.Limits{})
+	if err == nil {
+		err = content.CheckMatchable(p)
+	}
+	if err != nil {
+		return invalidArgument{err}
+	}
+	return nil
+}
+
+// invalidArgument is an error found before contacting a broker that
+// status.Code reports as codes.InvalidArgument, like the broker's own,
+// without the transport's "rpc error: code = ... desc =" in its text.
+type invalidArgument struct{ err error }
+
+func (e invalidArgument) Error() string { return e.err.Error() }
+func (e invalidArgument) Unwrap() error { return e.err }
+
+// GRPCStatus makes status.Code and status.FromError see the code.
+func (e invalidArgument) GRPCStatus() *status.Status {
+	return status.New(codes.InvalidArgument, e.err.Error())
 }

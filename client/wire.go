@@ -50,6 +50,14 @@ func appendBatchEntry(dst []byte, m Message, names []string) ([]byte, []string, 
 		if n == "" {
 			return dst, names, fmt.Errorf("attribute with an empty name")
 		}
+		// Brokers refuse names and strings that are not UTF-8; saying so
+		// here names the attribute and sends nothing.
+		if !utf8.ValidString(n) {
+			return dst, names, fmt.Errorf("attribute %q: name is not valid UTF-8", n)
+		}
+		if s, ok := m.Attrs[n].(string); ok && !utf8.ValidString(s) {
+			return dst, names, fmt.Errorf("attribute %q: string value is not valid UTF-8", n)
+		}
 		vs, err := valueSize(m.Attrs[n])
 		if err != nil {
 			return dst, names, fmt.Errorf("attribute %q: %w", n, err)

@@ -5,15 +5,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/dripmesh/drip/internal/cli"
 )
 
 func main() {
-	if err := cli.NewRoot().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "drip:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Execute(cli.NewRoot()))
 }

@@ -112,6 +112,11 @@ type jsonLine struct {
 // in predicates; "payload_b64" gives binary payloads in base64 instead of
 // "payload". Errors name the attribute or field at fault.
 func parseJSONMessage(line []byte) (client.Message, error) {
+	// encoding/json would replace bytes that are not UTF-8 (and \u escapes
+	// of lone surrogates) with U+FFFD and publish an altered message.
+	if i := invalidUTF8At(line); i >= 0 {
+		return client.Message{}, fmt.Errorf("not valid UTF-8 at byte %d (names, strings and payload text are UTF-8; give binary payloads in base64 under payload_b64)", i)
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var l jsonLine
@@ -137,7 +142,31 @@ func parseJSONMessage(line []byte) (client.Message, error) {
 			return client.Message{}, fmt.Errorf("payload_b64: %w", err)
 		}
 	}
+	if !bytes.Contains(bytes.ToLower(line), []byte(`\ufffd`)) && !bytes.ContainsRune(line, utf8.RuneError) {
+		// Any U+FFFD now came from a \u escape that names no character.
+		for n, v := range m.Attrs {
+			if s, _ := v.(string); strings.ContainsRune(n, utf8.RuneError) || strings.ContainsRune(s, utf8.RuneError) {
+				return client.Message{}, fmt.Errorf("attribute %q: a \\u escape that is no character (a lone surrogate)", n)
+			}
+		}
+		if l.Payload != nil && strings.ContainsRune(*l.Payload, utf8.RuneError) {
+			return client.Message{}, errors.New("payload: a \\u escape that is no character (a lone surrogate)")
+		}
+	}
 	return m, nil
+}
+
+// invalidUTF8At returns the offset of the first byte of b that is not
+// part of valid UTF-8, or -1.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 func describeJSONError(err error) error {

@@ -140,6 +140,11 @@ func TestParseJSONMessageErrors(t *testing.T) {
 		{"float overflow", `{"attrs":{"f":1e999}}`, `attribute "f": number 1e999 is out of float64 range`},
 		{"trailing data", `{"attrs":{}} {"attrs":{}}`, "unexpected data after the JSON object"},
 		{"trailing garbage", `{"attrs":{}} x`, "unexpected data after the JSON object"},
+		{"value not UTF-8", "{\"attrs\":{\"s\":\"a\xff\"}}", "not valid UTF-8 at byte 16"},
+		{"name not UTF-8", "{\"attrs\":{\"\xc3\":1}}", "not valid UTF-8 at byte 11"},
+		{"payload not UTF-8", "{\"payload\":\"\xe2\x82\"}", "not valid UTF-8 at byte 12"},
+		{"lone surrogate", `{"attrs":{"s":"\ud800"}}`, `attribute "s": a \u escape that is no character`},
+		{"lone surrogate payload", `{"payload":"\udc00x"}`, `payload: a \u escape that is no character`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,6 +152,15 @@ func TestParseJSONMessageErrors(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
+	}
+}
+
+// U+FFFD given as itself or as an escape is a character like any other.
+func TestParseJSONMessageKeepsReplacementCharacter(t *testing.T) {
+	for _, in := range []string{`{"attrs":{"s":"\ufffd"}}`, "{\"attrs\":{\"s\":\"\uFFFD\"}}", `{"attrs":{"s":"\uFFFD"}}`} {
+		m, err := parseJSONMessage([]byte(in))
+		require.NoError(t, err, in)
+		assert.Equal(t, "\uFFFD", m.Attrs["s"], in)
 	}
 }
 

@@ -271,7 +271,7 @@ func TestSub(t *testing.T) {
 			{[]string{"--broker", addr}, "want one argument, the predicate"},
 			{[]string{"--broker", addr, "a = 1", "b = 2"}, "got 2"},
 			{[]string{"a = 1"}, `required flag(s) "broker" not set`},
-			{[]string{"--broker", addr, "a = "}, "InvalidArgument desc = predicate: at byte 4"},
+			{[]string{"--broker", addr, "a = "}, "predicate: at byte 4: expected a value"},
 			{[]string{"--broker", addr, "--count", "-2", "a = 1"}, "--count -2"},
 		}
 		for _, tt := range tests {

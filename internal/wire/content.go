@@ -116,6 +116,9 @@ func PredicateFromProto(pp *dripv1.Predicate, l content.Limits) (content.Predica
 		}
 		pred = append(pred, f)
 	}
+	if err := content.CheckMatchable(pred); err != nil {
+		return nil, err
+	}
 	return pred, nil
 }
 
