@@ -34,7 +34,7 @@
 //
 // The bench reaches the system under test through Connector, Endpoint,
 // Subscriber and Publisher; by default they are drip's client package.
-// internal/systems implements them for ActiveMQ (STOMP with JMS selectors)
+// internal/testbed/systems implements them for ActiveMQ (STOMP with JMS selectors)
 // and NATS (one subject, filtering at the subscriber), so one oracle judges
 // all three the same way.
 package bench

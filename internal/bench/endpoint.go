@@ -9,7 +9,7 @@ import (
 
 // The system under test is reached through these interfaces, so that the
 // same oracle, ledger and clock drive drip and the systems it is compared
-// with (internal/systems adapts ActiveMQ and NATS to them). By default the
+// with (internal/testbed/systems adapts ActiveMQ and NATS to them). By default the
 // bench connects to drip brokers with the client package.
 
 // Connector opens an Endpoint at one of Config.Brokers.

@@ -194,30 +194,45 @@ func (c Config) Validate() error {
 		}
 		seen[p.ID] = true
 	}
-	if err := c.Encoding.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("encoding: %w", err))
+	// The parts' errors name their package ("encoding: ...", "drp: ...",
+	// "linkstate: ..."), so they are not wrapped again; the link-state
+	// configuration embeds the encoding, so a bad one is reported once.
+	encErr := c.Encoding.Validate()
+	if encErr != nil {
+		errs = append(errs, encErr)
 	}
 	if err := c.DRP.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("drp: %w", err))
+		errs = append(errs, err)
 	}
 	if err := c.Dedup.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("duplicate filter: %w", err))
 	}
-	ls := c.linkStateConfig()
-	if err := ls.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("link state: %w", err))
+	if encErr == nil {
+		ls := c.linkStateConfig()
+		if err := ls.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"tick interval", c.TickInterval}, {"predicate rebuild interval", c.PredicateRebuildInterval},
+		{"advertise interval", c.AdvertiseInterval}, {"dial backoff min", c.DialBackoffMin},
+		{"dial timeout", c.DialTimeout}, {"drain timeout", c.DrainTimeout}, {"drain overlap", c.DrainOverlap},
+	}
+	for _, d := range durations {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
+		}
 	}
 	positive := []struct {
 		name string
 		v    int64
 	}{
-		{"tick interval", int64(c.TickInterval)}, {"predicate rebuild interval", int64(c.PredicateRebuildInterval)},
-		{"advertise interval", int64(c.AdvertiseInterval)},
-		{"link queue bytes", int64(c.LinkQueueBytes)},
-		{"max frame bytes", int64(c.MaxFrameBytes)}, {"dial backoff min", int64(c.DialBackoffMin)},
-		{"dial timeout", int64(c.DialTimeout)}, {"subscriber queue", int64(c.SubscriberQueue)},
-		{"subscriber queue bytes", int64(c.SubscriberQueueBytes)}, {"max subscriptions", int64(c.MaxSubscriptions)},
-		{"drain timeout", int64(c.DrainTimeout)}, {"drain overlap", int64(c.DrainOverlap)},
+		{"link queue bytes", int64(c.LinkQueueBytes)}, {"max frame bytes", int64(c.MaxFrameBytes)},
+		{"subscriber queue", int64(c.SubscriberQueue)}, {"subscriber queue bytes", int64(c.SubscriberQueueBytes)},
+		{"max subscriptions", int64(c.MaxSubscriptions)},
 	}
 	if c.SlowSubscribers.Stalled <= 0 || c.SlowSubscribers.Block < 0 || c.SlowSubscribers.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow subscribers: stalled %v must be positive, block %v and behind %v not negative",
