@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/content"
 )
 
 func newSubCmd() *cobra.Command {
@@ -21,9 +23,10 @@ func newSubCmd() *cobra.Command {
 		broker string
 		count  int
 		buffer int
+		file   string
 	)
 	cmd := &cobra.Command{
-		Use:   "sub --broker ADDR 'PREDICATE'",
+		Use:   "sub --broker ADDR ('PREDICATE' | --file PATH | -)",
 		Short: "Subscribe and print matching messages as JSON lines",
 		Long: `Subscribe through a broker of the mesh and print every delivered message on
 standard output as one JSON line:
@@ -45,19 +48,28 @@ nothing. Each message is printed once.
 
 The predicate is in drip's predicate language, for example
   agency = "AP" && priority >= 2 || keywords contains "Italy"
+It is the argument, or read from a file (--file PATH), or from standard input
+(-): long predicates do not fit on a command line.
 
 Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 		Example: `  drip sub --broker localhost:7000 'agency = "AP" && priority >= 2'
   drip sub --broker localhost:7000 --count 10 'price > 20.5 || stock prefix "XY"' | jq .payload`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return fmt.Errorf("want one argument, the predicate (quote it for the shell), got %d", len(args))
+			switch {
+			case file != "" && len(args) > 0:
+				return fmt.Errorf("give the predicate as an argument or with --file, not both")
+			case file == "" && len(args) != 1:
+				return fmt.Errorf("want one argument, the predicate (quote it for the shell; --file or - to read it), got %d", len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 0 {
 				return fmt.Errorf("--count %d: want 0 (no limit) or more", count)
+			}
+			pred, err := readPredicate(cmd.InOrStdin(), file, args)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -70,7 +82,7 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 				return interrupted(ctx, logw, err)
 			}
 			defer c.Close()
-			sub, err := c.Subscribe(ctx, args[0])
+			sub, err := c.Subscribe(ctx, pred)
 			if err != nil {
 				return interrupted(ctx, logw, err)
 			}
@@ -128,6 +140,7 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&broker, "broker", "", brokerFlagHelp)
 	cmd.Flags().IntVarP(&count, "count", "n", 0, "exit after this many messages (0: no limit)")
 	cmd.Flags().IntVar(&buffer, "buffer", client.DefaultBufferSize, "deliveries to buffer before the broker must hold or drop them")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "read the predicate from this file (- for standard input)")
 	conn.register(cmd, "drip-sub")
 	_ = cmd.MarkFlagRequired("broker")
 	cmd.Flags().SortFlags = false
@@ -149,4 +162,34 @@ func appendLostJSON(b []byte, lost, total uint64) []byte {
 	b = append(b, `,"total":`...)
 	b = strconv.AppendUint(b, total, 10)
 	return append(b, "}\n"...)
+}
+
+// readPredicate returns the predicate: the argument, or the contents of
+// file, or standard input for "-" (as the argument or the file). Input is
+// read up to the broker's limit on a predicate's text, so a wrong file
+// fails with a clear message instead of filling memory.
+func readPredicate(stdin io.Reader, file string, args []string) (string, error) {
+	if file == "" && args[0] != "-" {
+		return args[0], nil
+	}
+	from, r := file, stdin
+	if from == "" || from == "-" {
+		from = "standard input"
+	} else {
+		f, err := os.Open(file)
+		if err != nil {
+			return "", fmt.Errorf("--file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	limit := content.DefaultLimits().MaxText
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the predicate from %s: %w", from, err)
+	}
+	if len(b) > limit {
+		return "", fmt.Errorf("the predicate in %s is over %d bytes, the broker's limit on a predicate's text", from, limit)
+	}
+	return string(b), nil
 }
