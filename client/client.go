@@ -270,12 +270,16 @@ func (c *Client) newConn(addr string) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
+	const maxReceive = 64 << 20
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("drip-go-client/" + c.opts.name),
 		// Publish requests and deliveries travel in their wire form
 		// (wire.Raw): encoded and decoded without protobuf objects.
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{}),
+			// The broker bounds what it delivers (its message limits);
+			// gRPC's default of 4 MiB would refuse a message it accepted.
+			grpc.MaxCallRecvMsgSize(maxReceive)),
 		// A restarted broker is dialled again within a second.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -744,4 +745,29 @@ func BenchmarkMessageEncode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestLargeMessages: a message over the broker's payload limit is refused
+// in the broker's words, not gRPC's "larger than max", and one the broker
+// accepts above gRPC's 4 MiB default reaches its subscriber.
+func TestLargeMessages(t *testing.T) {
+	cl := line(t, 1, func(c *broker.Config) { c.Messages.MaxPayload = 8 << 20 })
+	c := dialAt(t, cl, 0)
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, `big exists`)
+	require.NoError(t, err)
+	converged(t, cl)
+
+	_, err = c.Publish(ctx, Message{Attrs: Attrs{"big": 1}, Payload: make([]byte, 16<<20)})
+	require.Error(t, err)
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+	assert.Contains(t, err.Error(), "message payload is 16777216 bytes, over the limit of 8388608")
+
+	payload := bytes.Repeat([]byte("x"), 6<<20)
+	_, err = c.Publish(ctx, Message{Attrs: Attrs{"big": 2}, Payload: payload})
+	require.NoError(t, err)
+	d, err := sub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Attrs["big"])
+	assert.Equal(t, payload, d.Payload)
 }

@@ -169,7 +169,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	// The client API sends deliveries and receives publish requests in
 	// their wire form (wire.Raw): encoded once, decoded without building
 	// protobuf objects.
-	s.clientSrv = grpc.NewServer(append(append(ka, ClientServerOptions()...), creds(clientCreds)...)...)
+	s.clientSrv = grpc.NewServer(append(append(ka, append(ClientServerOptions(), grpc.MaxRecvMsgSize(ReceiveLimit(cfg)))...), creds(clientCreds)...)...)
 	dripv1.RegisterBrokerServer(s.clientSrv, b.ClientService())
 	healthpb.RegisterHealthServer(s.clientSrv, s.health)
 	reflection.Register(s.clientSrv)

@@ -36,6 +36,18 @@ func ClientServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ForceServerCodecV2(wire.Codec{})}
 }
 
+// ReceiveLimit is the largest request the client API of a broker with c
+// accepts: one message at every limit of c.Messages beside a full client
+// batch of others, and a predicate's text at c.Predicates', never less than
+// gRPC's default of 4 MiB. A message over the broker's limits but under
+// this one reaches the broker, which refuses it naming the limit, instead
+// of gRPC's "received message larger than max".
+func ReceiveLimit(c Config) int {
+	m := c.Messages
+	msg := m.MaxPayload + m.MaxAttributes*(m.MaxName+m.MaxString+32) + 256<<10
+	return max(4<<20, msg, c.Predicates.MaxText+64<<10)
+}
+
 // publishCounts is what a publish stream has accepted so far.
 type publishCounts struct{ accepted, unmatched uint64 }
 

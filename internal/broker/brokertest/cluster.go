@@ -139,7 +139,7 @@ func (c *Cluster) start(i int) {
 	if err != nil {
 		c.t.Fatalf("broker %d: %v", i, err)
 	}
-	m := &member{cfg: b.Config(), b: b, reg: reg, dialer: d, srv: grpc.NewServer(append(broker.ClientServerOptions(), c.srvOpts...)...), lis: lis, done: make(chan struct{})}
+	m := &member{cfg: b.Config(), b: b, reg: reg, dialer: d, srv: grpc.NewServer(append(broker.ClientServerOptions(), append(c.srvOpts, grpc.MaxRecvMsgSize(broker.ReceiveLimit(b.Config())))...)...), lis: lis, done: make(chan struct{})}
 	dripv1.RegisterBrokerServer(m.srv, b.ClientService())
 	c.mem.Listen(peerAddr(i), b.Open(), func(conn transport.Conn) {
 		d.track(conn)
