@@ -43,19 +43,21 @@ func TestRunSubscribersProtocol(t *testing.T) {
 	require.NoError(t, <-done)
 	inW.Close()
 
-	inR, inW = io.Pipe()
-	go func() { done <- RunSubscribers(ctx, SubscribersSpec{System: sysNATS}, inR, io.Discard) }()
-	_, err = io.WriteString(inW, "dance\n")
+	// Fresh pipes for each run: the goroutines above may still hold the
+	// old ones (closing outW after sending on done).
+	inR2, inW2 := io.Pipe()
+	go func() { done <- RunSubscribers(ctx, SubscribersSpec{System: sysNATS}, inR2, io.Discard) }()
+	_, err = io.WriteString(inW2, "dance\n")
 	require.NoError(t, err)
 	assert.ErrorContains(t, <-done, `unknown command "dance"`)
-	inW.Close()
+	inW2.Close()
 
-	outR, outW = io.Pipe()
+	outR3, outW3 := io.Pipe()
 	go func() {
-		done <- RunSubscribers(ctx, SubscribersSpec{System: sysNATS, Predicates: []string{"n >"}}, inR, outW)
-		outW.Close()
+		done <- RunSubscribers(ctx, SubscribersSpec{System: sysNATS, Predicates: []string{"n >"}}, inR2, outW3)
+		outW3.Close()
 	}()
-	lines = bufio.NewScanner(outR)
+	lines = bufio.NewScanner(outR3)
 	require.True(t, lines.Scan())
 	require.NoError(t, json.Unmarshal(lines.Bytes(), &ready))
 	assert.False(t, ready.Ready)
