@@ -101,6 +101,12 @@ type Link struct {
 	parsed     wire.ParsedFrame // the reader's, reused
 	sending    atomic.Int64     // when the writer's current send began (Backpressure.Now); 0: not sending
 	oneWay     atomic.Int64     // estimated one-way delay to the neighbour, ns (SetOneWay)
+
+	// Finish and the neighbour's finished frame (Frame.finished).
+	finishing    atomic.Bool
+	finishSent   atomic.Bool   // the finished frame has been sent (or taken, TakeFrame)
+	peerFinished chan struct{} // closed when the neighbour's arrives
+	peerFinOnce  sync.Once
 }
 
 // NewLink wraps an established connection. It does not start goroutines.
@@ -111,7 +117,7 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 	}
 	l := &Link{
 		conn: c, cfg: cfg, handle: handle, queue: NewQueue(cfg.QueueBytes),
-		writerDone: make(chan struct{}), readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}), readerDone: make(chan struct{}), peerFinished: make(chan struct{}),
 	}
 	if cfg.Compression {
 		l.decomp = NewFrameDecompressor(0)
@@ -168,7 +174,11 @@ func (l *Link) PushUrgent(b []byte, u Urgency) bool {
 		ok = l.waitRoom(b, u, room)
 	}
 	if !ok {
-		inc(l.cfg.Metrics.DroppedFull, 1)
+		if l.queue.Closed() {
+			inc(l.cfg.Metrics.DroppedDown, 1)
+		} else {
+			inc(l.cfg.Metrics.DroppedFull, 1)
+		}
 		return false
 	}
 	if g := l.cfg.Metrics.QueueBytes; g != nil {
@@ -266,6 +276,24 @@ func (l *Link) Wait() {
 	}
 }
 
+// Finish says this side will queue nothing more on the link: further
+// pushes are refused (and counted as dropped, link down), and once what is
+// queued has been sent, a finished frame tells the neighbour that nothing
+// follows. Unlike Drain it does not end the link: the neighbour may still
+// send, and the link ends when it closes or half-closes. A broker finishes
+// the links to neighbours that withdrew from the mesh once its routes lead
+// around them, so that they know when the last bundle on its way to them
+// has arrived (PeerFinished).
+func (l *Link) Finish() {
+	if !l.finishing.Swap(true) {
+		l.queue.Close()
+	}
+}
+
+// PeerFinished is closed when the neighbour's finished frame has arrived:
+// every bundle it will send on this link has been handed to the handler.
+func (l *Link) PeerFinished() <-chan struct{} { return l.peerFinished }
+
 // Drain ends a started link without losing what is queued: it refuses
 // further pushes, lets the writer send everything queued, half-closes so
 // that the neighbour reads up to end of stream, and waits for the
@@ -290,6 +318,9 @@ func (l *Link) writeLoop() {
 	for {
 		f, ok := l.queue.Next(l.conn.Done(), l.cfg.MaxFrameBytes)
 		if !ok {
+			if l.finishing.Load() && l.finishSent.CompareAndSwap(false, true) {
+				_ = l.conn.Send(wire.AppendFinishedFrame(nil))
+			}
 			return
 		}
 		l.writerMu.Lock()
@@ -318,6 +349,9 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 func (l *Link) TakeFrame() ([]byte, bool, error) {
 	f, ok := l.queue.Next(closedCh, l.cfg.MaxFrameBytes)
 	if !ok {
+		if l.finishing.Load() && l.queue.Closed() && l.finishSent.CompareAndSwap(false, true) {
+			return wire.AppendFinishedFrame(nil), true, nil
+		}
 		return nil, false, nil
 	}
 	l.writerMu.Lock()
@@ -409,5 +443,13 @@ func (l *Link) Deliver(frame []byte) error {
 		return fmt.Errorf("link from %s: a second Open on an established link", l.Name())
 	}
 	inc(l.cfg.Metrics.RecvBundles, len(f.Bundles))
-	return l.handle(l, f.Control, f.Bundles)
+	if len(f.Control) > 0 || len(f.Bundles) > 0 {
+		if err := l.handle(l, f.Control, f.Bundles); err != nil {
+			return err
+		}
+	}
+	if f.Finished {
+		l.peerFinOnce.Do(func() { close(l.peerFinished) })
+	}
+	return nil
 }

@@ -264,6 +264,13 @@ func (q *Queue) takeLocked(maxFrameBytes int) Batch {
 	return f
 }
 
+// Closed reports whether Close has been called.
+func (q *Queue) Closed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
 // Close stops accepting pushes and wakes the writer; queued items can still
 // be drained with Next. It returns the number of bundles that were queued.
 func (q *Queue) Close() int {

@@ -72,6 +72,7 @@ const (
 	fieldFrameBundles      = 3
 	fieldFrameDeflated     = 4
 	fieldFrameInflatedSize = 5
+	fieldFrameFinished     = 50
 )
 
 // AppendBundle appends the wire form (a drip.v1.Bundle) of one forwarding

@@ -51,7 +51,10 @@ type ParsedFrame struct {
 	Bundles      [][]byte
 	Deflated     []byte
 	InflatedSize uint64
-	controls     int
+	// Finished: the sender queues nothing more on the link (the frame
+	// comes after every bundle it will send there).
+	Finished bool
+	controls int
 }
 
 // Compressed says whether the frame carries a compressed frame. As for
@@ -60,7 +63,9 @@ func (f *ParsedFrame) Compressed() bool { return len(f.Deflated) > 0 || f.Inflat
 
 // Plain says whether the frame carries an Open, control messages or
 // bundles: the fields a compressed frame must not have besides its own.
-func (f *ParsedFrame) Plain() bool { return f.Open || f.controls > 0 || len(f.Bundles) > 0 }
+func (f *ParsedFrame) Plain() bool {
+	return f.Open || f.controls > 0 || len(f.Bundles) > 0 || f.Finished
+}
 
 // ParseFrame parses a frame in its wire form into f, reusing its slices.
 func ParseFrame(b []byte, f *ParsedFrame) error { return parseFrame(b, f, true) }
@@ -118,6 +123,12 @@ func parseFrame(b []byte, f *ParsedFrame, decodeControl bool) error {
 				return errTruncated
 			}
 			b, f.InflatedSize = b[n:], uint64(uint32(v))
+		case num == fieldFrameFinished && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errTruncated
+			}
+			b, f.Finished = b[n:], v != 0
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
@@ -127,6 +138,13 @@ func parseFrame(b []byte, f *ParsedFrame, decodeControl bool) error {
 		}
 	}
 	return nil
+}
+
+// AppendFinishedFrame appends the wire form of a Frame that says its
+// sender queues nothing more on the link.
+func AppendFinishedFrame(dst []byte) []byte {
+	dst = protowire.AppendTag(dst, fieldFrameFinished, protowire.VarintType)
+	return protowire.AppendVarint(dst, 1)
 }
 
 // AppendCompressedFrame appends the wire form of a Frame carrying deflated

@@ -116,6 +116,7 @@ func FuzzPeerFrame(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte{0x12, 0x00})
 	f.Add(AppendCompressedFrame(nil, []byte{1, 2, 3}, 40))
+	f.Add(AppendFinishedFrame(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fr ParsedFrame
 		parseErr := ParseFrame(b, &fr)
@@ -131,7 +132,8 @@ func FuzzPeerFrame(f *testing.F) {
 		require.NoError(t, PeekFrame(b, &peeked))
 		require.Empty(t, peeked.Control)
 		require.Equal(t, fr.Bundles, peeked.Bundles)
-		require.Equal(t, fr.Open || len(fr.Control) > 0 || len(fr.Bundles) > 0, peeked.Plain())
+		require.Equal(t, fr.Finished, peeked.Finished)
+		require.Equal(t, fr.Open || len(fr.Control) > 0 || len(fr.Bundles) > 0 || fr.Finished, peeked.Plain())
 		cfg := linkstate.DefaultConfig(2, "b2")
 		node, err := linkstate.New(cfg)
 		require.NoError(t, err)
@@ -170,6 +172,7 @@ func requireSameFrame(t *testing.T, want *dripv1.Frame, got *ParsedFrame) {
 	}
 	require.Equal(t, string(want.Deflated), string(got.Deflated))
 	require.Equal(t, uint64(want.InflatedSize), got.InflatedSize)
+	require.Equal(t, want.Finished, got.Finished)
 	require.Equal(t, len(want.Deflated) > 0 || want.InflatedSize > 0, got.Compressed())
 }
 
@@ -217,4 +220,16 @@ func TestParseFrameMatchesProtobuf(t *testing.T) {
 	assert.Equal(t, uint64(3), got.InflatedSize)
 
 	assert.ErrorContains(t, ParseFrame(raw[:len(raw)-1], &got), "truncated")
+
+	// The end-of-data marker is a plain frame of its own.
+	fin := AppendFinishedFrame(nil)
+	require.NoError(t, proto.Unmarshal(fin, &ref))
+	assert.True(t, ref.GetFinished())
+	require.NoError(t, ParseFrame(fin, &got))
+	requireSameFrame(t, &ref, &got)
+	assert.True(t, got.Finished)
+	assert.True(t, got.Plain(), "a compressed frame cannot say finished")
+	require.NoError(t, ParseFrame(raw, &got))
+	assert.False(t, got.Finished, "parsing again forgets it")
+	assert.ErrorContains(t, ParseFrame(fin[:len(fin)-1], &got), "truncated")
 }

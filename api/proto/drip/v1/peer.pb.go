@@ -39,12 +39,18 @@ const (
 // messages repeat attribute names and values). A side sends compressed
 // frames only if the other side's Open lists "deflate".
 type Frame struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Open          *Open                  `protobuf:"bytes,1,opt,name=open,proto3" json:"open,omitempty"`
-	Control       []*Control             `protobuf:"bytes,2,rep,name=control,proto3" json:"control,omitempty"`
-	Bundles       []*Bundle              `protobuf:"bytes,3,rep,name=bundles,proto3" json:"bundles,omitempty"`
-	Deflated      []byte                 `protobuf:"bytes,4,opt,name=deflated,proto3" json:"deflated,omitempty"`
-	InflatedSize  uint32                 `protobuf:"varint,5,opt,name=inflated_size,json=inflatedSize,proto3" json:"inflated_size,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Open         *Open                  `protobuf:"bytes,1,opt,name=open,proto3" json:"open,omitempty"`
+	Control      []*Control             `protobuf:"bytes,2,rep,name=control,proto3" json:"control,omitempty"`
+	Bundles      []*Bundle              `protobuf:"bytes,3,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	Deflated     []byte                 `protobuf:"bytes,4,opt,name=deflated,proto3" json:"deflated,omitempty"`
+	InflatedSize uint32                 `protobuf:"varint,5,opt,name=inflated_size,json=inflatedSize,proto3" json:"inflated_size,omitempty"`
+	// The sender queues nothing more on this link: every bundle it will
+	// send here came before this frame. A broker sends it to a neighbour
+	// that withdrew from the mesh once it routes around it, so the leaving
+	// broker knows when the last bundle on its way to it has arrived and it
+	// may close (docs/design.md §10). Sent uncompressed, alone.
+	Finished      bool `protobuf:"varint,50,opt,name=finished,proto3" json:"finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -112,6 +118,13 @@ func (x *Frame) GetInflatedSize() uint32 {
 		return x.InflatedSize
 	}
 	return 0
+}
+
+func (x *Frame) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
 }
 
 // Open introduces a broker on a new link.
@@ -1155,13 +1168,14 @@ var File_drip_v1_peer_proto protoreflect.FileDescriptor
 
 const file_drip_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x12drip/v1/peer.proto\x12\adrip.v1\"\xc2\x01\n" +
+	"\x12drip/v1/peer.proto\x12\adrip.v1\"\xde\x01\n" +
 	"\x05Frame\x12!\n" +
 	"\x04open\x18\x01 \x01(\v2\r.drip.v1.OpenR\x04open\x12*\n" +
 	"\acontrol\x18\x02 \x03(\v2\x10.drip.v1.ControlR\acontrol\x12)\n" +
 	"\abundles\x18\x03 \x03(\v2\x0f.drip.v1.BundleR\abundles\x12\x1a\n" +
 	"\bdeflated\x18\x04 \x01(\fR\bdeflated\x12#\n" +
-	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\"\x8a\x02\n" +
+	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\x12\x1a\n" +
+	"\bfinished\x182 \x01(\bR\bfinished\"\x8a\x02\n" +
 	"\x04Open\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\rR\brouterId\x12\x1f\n" +
