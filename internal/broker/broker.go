@@ -191,8 +191,9 @@ const (
 // Run drives the broker until ctx ends, then leaves the mesh without losing
 // messages: it tells publishers and subscribers to move to other brokers
 // and waits until its subscribers have (or half of DrainTimeout), withdraws
-// from the mesh and keeps forwarding for RerouteGrace while neighbours
-// reroute, then drains and closes its links. DrainTimeout bounds the whole.
+// from the mesh and keeps forwarding while neighbours reroute — until each
+// has said it sends nothing more here (or RerouteGrace) — then drains and
+// closes its links. DrainTimeout bounds the whole.
 // Run returns once all of the broker's goroutines have stopped.
 func (b *Broker) Run(ctx context.Context) error {
 	if !b.running.CompareAndSwap(false, true) {
@@ -215,7 +216,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	n.Tick()
 	phase, ctxDone := running, ctx.Done()
-	var drainStart, phaseEnd time.Time
+	var drainStart, withdrawn, phaseEnd time.Time
 	for phase != linksDrain {
 		select {
 		case <-ctxDone:
@@ -237,8 +238,15 @@ func (b *Broker) Run(ctx context.Context) error {
 			n.EndSubscriptions()
 			n.Withdraw()
 			stopDialing()
+			withdrawn = now
 			phase, phaseEnd = reroute, now.Add(min(cfg.RerouteGrace, max(0, drainStart.Add(cfg.DrainTimeout).Sub(now))))
-		case phase == reroute && !now.Before(phaseEnd):
+		case phase == reroute && (b.peersFinished() || !now.Before(phaseEnd)):
+			if b.peersFinished() {
+				n.log.Info("neighbours route around this broker", zap.Duration("after", now.Sub(withdrawn)))
+			} else {
+				n.log.Warn("neighbours did not all route around this broker in time; closing links anyway",
+					zap.Duration("waited", now.Sub(withdrawn)))
+			}
 			phase = linksDrain
 		}
 	}
@@ -249,6 +257,23 @@ func (b *Broker) Run(ctx context.Context) error {
 	close(b.stopped)
 	n.log.Info("broker stopped")
 	return nil
+}
+
+// peersFinished reports whether every neighbour has said (Frame.finished)
+// that it routes around this withdrawn broker and has sent its last
+// bundle here, or its link has ended.
+func (b *Broker) peersFinished() bool {
+	b.linksMu.Lock()
+	defer b.linksMu.Unlock()
+	for _, l := range b.links {
+		select {
+		case <-l.PeerFinished():
+		case <-l.Done():
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // drainLinks sends what every link has queued, half-closes it and waits for

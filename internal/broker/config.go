@@ -116,8 +116,11 @@ type Config struct {
 	// needs to learn the new location (an advertise interval, a PREDICATES
 	// rebuild, the flood across the mesh).
 	DrainOverlap time.Duration
-	// RerouteGrace is how long a withdrawn broker keeps forwarding the
-	// bundles still on their way while its neighbours reroute around it.
+	// RerouteGrace bounds how long a withdrawn broker keeps forwarding
+	// the bundles still on their way while its neighbours reroute around
+	// it. It usually waits far less: each neighbour says when its routes
+	// lead around the broker and its last bundle to it has been sent
+	// (Frame.finished), and the broker closes once all have.
 	RerouteGrace time.Duration
 }
 
@@ -164,7 +167,7 @@ func DefaultConfig(id uint32, name string) Config {
 		Dedup:            dedup.DefaultConfig(),
 		DrainTimeout:     10 * time.Second,
 		DrainOverlap:     2 * time.Second,
-		RerouteGrace:     time.Second,
+		RerouteGrace:     3 * time.Second,
 	}
 }
 

@@ -255,3 +255,30 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		require.NoError(t, <-done)
 	}
 }
+
+// TestWithdrawnBrokerLeavesWhenNeighboursFinish: a broker that withdraws
+// leaves as soon as each neighbour says it routes around it and has sent
+// its last bundle there (Frame.finished), not after RerouteGrace, on links
+// it dialled and links dialled to it alike; the link to its next
+// incarnation is not finished, so traffic crosses it again.
+func TestWithdrawnBrokerLeavesWhenNeighboursFinish(t *testing.T) {
+	// A grace longer than the helper waits for a stop: leaving within it
+	// takes the neighbours' word.
+	m := startMesh(t, 3, [][2]int{{0, 1}, {1, 2}}, func(c *broker.Config) {
+		c.DrainTimeout, c.RerouteGrace = time.Minute, time.Minute
+	})
+	m.waitConverged(m.allReachable())
+	start := time.Now()
+	m.kill(1) // b0 dialled b1; b1 dialled b2
+	t.Logf("b1 left %v after it was told to stop", time.Since(start))
+	assert.Less(t, time.Since(start), 10*time.Second)
+
+	m.restart(1)
+	m.waitConverged(m.allReachable())
+	s2 := m.subscribe(2, content.MustParse(`k exists`))
+	m.waitConverged(m.allReachable())
+	msgs := []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})}
+	m.publish(0, 0, msgs)
+	require.Eventually(t, func() bool { return s2.received() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"a message from b0 crosses the restarted b1 to b2")
+}

@@ -62,6 +62,9 @@ type Node struct {
 	lastRTTExport time.Time
 	lastExpire    time.Time
 	withdrawn     bool
+	// The sequence number of each neighbour's LSA when its link came up: a
+	// withdrawn one newer than that says the neighbour is leaving now.
+	heldSeq map[uint32]uint64
 
 	// Data plane snapshots, replaced whole by the control plane.
 	routes atomic.Pointer[linkstate.Table]
@@ -109,6 +112,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		ls:      ls,
 		table:   encoding.NewTable(cfg.Encoding),
 		current: map[uint32]Link{},
+		heldSeq: map[uint32]uint64{},
 		dups:    dups,
 		drain:   make(chan struct{}),
 	}
@@ -145,6 +149,10 @@ func (n *Node) LinkUp(l Link, weight uint32) {
 		n.ls.LinkDown(peer, now)
 	}
 	n.current[peer] = l
+	n.heldSeq[peer] = 0
+	if lsa, ok := n.ls.LSA(peer); ok {
+		n.heldSeq[peer] = lsa.Seq
+	}
 	n.publishLinks()
 	if !n.withdrawn {
 		if err := n.ls.LinkUp(peer, weight, now); err != nil {
@@ -162,6 +170,7 @@ func (n *Node) LinkDown(l Link) {
 		return
 	}
 	delete(n.current, peer)
+	delete(n.heldSeq, peer)
 	n.publishLinks()
 	n.ls.LinkDown(peer, n.now())
 	n.flush()
@@ -254,6 +263,9 @@ func (n *Node) processReady() {
 			n.routes.Store(t)
 			n.m.routersKnown.Set(float64(t.Known()))
 		}
+		if !n.withdrawn {
+			n.finishLeavers()
+		}
 		for _, u := range rd.PredicateUpdates {
 			if n.withdrawn {
 				break
@@ -272,6 +284,28 @@ func (n *Node) processReady() {
 		// 48 bits survive the float64 exactly.
 		n.m.lsdbDigest.Set(float64(n.ls.Digest() & (1<<48 - 1)))
 		n.ls.Advance()
+	}
+}
+
+// finisher is a Link that can tell its neighbour that nothing more will
+// be queued for it (transport.Link.Finish).
+type finisher interface{ Finish() }
+
+// finishLeavers finishes the links to neighbours that have withdrawn from
+// the mesh since their link came up, once the routes just published lead
+// around them: each leaving broker then knows when the last bundle on its
+// way to it has arrived, and may close without losing it (docs/design.md
+// §10). A link to a neighbour's later incarnation is not finished, since
+// the withdrawn LSA is older than the link.
+func (n *Node) finishLeavers() {
+	for peer, l := range n.current {
+		lsa, ok := n.ls.LSA(peer)
+		if !ok || !lsa.Withdrawn || lsa.Seq <= n.heldSeq[peer] {
+			continue
+		}
+		if f, ok := l.(finisher); ok {
+			f.Finish()
+		}
 	}
 }
 

@@ -33,7 +33,7 @@ func FastConfig(id uint32) broker.Config {
 	cfg.DialBackoffMax = 200 * time.Millisecond
 	cfg.DrainTimeout = 2 * time.Second
 	cfg.DrainOverlap = 200 * time.Millisecond
-	cfg.RerouteGrace = 100 * time.Millisecond
+	cfg.RerouteGrace = time.Second // an upper bound: neighbours finish in milliseconds
 	return cfg
 }
 
