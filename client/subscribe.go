@@ -81,7 +81,16 @@ type subStream struct {
 	overlap  time.Duration
 	deadline time.Time // when a draining broker will have left (zero: not draining, or not said)
 	closeAt  time.Time // when a drained stream is to be closed (zero: not yet known)
+	// On a drained stream whose replacement is installed: the messages it
+	// delivered first since then, not yet seen on the replacement, by
+	// when they came. The stream stays while any waits longer than
+	// half the overlap (see closeDrained).
+	uncovered map[dedup.Stamp]time.Time
 }
+
+// maxUncovered bounds what a drained stream remembers of the messages only
+// it delivered: one more is as good a reason to keep it as the rest.
+const maxUncovered = 1 << 12
 
 // streamEvent is what a stream's receive goroutine hands run: decoded
 // deliveries, another event, or the error that ended the stream.
@@ -559,10 +568,18 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 	if ev.err != nil {
 		return s.streamEnded(rs, st, ev.err)
 	}
+	now := time.Now()
 	for _, d := range ev.msgs {
-		if d.Seq != 0 && rs.filter.Admit(dedup.Stamp{Origin: d.Ingress, Epoch: d.IngressEpoch, Seq: d.Seq}, time.Now()) != dedup.First {
+		stamp := dedup.Stamp{Origin: d.Ingress, Epoch: d.IngressEpoch, Seq: d.Seq}
+		if old := st.replaces; old != nil && old.uncovered != nil {
+			delete(old.uncovered, stamp) // the mesh routes it here too
+		}
+		if d.Seq != 0 && rs.filter.Admit(stamp, now) != dedup.First {
 			s.dups.Add(1)
 			continue
+		}
+		if st.uncovered != nil && d.Seq != 0 && len(st.uncovered) < maxUncovered {
+			st.uncovered[stamp] = now
 		}
 		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
 		rs.lostCount = 0
@@ -613,6 +630,7 @@ func (s *Subscription) installed(rs *runState, st *subStream) {
 	if old := st.replaces; old != nil {
 		// Keep both while the mesh learns where the subscriber went.
 		old.closeAt = time.Now().Add(old.overlap)
+		old.uncovered = map[dedup.Stamp]time.Time{}
 		return
 	}
 	if rs.gapStart.IsZero() {
@@ -669,11 +687,23 @@ func (s *Subscription) move(rs *runState, old *subStream) {
 	}
 }
 
-// closeDrained closes the drained streams whose overlap has passed.
+// closeDrained closes the drained streams whose overlap has passed and
+// that the mesh no longer needs. The overlap is the broker's estimate of
+// how long the mesh takes to learn the subscriber's new place; on a busy
+// mesh it takes longer, and a broker that publishes still matches the
+// subscriber at its old place only. Closing the old stream then would lose
+// those messages, so the client checks instead of trusting the clock: a
+// message the old stream delivered that the new one has not also
+// delivered within half the overlap shows a broker that still routes to the old
+// place only, and the old stream stays for another half overlap. The
+// draining broker's deadline bounds the wait: it ends the stream then.
 func (s *Subscription) closeDrained(rs *runState) {
 	now := time.Now()
 	kept := rs.streams[:0]
 	for _, st := range rs.streams {
+		if !st.closeAt.IsZero() && !now.Before(st.closeAt) && st.stillNeeded(now) {
+			st.closeAt = now.Add(max(st.overlap/2, minRecheck))
+		}
 		if !st.closeAt.IsZero() && !now.Before(st.closeAt) {
 			rs.lostBase += st.lost
 			st.cancel()
@@ -682,6 +712,24 @@ func (s *Subscription) closeDrained(rs *runState) {
 		kept = append(kept, st)
 	}
 	rs.streams = kept
+}
+
+// minRecheck bounds how often a drained stream's coverage is checked again.
+const minRecheck = 10 * time.Millisecond
+
+// stillNeeded reports whether a drained stream delivered, more than
+// half the overlap before now, a message its replacement has
+// not: some broker still routes matching messages to it alone. It forgets
+// those messages, so that each check judges the time since the last.
+func (st *subStream) stillNeeded(now time.Time) bool {
+	needed := false
+	for stamp, at := range st.uncovered {
+		if now.Sub(at) > st.overlap/2 {
+			needed = true
+			delete(st.uncovered, stamp)
+		}
+	}
+	return needed
 }
 
 // streamEnded handles a stream's end: the subscription ends if the broker
