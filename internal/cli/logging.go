@@ -55,7 +55,9 @@ func (f *LogFlags) Logger(w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: want json, console or auto", f.format)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), level)), nil
+	// Every broker of `drip local` logs through this core from its own
+	// goroutines; the command's writer need not be safe for that.
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
 }
 
 func isTerminal(w io.Writer) bool {
