@@ -174,7 +174,7 @@ func (l *Link) PushUrgent(b []byte, u Urgency) bool {
 		ok = l.waitRoom(b, u, room)
 	}
 	if !ok {
-		if l.queue.Closed() {
+		if l.down() {
 			inc(l.cfg.Metrics.DroppedDown, 1)
 		} else {
 			inc(l.cfg.Metrics.DroppedFull, 1)
@@ -185,6 +185,17 @@ func (l *Link) PushUrgent(b []byte, u Urgency) bool {
 		g.Set(float64(l.queue.Bytes()))
 	}
 	return true
+}
+
+// down reports whether the link takes no more bundles: it has ended, or
+// it is draining or finished.
+func (l *Link) down() bool {
+	select {
+	case <-l.conn.Done():
+		return true
+	default:
+		return l.queue.Closed()
+	}
 }
 
 // waitRoom waits for room for b and queues it; false when it may wait no
