@@ -282,3 +282,27 @@ func TestWithdrawnBrokerLeavesWhenNeighboursFinish(t *testing.T) {
 	require.Eventually(t, func() bool { return s2.received() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"a message from b0 crosses the restarted b1 to b2")
 }
+
+// TestWholeMeshStopsPromptly: brokers stopping together each finish their
+// links to neighbours that are leaving too, so none waits out RerouteGrace
+// for a neighbour whose protocol, shut down, never installs its withdrawal.
+func TestWholeMeshStopsPromptly(t *testing.T) {
+	m := startMesh(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, func(c *broker.Config) {
+		c.DrainTimeout, c.RerouteGrace = time.Minute, time.Minute
+	})
+	m.waitConverged(m.allReachable())
+	start := time.Now()
+	for _, nd := range m.nodes {
+		nd.cancel()
+	}
+	for i, nd := range m.nodes {
+		select {
+		case err := <-nd.done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("broker %d did not stop", i)
+		}
+		nd.cancel = nil
+	}
+	t.Logf("the mesh stopped in %v", time.Since(start))
+}

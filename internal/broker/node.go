@@ -198,6 +198,15 @@ func (n *Node) Control(l Link, cs []*dripv1.Control) error {
 		if err != nil {
 			return fmt.Errorf("malformed control message from %s: %w", l.Name(), err)
 		}
+		if a, ok := msg.(*linkstate.LSA); ok && n.withdrawn && a.Withdrawn && a.Origin == l.Peer() {
+			// Both ends are leaving (a whole mesh stopping): neither
+			// routes anything new through the other, and neither's
+			// protocol installs the other's withdrawal, so each finishes
+			// its end here rather than wait out RerouteGrace.
+			if f, ok := l.(finisher); ok {
+				f.Finish()
+			}
+		}
 		if err := n.ls.Step(l.Peer(), msg, now); err != nil && !errors.Is(err, linkstate.ErrShutdown) {
 			n.log.Debug("control message ignored", zap.String("peer", l.Name()), zap.Error(err))
 		}
