@@ -98,6 +98,11 @@ type Config struct {
 	// published predicate table (EventParamsMismatch), since its filters
 	// would match the wrong bits.
 	Encoding encoding.Params
+	// MaxRouterID, if not 0, is the largest router ID the router accepts:
+	// as a neighbour, as the origin of an advertisement or as the far end
+	// of a link in one. Per-message state in the data plane is sized by
+	// the largest ID known, so a peer must not choose it.
+	MaxRouterID uint32
 }
 
 // DefaultConfig is for routers on one site or region: one-second hellos, a

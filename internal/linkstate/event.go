@@ -45,6 +45,10 @@ const (
 	// link's delay Budget (budget.go), and its cost went from OldCost to
 	// Cost at once; RTT is the sample.
 	EventBudgetViolation
+	// EventSeqFlush: an own entry of Kind reached MaxSeq (a forged or
+	// corrupt copy carried it); the router flushed it from the mesh and
+	// started its sequence again at 1.
+	EventSeqFlush
 )
 
 var eventNames = [...]string{
@@ -61,6 +65,7 @@ var eventNames = [...]string{
 	EventAdjacencyAdvertised: "adjacency_advertised",
 	EventLoadTimeout:         "load_timeout",
 	EventBudgetViolation:     "budget_violation",
+	EventSeqFlush:            "seq_flush",
 }
 
 // String returns a snake_case name usable as a metric label.
@@ -129,6 +134,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("spf routers=%d", e.Routers)
 	case EventSeqJump:
 		return fmt.Sprintf("seq_jump kind=%s seq=%d", e.Kind, e.Seq)
+	case EventSeqFlush:
+		return fmt.Sprintf("seq_flush kind=%s", e.Kind)
 	case EventExpired:
 		return fmt.Sprintf("expired origin=%d kind=%s seq=%d", e.Peer, e.Kind, e.Seq)
 	case EventAntiEntropy:

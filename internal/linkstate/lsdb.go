@@ -3,6 +3,7 @@ package linkstate
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -164,10 +165,17 @@ func (n *Node) sortedEntries() []*entry {
 // newer copy means an earlier incarnation of this router is still
 // remembered, and we originate past it (OSPF's sequence number jump).
 func (n *Node) receive(nb *neighbor, in *entry) {
-	if n.now-in.bornAt >= n.cfg.MaxAge {
-		return // a copy about to expire everywhere: installing it would revive it
-	}
 	cur := n.lsdb[in.key]
+	if n.now-in.bornAt >= n.cfg.MaxAge {
+		// A copy about to expire everywhere: installing it would revive
+		// it. One with MaxSeq is its origin flushing that number
+		// (flushOwn): it removes a copy held with it, and passes on.
+		if in.seq == MaxSeq && cur != nil && cur.seq == MaxSeq && in.key.Origin != n.cfg.ID {
+			n.remove(cur)
+			n.flood(in, nb.id)
+		}
+		return
+	}
 	if in.key.Origin == n.cfg.ID {
 		switch {
 		case in.seq > cur.seq || in.seq == cur.seq && in.sum != cur.sum:
@@ -184,6 +192,43 @@ func (n *Node) receive(nb *neighbor, in *entry) {
 	case newer(cur.seq, cur.sum, in.seq, in.sum):
 		n.sendEntry(nb.id, cur)
 	}
+}
+
+// MaxSeq is the largest sequence number. A router originating a thousand
+// entries a second would reach it in half a billion years, so a copy that
+// carries it, or comes close, was forged or corrupted: the origin then
+// flushes that number from the mesh and starts again at 1 (flushOwn) rather
+// than wrap around, which made every later copy look older and set off a
+// storm of jumps that outlived the forger.
+const MaxSeq uint64 = math.MaxUint64
+
+// nextSeq is the sequence number of a new own entry, past minSeq and the
+// current copy's cur; ok is false when none is left below MaxSeq.
+func nextSeq(minSeq, cur uint64) (seq uint64, ok bool) {
+	if last := max(minSeq, cur); last < MaxSeq {
+		return last + 1, true
+	}
+	return 0, false
+}
+
+// flushOwn removes the own entry of key, which has reached MaxSeq, from
+// every router: it floods a copy with MaxSeq aged MaxAge, which removes
+// the copies held with that number (receive), and forgets its own, so that
+// the next origination starts at sequence number 1 — OSPF's premature
+// aging at MaxSequenceNumber (RFC 2328 §12.1.6, §14.1). A router that held
+// an older copy sends it back, and the origin jumps past it as usual.
+func (n *Node) flushOwn(key Key) {
+	var e *entry
+	if key.Kind == KindRouter {
+		e = newLSAEntry(&LSA{Origin: n.cfg.ID, Seq: MaxSeq, Age: n.cfg.MaxAge}, n.now)
+	} else {
+		e = newPredEntry(&PredAd{Origin: n.cfg.ID, Seq: MaxSeq, Age: n.cfg.MaxAge, Params: n.cfg.Encoding}, n.now)
+	}
+	n.flood(e, n.cfg.ID)
+	if cur := n.lsdb[key]; cur != nil {
+		n.remove(cur)
+	}
+	n.events = append(n.events, Event{Type: EventSeqFlush, Peer: n.cfg.ID, Kind: key.Kind, Seq: MaxSeq})
 }
 
 // jump re-originates an own entry with a sequence number past seq.
@@ -246,10 +291,16 @@ func (n *Node) originateLSA() {
 		n.lsaDirty = false
 		return
 	}
-	a.Seq = n.lsaMinSeq + 1
+	var curSeq uint64
 	if cur != nil {
-		a.Seq = max(a.Seq, cur.seq+1)
+		curSeq = cur.seq
 	}
+	seq, ok := nextSeq(n.lsaMinSeq, curSeq)
+	if !ok {
+		n.flushOwn(Key{KindRouter, n.cfg.ID})
+		n.lsaMinSeq, seq = 0, 1
+	}
+	a.Seq = seq
 	n.lsaDirty, n.lsaForce = false, false
 	e := newLSAEntry(a, n.now)
 	n.install(e)
@@ -259,13 +310,21 @@ func (n *Node) originateLSA() {
 // originatePred creates, installs and floods a new own predicate
 // advertisement with a sequence number past minSeq and the current one.
 func (n *Node) originatePred(filters []encoding.Bloom, classes []QoSClass, minSeq uint64) {
-	p := &PredAd{Origin: n.cfg.ID, Seq: minSeq + 1, Withdrawn: n.stopped, Params: n.cfg.Encoding}
+	p := &PredAd{Origin: n.cfg.ID, Withdrawn: n.stopped, Params: n.cfg.Encoding}
 	if !n.stopped {
 		p.Filters, p.Classes = filters, classes
 	}
-	if cur := n.lsdb[Key{KindPredicate, n.cfg.ID}]; cur != nil {
-		p.Seq = max(p.Seq, cur.seq+1)
+	key := Key{KindPredicate, n.cfg.ID}
+	var curSeq uint64
+	if cur := n.lsdb[key]; cur != nil {
+		curSeq = cur.seq
 	}
+	seq, ok := nextSeq(minSeq, curSeq)
+	if !ok {
+		n.flushOwn(key)
+		seq = 1
+	}
+	p.Seq = seq
 	e := newPredEntry(p, n.now)
 	n.install(e)
 	n.flood(e, n.cfg.ID)

@@ -195,14 +195,20 @@ func (n *Node) Step(from uint32, msg Message, now time.Duration) error {
 		err = n.stepHello(nb, m)
 	case *LSA:
 		if err = validateLSA(m); err == nil {
+			err = n.admitLSA(m)
+		}
+		if err == nil {
 			n.receive(nb, newLSAEntry(m, n.now))
 		}
 	case *PredAd:
 		if err = validatePredAd(m); err == nil {
+			err = n.admitID("predicate advertisement", m.Origin)
+		}
+		if err == nil {
 			n.receive(nb, newPredEntry(m, n.now))
 		}
 	case *DBSummary:
-		n.stepSummary(nb, m)
+		n.stepSummary(nb, n.admitSummary(m))
 	case *DBRequest:
 		n.stepRequest(nb, m)
 	default:
@@ -213,6 +219,48 @@ func (n *Node) Step(from uint32, msg Message, now time.Duration) error {
 		return fmt.Errorf("linkstate: from router %d: %w", from, err)
 	}
 	return nil
+}
+
+// admitID refuses a router ID beyond Config.MaxRouterID.
+func (n *Node) admitID(what string, id uint32) error {
+	if n.cfg.MaxRouterID != 0 && id > n.cfg.MaxRouterID {
+		return fmt.Errorf("%s of router %d: router ID beyond the largest admitted, %d", what, id, n.cfg.MaxRouterID)
+	}
+	return nil
+}
+
+// admitLSA refuses an LSA whose origin or a link's far end is beyond
+// Config.MaxRouterID.
+func (n *Node) admitLSA(a *LSA) error {
+	if err := n.admitID("LSA", a.Origin); err != nil {
+		return err
+	}
+	for _, l := range a.Links {
+		if n.cfg.MaxRouterID != 0 && l.Neighbor > n.cfg.MaxRouterID {
+			return fmt.Errorf("LSA of router %d lists a link to router %d, beyond the largest admitted, %d", a.Origin, l.Neighbor, n.cfg.MaxRouterID)
+		}
+	}
+	return nil
+}
+
+// admitSummary leaves out of a database summary the entries of routers
+// beyond Config.MaxRouterID, which would be refused when they came.
+func (n *Node) admitSummary(m *DBSummary) *DBSummary {
+	if n.cfg.MaxRouterID == 0 {
+		return m
+	}
+	for i, e := range m.Entries {
+		if e.Origin > n.cfg.MaxRouterID {
+			kept := &DBSummary{Entries: slices.Clone(m.Entries[:i])}
+			for _, e := range m.Entries[i+1:] {
+				if e.Origin <= n.cfg.MaxRouterID {
+					kept.Entries = append(kept.Entries, e)
+				}
+			}
+			return kept
+		}
+	}
+	return m
 }
 
 // LinkUp tells the node a link to peer is established (the peer stream is
@@ -229,6 +277,9 @@ func (n *Node) LinkUp(peer uint32, weight uint32, now time.Duration) error {
 	}
 	if weight == 0 {
 		return fmt.Errorf("linkstate: LinkUp(%d): weight 0, want at least 1", peer)
+	}
+	if err := n.admitID("link", peer); err != nil {
+		return fmt.Errorf("linkstate: LinkUp(%d): %w", peer, err)
 	}
 	n.clock(now)
 	if nb := n.nbrs[peer]; nb != nil {
