@@ -324,6 +324,10 @@ func (b *Broker) Inspect(ctx context.Context) (Inspection, error) {
 func (b *Broker) HandleLink(c transport.Conn) {
 	l, err := b.attach(c, false)
 	if err != nil {
+		if !b.stopping.Load() {
+			b.node.log.Warn("refused peer link", zap.String("peer", c.Remote().GetRouterName()),
+				zap.Uint32("peer_router", c.Remote().GetRouterId()), zap.Error(err))
+		}
 		c.Close(err)
 		return
 	}
@@ -354,6 +358,12 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 	}
 	n := b.node
 	remote := c.Remote()
+	if id := remote.GetRouterId(); id > n.cfg.MaxRouterID {
+		// Per-message state is sized by the largest router ID known.
+		n.m.linkHandshakeFails.WithLabelValues("router_id").Inc()
+		return nil, fmt.Errorf("peer %q claims router ID %d, beyond the largest this mesh admits (--max-router-id %d)",
+			remote.GetRouterName(), id, n.cfg.MaxRouterID)
+	}
 	fwd := n.NewForwarder()
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes,

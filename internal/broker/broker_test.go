@@ -12,11 +12,13 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -234,4 +236,28 @@ func TestIncompatiblePeersDoNotLink(t *testing.T) {
 			}, 5*time.Second, 20*time.Millisecond)
 		})
 	}
+}
+
+// TestPeerBeyondMaxRouterIDRefused: a peer cannot choose a router ID that
+// would size every message's destination set (issue: 2^26 made publishing
+// 1000× slower); the broker refuses its link and counts why.
+func TestPeerBeyondMaxRouterIDRefused(t *testing.T) {
+	m := startMesh(t, 1, nil, nil)
+	b := m.nodes[0].srv.Broker()
+	open := proto.Clone(b.Open()).(*dripv1.Open)
+	open.RouterId, open.RouterName = 1<<26, "hostile"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
+	if err == nil {
+		_, err = c.Recv() // the broker closes what it refused
+		c.Close(nil)
+	}
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(b.HandshakeFailures("router_id")) == 1 },
+		5*time.Second, 10*time.Millisecond)
+	in, err := b.Inspect(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, in.Links)
+	assert.Equal(t, []uint32{0}, in.Routers)
 }

@@ -261,6 +261,6 @@ func (c Config) Validate() error {
 
 func (c Config) linkStateConfig() linkstate.Config {
 	ls := c.LinkState
-	ls.ID, ls.Name, ls.Encoding = c.ID, c.Name, c.Encoding
+	ls.ID, ls.Name, ls.Encoding, ls.MaxRouterID = c.ID, c.Name, c.Encoding, c.MaxRouterID
 	return ls
 }

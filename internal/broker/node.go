@@ -352,6 +352,10 @@ func (n *Node) observe(ev linkstate.Event) {
 	case linkstate.EventCostChanged:
 		n.log.Info("link cost changed", zap.String("peer", name), zap.Uint32("from", ev.OldCost), zap.Uint32("to", ev.Cost), zap.Duration("rtt", ev.RTT))
 		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
+	case linkstate.EventSeqFlush:
+		// Only a forged or corrupt copy gets there: worth an operator's eye.
+		n.log.Warn("own advertisement reached the largest sequence number; flushed it and restarted at 1",
+			zap.Stringer("kind", ev.Kind))
 	case linkstate.EventVersionMismatch, linkstate.EventParamsMismatch:
 		n.log.Warn("peer incompatible", zap.Stringer("event", ev.Type), zap.String("peer", name), zap.Uint64("seq", ev.Seq))
 	default:
