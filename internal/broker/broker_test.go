@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -260,4 +263,48 @@ func TestPeerBeyondMaxRouterIDRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, in.Links)
 	assert.Equal(t, []uint32{0}, in.Routers)
+}
+
+// TestForgedMaxSeqAdvertisementDoesNotSplitTheMesh: a hostile peer sends,
+// in router 1's name, an LSA and a predicate advertisement with the largest
+// sequence number (once this split a 2-broker mesh in a storm of sequence
+// jumps that outlived the peer). Router 1 flushes them and the mesh goes
+// on: converged, quiet, delivering across.
+func TestForgedMaxSeqAdvertisementDoesNotSplitTheMesh(t *testing.T) {
+	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	s1 := m.subscribe(1, content.MustParse(`k exists`))
+	m.waitConverged(m.allReachable())
+	b0 := m.nodes[0].srv.Broker()
+	open := proto.Clone(b0.Open()).(*dripv1.Open)
+	open.RouterId, open.RouterName = 5, "hostile"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
+	require.NoError(t, err)
+	defer c.Close(nil)
+	var forged []*dripv1.Control
+	for _, msg := range []linkstate.Message{
+		&linkstate.LSA{Origin: 1, Seq: math.MaxUint64},
+		&linkstate.PredAd{Origin: 1, Seq: math.MaxUint64, Params: b0.Config().Encoding},
+	} {
+		ctl, err := wire.ControlToProto(msg)
+		require.NoError(t, err)
+		forged = append(forged, ctl)
+	}
+	frame, err := wire.AppendFrame(nil, forged, nil)
+	require.NoError(t, err)
+	for range 3 {
+		require.NoError(t, c.Send(frame))
+		time.Sleep(50 * time.Millisecond)
+	}
+	m.waitConverged(m.allReachable())
+	in, err := b0.Inspect(ctx)
+	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond)
+	later, err := b0.Inspect(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, in.Digest, later.Digest, "no advertisement storm once the peer stops")
+	m.publish(0, 0, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})})
+	require.Eventually(t, func() bool { return s1.received() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"b0's message reaches b1's subscriber")
 }
