@@ -308,3 +308,31 @@ func TestForgedMaxSeqAdvertisementDoesNotSplitTheMesh(t *testing.T) {
 	require.Eventually(t, func() bool { return s1.received() == 1 }, 5*time.Second, 10*time.Millisecond,
 		"b0's message reaches b1's subscriber")
 }
+
+// TestForgedWithdrawalDoesNotStrandALink: a withdrawal forged in a live
+// neighbour's name makes a broker finish its link to it, as for one that
+// leaves; when the neighbour advertises itself again, the finished link is
+// closed and dialled afresh, so traffic flows again.
+func TestForgedWithdrawalDoesNotStrandALink(t *testing.T) {
+	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	s1 := m.subscribe(1, content.MustParse(`k exists`))
+	m.waitConverged(m.allReachable())
+	b0 := m.nodes[0].srv.Broker()
+	open := proto.Clone(b0.Open()).(*dripv1.Open)
+	open.RouterId, open.RouterName = 5, "hostile"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
+	require.NoError(t, err)
+	defer c.Close(nil)
+	ctl, err := wire.ControlToProto(&linkstate.LSA{Origin: 1, Seq: 1 << 40, Withdrawn: true})
+	require.NoError(t, err)
+	frame, err := wire.AppendFrame(nil, []*dripv1.Control{ctl}, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Send(frame))
+	time.Sleep(200 * time.Millisecond)
+	m.waitConverged(m.allReachable())
+	m.publish(0, 0, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})})
+	require.Eventually(t, func() bool { return s1.received() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"b0's message reaches b1's subscriber")
+}

@@ -65,6 +65,9 @@ type Node struct {
 	// The sequence number of each neighbour's LSA when its link came up: a
 	// withdrawn one newer than that says the neighbour is leaving now.
 	heldSeq map[uint32]uint64
+	// The links finished because their neighbour withdrew, by the
+	// sequence number of that withdrawn LSA.
+	finished map[uint32]uint64
 
 	// Data plane snapshots, replaced whole by the control plane.
 	routes atomic.Pointer[linkstate.Table]
@@ -103,18 +106,19 @@ func newNode(cfg Config, o options) (*Node, error) {
 	}
 	now := o.clock.Now()
 	n := &Node{
-		cfg:     cfg,
-		log:     o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:       newMetrics(o.reg, cfg.Name),
-		clock:   o.clock,
-		start:   now,
-		epoch:   uint64(now.UnixNano()),
-		ls:      ls,
-		table:   encoding.NewTable(cfg.Encoding),
-		current: map[uint32]Link{},
-		heldSeq: map[uint32]uint64{},
-		dups:    dups,
-		drain:   make(chan struct{}),
+		cfg:      cfg,
+		log:      o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
+		m:        newMetrics(o.reg, cfg.Name),
+		clock:    o.clock,
+		start:    now,
+		epoch:    uint64(now.UnixNano()),
+		ls:       ls,
+		table:    encoding.NewTable(cfg.Encoding),
+		current:  map[uint32]Link{},
+		heldSeq:  map[uint32]uint64{},
+		finished: map[uint32]uint64{},
+		dups:     dups,
+		drain:    make(chan struct{}),
 	}
 	n.subs = newSubscriptions(subscriptionsConfig{
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
@@ -149,6 +153,7 @@ func (n *Node) LinkUp(l Link, weight uint32) {
 		n.ls.LinkDown(peer, now)
 	}
 	n.current[peer] = l
+	delete(n.finished, peer)
 	n.heldSeq[peer] = 0
 	if lsa, ok := n.ls.LSA(peer); ok {
 		n.heldSeq[peer] = lsa.Seq
@@ -171,6 +176,7 @@ func (n *Node) LinkDown(l Link) {
 	}
 	delete(n.current, peer)
 	delete(n.heldSeq, peer)
+	delete(n.finished, peer)
 	n.publishLinks()
 	n.ls.LinkDown(peer, n.now())
 	n.flush()
@@ -297,22 +303,40 @@ func (n *Node) processReady() {
 }
 
 // finisher is a Link that can tell its neighbour that nothing more will
-// be queued for it (transport.Link.Finish).
-type finisher interface{ Finish() }
+// be queued for it (transport.Link.Finish), and end.
+type finisher interface {
+	Finish()
+	Close(reason error)
+}
 
 // finishLeavers finishes the links to neighbours that have withdrawn from
 // the mesh since their link came up, once the routes just published lead
 // around them: each leaving broker then knows when the last bundle on its
 // way to it has arrived, and may close without losing it (docs/design.md
 // §10). A link to a neighbour's later incarnation is not finished, since
-// the withdrawn LSA is older than the link.
+// the withdrawn LSA is older than the link. A finished link carries
+// nothing more, hellos included, so if its neighbour advertises itself
+// again over the same link — the withdrawal was forged, say — the link is
+// closed, and dialled afresh.
 func (n *Node) finishLeavers() {
 	for peer, l := range n.current {
-		lsa, ok := n.ls.LSA(peer)
-		if !ok || !lsa.Withdrawn || lsa.Seq <= n.heldSeq[peer] {
+		f, ok := l.(finisher)
+		if !ok {
 			continue
 		}
-		if f, ok := l.(finisher); ok {
+		lsa, ok := n.ls.LSA(peer)
+		if !ok {
+			continue
+		}
+		if at, done := n.finished[peer]; done {
+			if !lsa.Withdrawn && lsa.Seq > at {
+				delete(n.finished, peer)
+				f.Close(errors.New("neighbour advertised itself again after withdrawing"))
+			}
+			continue
+		}
+		if lsa.Withdrawn && lsa.Seq > n.heldSeq[peer] {
+			n.finished[peer] = lsa.Seq
 			f.Finish()
 		}
 	}
