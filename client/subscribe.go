@@ -694,8 +694,8 @@ func (s *Subscription) move(rs *runState, old *subStream) {
 // subscriber at its old place only. Closing the old stream then would lose
 // those messages, so the client checks instead of trusting the clock: a
 // message the old stream delivered that the new one has not also
-// delivered within half the overlap shows a broker that still routes to the old
-// place only, and the old stream stays for another half overlap. The
+// delivered within half the overlap shows a broker that still routes to
+// the old place only, and the old stream stays another half overlap. The
 // draining broker's deadline bounds the wait: it ends the stream then.
 func (s *Subscription) closeDrained(rs *runState) {
 	now := time.Now()
@@ -717,10 +717,10 @@ func (s *Subscription) closeDrained(rs *runState) {
 // minRecheck bounds how often a drained stream's coverage is checked again.
 const minRecheck = 10 * time.Millisecond
 
-// stillNeeded reports whether a drained stream delivered, more than
-// half the overlap before now, a message its replacement has
-// not: some broker still routes matching messages to it alone. It forgets
-// those messages, so that each check judges the time since the last.
+// stillNeeded reports whether a drained stream delivered, more than half
+// the overlap before now, a message its replacement has not: some broker
+// still routes matching messages to it alone. It forgets those messages,
+// so that each check judges the time since the last.
 func (st *subStream) stillNeeded(now time.Time) bool {
 	needed := false
 	for stamp, at := range st.uncovered {
