@@ -129,7 +129,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.maxString, "max-string", def.Messages.MaxString, "bound on the bytes of a string value in messages and predicates")
 	fl.IntVar(&f.maxAttrs, "max-attributes", def.Messages.MaxAttributes, "bound on attributes per message")
 	fl.IntVar(&f.maxPayload, "max-payload", def.Messages.MaxPayload, "bound on the payload bytes per message")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for both listeners (enables TLS)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for both listeners (enables TLS; needs --tls-ca)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
 	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-ca")
@@ -207,6 +207,11 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	}
 	if f.tlsClientAuth && f.tlsCA == "" {
 		return cfg, sc, fmt.Errorf("--tls-client-auth needs --tls-ca")
+	}
+	if f.tlsCert != "" && f.tlsCA == "" {
+		// Without a CA the peer listener could verify no neighbour, and
+		// any process that reached the port would join the mesh.
+		return cfg, sc, fmt.Errorf("--tls-cert needs --tls-ca, the CA that signs the brokers' certificates: without it any peer could join the mesh")
 	}
 	sc.PeerTLS = tlsFiles
 	sc.PeerTLS.RequireClientCert = f.tlsCA != ""

@@ -101,6 +101,7 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--bloom-bits", "7"}, "encoding"},
 		{[]string{"--name", "b0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--name", "b0", "--tls-client-auth"}, "--tls-client-auth needs --tls-ca"},
+		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--tls-cert needs --tls-ca"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
 	}
