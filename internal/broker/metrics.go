@@ -44,6 +44,7 @@ type metrics struct {
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
+	matchAll                 prometheus.Gauge
 	lsdbDigest               prometheus.Gauge
 	advertisements           prometheus.Counter
 	adPending                prometheus.Gauge
@@ -101,6 +102,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
 		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		matchAll:     f.gauge("match_all_filters", "Filters other brokers advertise that match every message (an empty Bloom filter: a subscription to 'k exists', or a peer asking for everything)."),
 		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
 			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
 		adPending: f.gauge("advertisement_pending",

@@ -7,12 +7,15 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -96,5 +99,29 @@ func TestDropReasonsAreDocumented(t *testing.T) {
 	handshakes := line("drip_link_handshake_failures_total")
 	for _, r := range handshakeFailureReasons {
 		assert.Contains(t, handshakes, "`"+r+"`")
+	}
+}
+
+// TestMatchAllFiltersCounted: drip_match_all_filters counts the other
+// routers' filters that match every message, following their updates and
+// removals; the broker's own do not count.
+func TestMatchAllFiltersCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n, err := NewNode(DefaultConfig(1, "b1"), WithRegisterer(reg))
+	require.NoError(t, err)
+	var some encoding.Bloom
+	some.Set(3)
+	for _, step := range []struct {
+		u    linkstate.PredicateUpdate
+		want float64
+	}{
+		{linkstate.PredicateUpdate{Router: 2, Filters: []encoding.Bloom{{}, some, {}}}, 2},
+		{linkstate.PredicateUpdate{Router: 3, Filters: []encoding.Bloom{{}}}, 3},
+		{linkstate.PredicateUpdate{Router: 1, Filters: []encoding.Bloom{{}}}, 3},
+		{linkstate.PredicateUpdate{Router: 2, Filters: []encoding.Bloom{some}}, 1},
+		{linkstate.PredicateUpdate{Router: 3, Removed: true}, 0},
+	} {
+		n.countMatchAll(step.u)
+		assert.Equal(t, step.want, testutil.ToFloat64(n.m.matchAll), "after %+v", step.u)
 	}
 }

@@ -68,6 +68,9 @@ type Node struct {
 	// The links finished because their neighbour withdrew, by the
 	// sequence number of that withdrawn LSA.
 	finished map[uint32]uint64
+	// Per other router, its advertised filters that match every message.
+	matchAll      map[uint32]int
+	matchAllTotal int
 
 	// Data plane snapshots, replaced whole by the control plane.
 	routes atomic.Pointer[linkstate.Table]
@@ -117,6 +120,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		current:  map[uint32]Link{},
 		heldSeq:  map[uint32]uint64{},
 		finished: map[uint32]uint64{},
+		matchAll: map[uint32]int{},
 		dups:     dups,
 		drain:    make(chan struct{}),
 	}
@@ -290,6 +294,7 @@ func (n *Node) processReady() {
 			} else {
 				n.table.Set(u.Router, u.Filters)
 			}
+			n.countMatchAll(u)
 			n.predsDirty = true
 		}
 		for _, ev := range rd.Events {
@@ -299,6 +304,40 @@ func (n *Node) processReady() {
 		// 48 bits survive the float64 exactly.
 		n.m.lsdbDigest.Set(float64(n.ls.Digest() & (1<<48 - 1)))
 		n.ls.Advance()
+	}
+}
+
+// countMatchAll keeps drip_match_all_filters: the filters of other
+// routers that match every message (the empty Bloom filter), which draw
+// every message published anywhere to their router. Subscriptions such as
+// 'k exists' encode to one legitimately; a peer may also advertise one to
+// see everything, so a router that starts to is logged.
+func (n *Node) countMatchAll(u linkstate.PredicateUpdate) {
+	if u.Router == n.cfg.ID {
+		return
+	}
+	k := 0
+	if !u.Removed {
+		for _, f := range u.Filters {
+			if f.IsZero() {
+				k++
+			}
+		}
+	}
+	old := n.matchAll[u.Router]
+	if k == old {
+		return
+	}
+	if k == 0 {
+		delete(n.matchAll, u.Router)
+	} else {
+		n.matchAll[u.Router] = k
+	}
+	n.matchAllTotal += k - old
+	n.m.matchAll.Set(float64(n.matchAllTotal))
+	if old == 0 {
+		n.log.Info("router advertises filters that match every message; every message goes to it",
+			zap.Uint32("router", u.Router), zap.Int("filters", k))
 	}
 }
 
