@@ -92,6 +92,24 @@ func loadPool(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// requireBrokerCertificate refuses, on the peer listener, a certificate
+// that is not a broker's. Brokers serve as well as dial, so their
+// certificates allow serverAuth; one issued for clients only (clientAuth)
+// must not open a peer link and speak for a router. Separate issuers for
+// clients and brokers (--tls-client-ca) keep the roles apart more firmly.
+func requireBrokerCertificate(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("peer presented no certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny {
+			return nil
+		}
+	}
+	return fmt.Errorf("certificate %q is not a broker's: it does not allow serverAuth (a client certificate cannot open a peer link)", leaf.Subject.CommonName)
+}
+
 // ServerConfig says where a broker listens.
 type ServerConfig struct {
 	ClientAddr  string // drip.v1.Broker, health, reflection
@@ -223,6 +241,9 @@ func (sc ServerConfig) credentials() (peer, client credentials.TransportCredenti
 		cfg, err := sc.PeerTLS.ServerTLS()
 		if err != nil {
 			return nil, nil, fmt.Errorf("peer TLS: %w", err)
+		}
+		if sc.PeerTLS.RequireClientCert {
+			cfg.VerifyConnection = requireBrokerCertificate
 		}
 		peer = credentials.NewTLS(cfg)
 	}

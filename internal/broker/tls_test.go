@@ -18,9 +18,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/transport"
 )
 
 // testPKI is a throwaway CA and the PEM files of certificates it signed.
@@ -59,6 +63,12 @@ func (p *testPKI) write(t *testing.T, name, typ string, der []byte) string {
 // issue signs a certificate valid for 127.0.0.1 as server and client.
 func (p *testPKI) issue(t *testing.T, name string) (certFile, keyFile string) {
 	t.Helper()
+	return p.issueFor(t, name, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+// issueFor signs a certificate valid for 127.0.0.1 with these usages.
+func (p *testPKI) issueFor(t *testing.T, name string, usages ...x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
@@ -66,7 +76,7 @@ func (p *testPKI) issue(t *testing.T, name string) (certFile, keyFile string) {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: usages,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	require.NoError(t, err)
@@ -138,8 +148,44 @@ func TestTLSPeerFromOtherCAIsRefused(t *testing.T) {
 	assert.Empty(t, in.Links, "a peer with a certificate from another CA must not link")
 }
 
-// startMeshTLS runs two linked brokers with the given TLS files on both
-// their listeners (and for dialling).
+// TestClientCertificateCannotOpenAPeerLink: on a mesh whose brokers and
+// clients share one CA, a certificate issued for clients only (clientAuth)
+// is refused on the peer port, where a broker's (serverAuth too) links.
+func TestClientCertificateCannotOpenAPeerLink(t *testing.T) {
+	pki := newTestPKI(t)
+	cert, key := pki.issue(t, "b0")
+	m := startMeshTLS(t, []broker.TLSFiles{{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: true}})
+	b0 := m[0].Broker()
+	for _, tc := range []struct {
+		name   string
+		usages []x509.ExtKeyUsage
+		links  bool
+	}{
+		{"client certificate", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false},
+		{"broker certificate", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			certFile, keyFile := pki.issueFor(t, tc.name, tc.usages...)
+			tlsCfg, err := broker.TLSFiles{CertFile: certFile, KeyFile: keyFile, CAFile: pki.caFile}.ClientTLS()
+			require.NoError(t, err)
+			open := proto.Clone(b0.Open()).(*dripv1.Open)
+			open.RouterId, open.RouterName = 77, "r77"
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := transport.GRPCDialer{Creds: credentials.NewTLS(tlsCfg)}.Dial(ctx, m[0].PeerAddr(), open)
+			if !tc.links {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			defer c.Close(nil)
+			assert.Equal(t, uint32(0), c.Remote().GetRouterId())
+		})
+	}
+}
+
+// startMeshTLS runs one broker, or two linked ones, with the given TLS
+// files on both their listeners (and for dialling).
 func startMeshTLS(t *testing.T, files []broker.TLSFiles) []*broker.Server {
 	t.Helper()
 	var lis [][2]net.Listener
@@ -155,7 +201,7 @@ func startMeshTLS(t *testing.T, files []broker.TLSFiles) []*broker.Server {
 	servers := make([]*broker.Server, len(files))
 	for i, f := range files {
 		cfg := fastConfig(i)
-		if i == 0 {
+		if i == 0 && len(files) > 1 {
 			cfg.Peers = []broker.Peer{{ID: 1, Addr: lis[1][1].Addr().String(), Weight: 1}}
 		}
 		clientTLS := f

@@ -52,6 +52,7 @@ type brokerFlags struct {
 	pprof                      bool
 
 	tlsCert, tlsKey, tlsCA string
+	tlsClientCA            string
 	tlsClientAuth          bool
 
 	endpointSlices string // --peer-endpointslices: the headless Service
@@ -132,7 +133,8 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for both listeners (enables TLS; needs --tls-ca)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
-	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-ca")
+	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-client-ca (default --tls-ca)")
+	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA that signs clients' certificates, if not --tls-ca: a client certificate from its own issuer can never open a peer link")
 	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
 	return cmd
@@ -217,6 +219,12 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	sc.PeerTLS.RequireClientCert = f.tlsCA != ""
 	sc.ClientTLS = tlsFiles
 	sc.ClientTLS.RequireClientCert = f.tlsClientAuth
+	if f.tlsClientCA != "" {
+		if !f.tlsClientAuth {
+			return cfg, sc, fmt.Errorf("--tls-client-ca needs --tls-client-auth: it verifies client certificates")
+		}
+		sc.ClientTLS.CAFile = f.tlsClientCA
+	}
 	return cfg, sc, cfg.Validate()
 }
 

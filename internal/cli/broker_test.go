@@ -102,6 +102,7 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--name", "b0", "--tls-client-auth"}, "--tls-client-auth needs --tls-ca"},
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--tls-cert needs --tls-ca"},
+		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-ca", "cc.pem"}, "--tls-client-ca needs --tls-client-auth"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
 	}
@@ -210,4 +211,16 @@ func TestPeerEndpointSlicesOutsideAPod(t *testing.T) {
 	netemCmd, _, err := NewRoot().Find([]string{"netem"})
 	require.NoError(t, err)
 	require.NotNil(t, netemCmd.Flags().Lookup("peer-endpointslices"))
+}
+
+// Clients may have their own issuer: the client listener verifies them
+// against it, the peer listener and dialling keep the brokers' CA.
+func TestBrokerClientCA(t *testing.T) {
+	_, sc, err := brokerConfig(t, "--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem",
+		"--tls-client-auth", "--tls-client-ca", "clients.pem")
+	require.NoError(t, err)
+	assert.Equal(t, "ca.pem", sc.PeerTLS.CAFile)
+	assert.True(t, sc.PeerTLS.RequireClientCert)
+	assert.Equal(t, "clients.pem", sc.ClientTLS.CAFile)
+	assert.True(t, sc.ClientTLS.RequireClientCert)
 }
