@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -113,7 +114,7 @@ func requireBrokerCertificate(cs tls.ConnectionState) error {
 // ServerConfig says where a broker listens.
 type ServerConfig struct {
 	ClientAddr  string // drip.v1.Broker, health, reflection
-	PeerAddr    string // drip.v1.Peer
+	PeerAddr    string // drip.v1.Peer, health (no reflection: peers need not browse)
 	MetricsAddr string // HTTP /metrics; empty disables it
 	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on
 	// the metrics listener. Off by default: profiles reveal internals and
@@ -176,6 +177,10 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.b, s.log = b, b.node.log
+	if peerCreds != nil {
+		peerCreds = &countedCreds{TransportCredentials: peerCreds, failed: b.node.m.linkHandshakeFails.WithLabelValues("tls"),
+			log: s.log, logEvery: &rate.Sometimes{First: 3, Interval: 10 * time.Second}}
+	}
 
 	// Keepalives detect a dead neighbour or client whose TCP connection
 	// lingers (a pod that vanished); the link-state dead interval catches
@@ -194,7 +199,6 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	s.peerSrv = grpc.NewServer(append(append(ka, transport.PeerServerOptions()...), creds(peerCreds)...)...)
 	dripv1.RegisterPeerServer(s.peerSrv, b.PeerService())
 	healthpb.RegisterHealthServer(s.peerSrv, s.health)
-	reflection.Register(s.peerSrv)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 
 	if s.clientLis = sc.ClientListener; s.clientLis == nil {
@@ -227,6 +231,31 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return s, nil
+}
+
+// countedCreds counts the TLS handshakes the peer listener refuses — a
+// certificate from another CA, none, a client's, plaintext — and logs the
+// first few of every ten seconds, so a scanner cannot flood the log.
+type countedCreds struct {
+	credentials.TransportCredentials
+	failed   prometheus.Counter
+	log      *zap.Logger
+	logEvery *rate.Sometimes
+}
+
+func (c *countedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.failed.Inc()
+		c.logEvery.Do(func() {
+			c.log.Warn("refused TLS handshake on the peer port", zap.Stringer("remote", conn.RemoteAddr()), zap.Error(err))
+		})
+	}
+	return out, info, err
+}
+
+func (c *countedCreds) Clone() credentials.TransportCredentials {
+	return &countedCreds{TransportCredentials: c.TransportCredentials.Clone(), failed: c.failed, log: c.log, logEvery: c.logEvery}
 }
 
 func creds(c credentials.TransportCredentials) []grpc.ServerOption {

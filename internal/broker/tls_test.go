@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials"
@@ -175,6 +176,8 @@ func TestClientCertificateCannotOpenAPeerLink(t *testing.T) {
 			c, err := transport.GRPCDialer{Creds: credentials.NewTLS(tlsCfg)}.Dial(ctx, m[0].PeerAddr(), open)
 			if !tc.links {
 				require.Error(t, err)
+				require.Eventually(t, func() bool { return testutil.ToFloat64(b0.HandshakeFailures("tls")) >= 1 },
+					5*time.Second, 10*time.Millisecond, "the refused handshake is counted")
 				return
 			}
 			require.NoError(t, err)
