@@ -63,9 +63,10 @@ type metrics struct {
 // drip_link_handshake_failures_total: transport.IncompatibleError's reasons
 // (either side's verdict on the Open frames, "refused" when the other side
 // refused ours), "duplicate", a second link to a neighbour already
-// linked, "router_id", a peer whose router ID is beyond MaxRouterID, and
-// "tls", a TLS handshake the peer listener refused.
-var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open", "refused", "duplicate", "router_id", "tls"}
+// linked, "router_id", a peer whose router ID is beyond MaxRouterID,
+// "tls", a TLS handshake the peer listener refused, and "identity", a
+// certificate that does not name the router the peer claims to be.
+var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open", "refused", "duplicate", "router_id", "tls", "identity"}
 
 // routeDropLinkDown is the drip_route_dropped_destinations_total reason of
 // destinations whose next hop's link went down under them; drp's own
@@ -87,7 +88,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		linkDropped:        f.counterVec("link_dropped_bundles_total", "Bundles for the peer dropped, by reason (queue_full, link_down).", []string{"peer", "reason"}),
 		linkRTT:            f.gaugeVec("link_rtt_seconds", "Smoothed round-trip time to the peer measured by hellos.", link),
 		linkCost:           f.gaugeVec("link_cost", "Cost this broker advertises for the link to the peer.", link),
-		linkHandshakeFails: f.counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, router_id, tls).", []string{"reason"}),
+		linkHandshakeFails: f.counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, router_id, tls, identity).", []string{"reason"}),
 
 		published:         f.counter("published_messages_total", "Messages accepted from local publishers."),
 		publishRejected:   f.counter("publish_rejected_total", "Messages refused from local publishers as invalid."),

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -122,6 +124,11 @@ type ServerConfig struct {
 	Pprof     bool
 	ClientTLS TLSFiles
 	PeerTLS   TLSFiles // also used when dialling peers (mTLS)
+	// PeerIdentity requires each peer's certificate to name the router it
+	// claims: a URI SAN drip://<mesh>/router/<id> (PeerTLS must require
+	// client certificates). Without it any broker certificate may claim
+	// any router ID.
+	PeerIdentity bool
 	// PeerResolver, if set, resolves the host names of neighbours'
 	// addresses instead of DNS (in Kubernetes: the headless Service's
 	// EndpointSlices, see internal/kube).
@@ -160,6 +167,9 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sc.PeerIdentity && !sc.PeerTLS.RequireClientCert {
+		return nil, errors.New("peer identity needs mutual TLS on the peer port (a CA that verifies peers' certificates)")
+	}
 	if peerCreds != nil {
 		cliTLS, err := sc.PeerTLS.ClientTLS()
 		if err != nil {
@@ -197,7 +207,11 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	healthpb.RegisterHealthServer(s.clientSrv, s.health)
 	reflection.Register(s.clientSrv)
 	s.peerSrv = grpc.NewServer(append(append(ka, transport.PeerServerOptions()...), creds(peerCreds)...)...)
-	dripv1.RegisterPeerServer(s.peerSrv, b.PeerService())
+	ps := b.PeerService()
+	if sc.PeerIdentity {
+		ps.Authorize = peerIdentity(cfg.Mesh)
+	}
+	dripv1.RegisterPeerServer(s.peerSrv, ps)
 	healthpb.RegisterHealthServer(s.peerSrv, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 
@@ -231,6 +245,37 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return s, nil
+}
+
+// PeerIdentityURI is the URI SAN that names router id of mesh in a
+// broker's certificate (ServerConfig.PeerIdentity).
+func PeerIdentityURI(mesh string, id uint32) string {
+	return (&url.URL{Scheme: "drip", Host: mesh, Path: fmt.Sprintf("/router/%d", id)}).String()
+}
+
+// peerIdentity admits a peer only if its certificate names the router ID
+// and mesh its Open claims, so that a broker holding a valid certificate
+// cannot speak for another router.
+func peerIdentity(mesh string) func(context.Context, *dripv1.Open) error {
+	return func(ctx context.Context, remote *dripv1.Open) error {
+		want := PeerIdentityURI(mesh, remote.GetRouterId())
+		p, _ := peer.FromContext(ctx)
+		var info credentials.TLSInfo
+		if p != nil {
+			info, _ = p.AuthInfo.(credentials.TLSInfo)
+		}
+		if len(info.State.PeerCertificates) == 0 {
+			return &transport.IncompatibleError{Reason: "identity", Detail: "no peer certificate to check " + want + " against"}
+		}
+		leaf := info.State.PeerCertificates[0]
+		for _, u := range leaf.URIs {
+			if u.String() == want {
+				return nil
+			}
+		}
+		return &transport.IncompatibleError{Reason: "identity",
+			Detail: fmt.Sprintf("certificate %q does not name router %d (URI SAN %s)", leaf.Subject.CommonName, remote.GetRouterId(), want)}
+	}
 }
 
 // countedCreds counts the TLS handshakes the peer listener refuses — a

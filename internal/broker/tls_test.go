@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,6 +71,12 @@ func (p *testPKI) issue(t *testing.T, name string) (certFile, keyFile string) {
 // issueFor signs a certificate valid for 127.0.0.1 with these usages.
 func (p *testPKI) issueFor(t *testing.T, name string, usages ...x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
+	return p.issueWith(t, name, nil, usages...)
+}
+
+// issueWith is issueFor with URI SANs.
+func (p *testPKI) issueWith(t *testing.T, name string, uris []*url.URL, usages ...x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
@@ -78,6 +85,7 @@ func (p *testPKI) issueFor(t *testing.T, name string, usages ...x509.ExtKeyUsage
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: usages,
+		URIs:        uris,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	require.NoError(t, err)
@@ -185,6 +193,56 @@ func TestClientCertificateCannotOpenAPeerLink(t *testing.T) {
 			assert.Equal(t, uint32(0), c.Remote().GetRouterId())
 		})
 	}
+}
+
+// TestPeerIdentity: with peer identity on, a certificate links only as the
+// router its URI SAN names; claiming another router is refused and counted.
+func TestPeerIdentity(t *testing.T) {
+	pki := newTestPKI(t)
+	server := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	id, err := url.Parse(broker.PeerIdentityURI("test", 0))
+	require.NoError(t, err)
+	cert, key := pki.issueWith(t, "b0", []*url.URL{id}, server...)
+	f := broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: true}
+	lis := [2]net.Listener{}
+	for i := range lis {
+		lis[i], err = net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	srv, err := broker.NewServer(fastConfig(0), broker.ServerConfig{
+		ClientListener: lis[0], PeerListener: lis[1], StopTimeout: time.Second, PeerTLS: f, ClientTLS: f, PeerIdentity: true,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	r5, err := url.Parse(broker.PeerIdentityURI("test", 5))
+	require.NoError(t, err)
+	certFile, keyFile := pki.issueWith(t, "r5", []*url.URL{r5}, server...)
+	tlsCfg, err := broker.TLSFiles{CertFile: certFile, KeyFile: keyFile, CAFile: pki.caFile}.ClientTLS()
+	require.NoError(t, err)
+	dial := func(claim uint32) error {
+		open := proto.Clone(srv.Broker().Open()).(*dripv1.Open)
+		open.RouterId, open.RouterName = claim, "claimant"
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		c, err := transport.GRPCDialer{Creds: credentials.NewTLS(tlsCfg)}.Dial(dctx, srv.PeerAddr(), open)
+		if err == nil {
+			c.Close(nil)
+		}
+		return err
+	}
+	require.NoError(t, dial(5), "the router the certificate names")
+	err = dial(1)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `does not name router 1 (URI SAN drip://test/router/1)`)
+	assert.Equal(t, 1.0, testutil.ToFloat64(srv.Broker().HandshakeFailures("identity")))
+
+	// It needs mutual TLS.
+	_, err = broker.NewServer(fastConfig(1), broker.ServerConfig{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", PeerIdentity: true})
+	assert.ErrorContains(t, err, "peer identity needs mutual TLS")
 }
 
 // startMeshTLS runs one broker, or two linked ones, with the given TLS

@@ -53,6 +53,7 @@ type brokerFlags struct {
 
 	tlsCert, tlsKey, tlsCA string
 	tlsClientCA            string
+	tlsPeerIdentity        bool
 	tlsClientAuth          bool
 
 	endpointSlices string // --peer-endpointslices: the headless Service
@@ -134,6 +135,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
 	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-client-ca (default --tls-ca)")
+	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id> (needs --tls-ca)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA that signs clients' certificates, if not --tls-ca: a client certificate from its own issuer can never open a peer link")
 	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
@@ -217,6 +219,10 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	}
 	sc.PeerTLS = tlsFiles
 	sc.PeerTLS.RequireClientCert = f.tlsCA != ""
+	if f.tlsPeerIdentity && f.tlsCA == "" {
+		return cfg, sc, fmt.Errorf("--tls-peer-identity needs --tls-cert, --tls-key and --tls-ca")
+	}
+	sc.PeerIdentity = f.tlsPeerIdentity
 	sc.ClientTLS = tlsFiles
 	sc.ClientTLS.RequireClientCert = f.tlsClientAuth
 	if f.tlsClientCA != "" {

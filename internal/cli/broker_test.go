@@ -102,6 +102,7 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--name", "b0", "--tls-client-auth"}, "--tls-client-auth needs --tls-ca"},
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--tls-cert needs --tls-ca"},
+		{[]string{"--name", "b0", "--tls-peer-identity"}, "--tls-peer-identity needs --tls-cert, --tls-key and --tls-ca"},
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-ca", "cc.pem"}, "--tls-client-ca needs --tls-client-auth"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
@@ -223,4 +224,8 @@ func TestBrokerClientCA(t *testing.T) {
 	assert.True(t, sc.PeerTLS.RequireClientCert)
 	assert.Equal(t, "clients.pem", sc.ClientTLS.CAFile)
 	assert.True(t, sc.ClientTLS.RequireClientCert)
+	assert.False(t, sc.PeerIdentity)
+	_, sc, err = brokerConfig(t, "--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-peer-identity")
+	require.NoError(t, err)
+	assert.True(t, sc.PeerIdentity)
 }

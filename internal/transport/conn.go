@@ -57,7 +57,7 @@ var ErrClosed = errors.New("link closed")
 // IncompatibleError says why two brokers may not link. It is reported to
 // both sides and counted in metrics by Reason.
 type IncompatibleError struct {
-	Reason string // stable label: "version", "mesh", "bloom", "self", "open", or "refused" (the other side said no)
+	Reason string // stable label: "version", "mesh", "bloom", "self", "open", "identity", or "refused" (the other side said no)
 	Detail string
 }
 

@@ -97,6 +97,11 @@ type PeerServer struct {
 	dripv1.UnimplementedPeerServer
 	local  *dripv1.Open
 	handle Handler
+	// Authorize, if set, decides whether the peer that sent remote may
+	// link: ctx is the stream's, with the connection's TLS state
+	// (google.golang.org/grpc/peer). An error refuses the link; make it an
+	// *IncompatibleError for its reason label.
+	Authorize func(ctx context.Context, remote *dripv1.Open) error
 	// Rejected, if set, is told about every refused handshake (for logs
 	// and metrics).
 	Rejected func(remote *dripv1.Open, err error)
@@ -120,7 +125,11 @@ func (s *PeerServer) Link(stream dripv1.Peer_LinkServer) error {
 	if err != nil {
 		return err
 	}
-	if err := Compatible(s.local, first.GetOpen()); err != nil {
+	err = Compatible(s.local, first.GetOpen())
+	if err == nil && s.Authorize != nil {
+		err = s.Authorize(stream.Context(), first.GetOpen())
+	}
+	if err != nil {
 		if s.Rejected != nil {
 			s.Rejected(first.GetOpen(), err)
 		}
