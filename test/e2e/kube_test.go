@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -354,8 +355,33 @@ func (c *cluster) waitJob(ctx context.Context, ns string, job *batchv1.Job, time
 		return nil, ok, fmt.Errorf("job %s finished without a pod", job.Name)
 	}
 	container := job.Spec.Template.Spec.Containers[0].Name
-	log, err = c.client.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	log, err = c.settledLog(ctx, ns, pods.Items[0].Name, container)
 	return log, ok, err
+}
+
+// settledLog reads a finished container's log once it has stopped
+// growing. The pod reports its container terminated as soon as the
+// process exits, while the runtime may still be copying the last of its
+// output into the log file: a read at once cut a bench report of 80
+// subscribers mid-object.
+func (c *cluster) settledLog(ctx context.Context, ns, pod, container string) ([]byte, error) {
+	var last []byte
+	for range 10 {
+		log, err := c.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if last != nil && bytes.Equal(log, last) {
+			return log, nil
+		}
+		last = log
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return last, nil
 }
 
 func jobFailed(j *batchv1.Job) bool {
