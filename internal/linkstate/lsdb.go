@@ -233,7 +233,11 @@ func (n *Node) flushOwn(key Key) {
 
 // jump re-originates an own entry with a sequence number past seq.
 func (n *Node) jump(kind Kind, seq uint64) {
-	n.events = append(n.events, Event{Type: EventSeqJump, Peer: n.cfg.ID, Kind: kind, Seq: seq + 1})
+	next, ok := nextSeq(seq, 0)
+	if !ok {
+		next = 1 // after a flush (flushOwn)
+	}
+	n.events = append(n.events, Event{Type: EventSeqJump, Peer: n.cfg.ID, Kind: kind, Seq: next})
 	if kind == KindRouter {
 		n.lsaForce = true
 		n.lsaMinSeq = max(n.lsaMinSeq, seq)
