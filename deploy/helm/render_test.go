@@ -147,6 +147,9 @@ func TestDefaults(t *testing.T) {
 		assert.Equal(t, int32(7000), p.GRPC.Port, name)
 		assert.Nil(t, p.TCPSocket, name)
 	}
+	assert.Nil(t, b.LivenessProbe.GRPC.Service, "alive: the server's overall health")
+	require.NotNil(t, b.ReadinessProbe.GRPC.Service)
+	assert.Equal(t, "drip.v1.Broker", *b.ReadinessProbe.GRPC.Service, "ready: the broker has joined the mesh")
 	assertUnprivileged(t, "broker", b.SecurityContext)
 	assert.NotEmpty(t, b.Resources.Requests)
 	require.Len(t, b.VolumeMounts, 1)

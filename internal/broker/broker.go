@@ -69,6 +69,7 @@ type Broker struct {
 	stopping  atomic.Bool   // links are draining: attach nothing new
 	coreDone  chan struct{} // closed when the core goroutine has returned
 	stopped   chan struct{} // closed when Run has finished
+	joined    chan struct{} // closed when the broker has routes (Joined)
 	linkGroup sync.WaitGroup
 }
 
@@ -91,6 +92,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		links:    map[uint32]*transport.Link{},
 		coreDone: make(chan struct{}),
 		stopped:  make(chan struct{}),
+		joined:   make(chan struct{}),
 		open: &dripv1.Open{
 			ProtocolVersion: transport.ProtocolVersion,
 			RouterId:        cfg.ID,
@@ -110,6 +112,14 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	})
 	return b, nil
 }
+
+// Joined is closed once the running broker has joined the mesh: it has
+// routes from a neighbour's database (Node.HasRoutes) or has waited
+// JoinTimeout for them. Until then clients it serves would have their
+// messages dropped for want of a route, so the server reports itself
+// ready — to Kubernetes, which then goes on with a rolling update — only
+// after it.
+func (b *Broker) Joined() <-chan struct{} { return b.joined }
 
 // Stopped is closed once Run has returned.
 func (b *Broker) Stopped() <-chan struct{} { return b.stopped }
@@ -217,6 +227,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	n.Tick()
 	phase, ctxDone := running, ctx.Done()
 	var drainStart, withdrawn, phaseEnd time.Time
+	started, joined := b.clock.Now(), false
 	for phase != linksDrain {
 		select {
 		case <-ctxDone:
@@ -233,6 +244,18 @@ func (b *Broker) Run(ctx context.Context) error {
 			n.Flush()
 		}
 		now := b.clock.Now()
+		if !joined {
+			if n.HasRoutes() {
+				joined = true
+				n.log.Info("joined the mesh", zap.Duration("after", now.Sub(started)))
+			} else if now.Sub(started) >= cfg.JoinTimeout {
+				joined = true
+				n.log.Warn("no neighbour's database after the join timeout; serving anyway", zap.Duration("join_timeout", cfg.JoinTimeout))
+			}
+			if joined {
+				close(b.joined)
+			}
+		}
 		switch {
 		case phase == subscribersMove && (n.Subscriptions() == 0 || !now.Before(phaseEnd)):
 			n.EndSubscriptions()

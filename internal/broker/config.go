@@ -116,6 +116,11 @@ type Config struct {
 	// needs to learn the new location (an advertise interval, a PREDICATES
 	// rebuild, the flood across the mesh).
 	DrainOverlap time.Duration
+	// JoinTimeout bounds how long a starting broker with configured peers
+	// waits to join the mesh — to hold a neighbour's database through a
+	// finished exchange, so that it has routes — before it reports itself
+	// ready (Joined) anyway, as the first broker of a new mesh must.
+	JoinTimeout time.Duration
 	// RerouteGrace bounds how long a withdrawn broker keeps forwarding
 	// the bundles still on their way while its neighbours reroute around
 	// it. It usually waits far less: each neighbour says when its routes
@@ -168,6 +173,7 @@ func DefaultConfig(id uint32, name string) Config {
 		DrainTimeout:     10 * time.Second,
 		DrainOverlap:     2 * time.Second,
 		RerouteGrace:     3 * time.Second,
+		JoinTimeout:      10 * time.Second,
 	}
 }
 
@@ -244,6 +250,9 @@ func (c Config) Validate() error {
 	if c.SlowLinks.Stalled <= 0 || c.SlowLinks.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow links: stalled %v must be positive, behind %v not negative",
 			c.SlowLinks.Stalled, c.SlowLinks.Behind))
+	}
+	if c.JoinTimeout < 0 {
+		errs = append(errs, fmt.Errorf("join timeout must not be negative, got %v", c.JoinTimeout))
 	}
 	if c.RerouteGrace < 0 {
 		errs = append(errs, fmt.Errorf("reroute grace must not be negative, got %v", c.RerouteGrace))

@@ -14,6 +14,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
@@ -305,4 +308,39 @@ func TestWholeMeshStopsPromptly(t *testing.T) {
 		nd.cancel = nil
 	}
 	t.Logf("the mesh stopped in %v", time.Since(start))
+}
+
+// TestReadyOnceJoined: a broker reports itself ready (the gRPC health of
+// drip.v1.Broker, which Kubernetes' readiness probe asks) once it has a
+// neighbour's database — not at start, when it has no routes — or, with no
+// neighbour to be had, after JoinTimeout.
+func TestReadyOnceJoined(t *testing.T) {
+	serving := func(t *testing.T, addr string) bool {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: broker.ReadinessService})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}
+	require.Equal(t, dripv1.Broker_ServiceDesc.ServiceName, broker.ReadinessService, "the chart's readiness probe names it")
+	t.Run("joined", func(t *testing.T) {
+		m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) { c.JoinTimeout = time.Minute })
+		for i := range 2 {
+			require.Eventually(t, func() bool { return serving(t, m.nodes[i].client) }, 10*time.Second, 10*time.Millisecond,
+				"broker %d ready once linked, long before its join timeout", i)
+		}
+	})
+	t.Run("alone", func(t *testing.T) {
+		const timeout = 500 * time.Millisecond
+		m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) { c.JoinTimeout = timeout })
+		m.kill(1)
+		m.kill(0)
+		start := time.Now()
+		m.restart(0) // its neighbour is gone
+		assert.False(t, serving(t, m.nodes[0].client), "not ready without routes")
+		require.Eventually(t, func() bool { return serving(t, m.nodes[0].client) }, 10*time.Second, 10*time.Millisecond)
+		assert.GreaterOrEqual(t, time.Since(start), timeout)
+	})
 }

@@ -483,6 +483,22 @@ func (n *Node) Subscribe(p content.Predicate, client string) (*Subscription, err
 // Subscriptions counts the local subscriptions.
 func (n *Node) Subscriptions() int { return n.subs.count() }
 
+// HasRoutes reports whether the node has joined the mesh: it has no
+// configured peers, or it holds a neighbour's database through a finished
+// exchange (an advertised adjacency), so its routes are as complete as
+// that neighbour's.
+func (n *Node) HasRoutes() bool {
+	if len(n.cfg.Peers) == 0 {
+		return true
+	}
+	for _, nb := range n.ls.Neighbors() {
+		if nb.Advertised {
+			return true
+		}
+	}
+	return false
+}
+
 // BeginDrain starts a graceful departure: new subscriptions are refused,
 // each local subscriber is told to move (Draining, with the overlap its
 // client should keep both subscriptions for), and Draining() is closed so

@@ -95,6 +95,11 @@ func loadPool(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// ReadinessService is the gRPC health service name that turns SERVING once
+// the broker has joined the mesh (Broker.Joined); the empty name is
+// SERVING while the server runs. Both turn NOT_SERVING when it drains.
+const ReadinessService = "drip.v1.Broker"
+
 // requireBrokerCertificate refuses, on the peer listener, a certificate
 // that is not a broker's. Brokers serve as well as dial, so their
 // certificates allow serverAuth; one issued for clients only (clientAuth)
@@ -214,6 +219,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	dripv1.RegisterPeerServer(s.peerSrv, ps)
 	healthpb.RegisterHealthServer(s.peerSrv, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_NOT_SERVING)
 
 	if s.clientLis = sc.ClientListener; s.clientLis == nil {
 		if s.clientLis, err = net.Listen("tcp", sc.ClientAddr); err != nil {
@@ -370,8 +376,20 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer stop()
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.b.Run(runCtx) }()
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("serving", zap.String("client", s.ClientAddr()), zap.String("peer", s.PeerAddr()), zap.String("metrics", s.MetricsAddr()))
+	// The server as a whole is healthy while it runs (liveness); the
+	// broker service is ready once the broker has routes (readiness): a
+	// rolling update that went on to the next broker before this one had
+	// joined would leave two gaps in the mesh at once (design §10).
+	// Health.Shutdown turns both NOT_SERVING when the drain begins.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	go func() {
+		select {
+		case <-s.b.Joined():
+			s.health.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_SERVING)
+		case <-runCtx.Done():
+		}
+	}()
 
 	var serveErr error
 	select {
