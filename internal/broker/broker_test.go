@@ -265,48 +265,78 @@ func TestPeerBeyondMaxRouterIDRefused(t *testing.T) {
 	assert.Equal(t, []uint32{0}, in.Routers)
 }
 
+// hostilePeer is a 2-broker mesh whose b1 subscribes to everything, and a
+// peer linked to b0 as router 5 that sends whatever control messages it
+// likes.
+type hostilePeer struct {
+	m    *testMesh
+	s1   *testSub
+	b0   *broker.Broker
+	conn transport.Conn
+}
+
+func newHostilePeer(t *testing.T) *hostilePeer {
+	t.Helper()
+	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	h := &hostilePeer{m: m, s1: m.subscribe(1, content.MustParse(`k exists`)), b0: m.nodes[0].srv.Broker()}
+	m.waitConverged(m.allReachable())
+	open := proto.Clone(h.b0.Open()).(*dripv1.Open)
+	open.RouterId, open.RouterName = 5, "hostile"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close(nil) })
+	h.conn = c
+	return h
+}
+
+// send forges msgs, in one frame.
+func (h *hostilePeer) send(t *testing.T, msgs ...linkstate.Message) {
+	t.Helper()
+	var ctls []*dripv1.Control
+	for _, msg := range msgs {
+		ctl, err := wire.ControlToProto(msg)
+		require.NoError(t, err)
+		ctls = append(ctls, ctl)
+	}
+	frame, err := wire.AppendFrame(nil, ctls, nil)
+	require.NoError(t, err)
+	require.NoError(t, h.conn.Send(frame))
+}
+
+// requireDeliversAcross checks that the mesh converges again and a message
+// published at b0 reaches b1's subscriber.
+func (h *hostilePeer) requireDeliversAcross(t *testing.T) {
+	t.Helper()
+	h.m.waitConverged(h.m.allReachable())
+	h.m.publish(0, 0, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})})
+	require.Eventually(t, func() bool { return h.s1.received() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"b0's message reaches b1's subscriber")
+}
+
 // TestForgedMaxSeqAdvertisementDoesNotSplitTheMesh: a hostile peer sends,
 // in router 1's name, an LSA and a predicate advertisement with the largest
 // sequence number (once this split a 2-broker mesh in a storm of sequence
 // jumps that outlived the peer). Router 1 flushes them and the mesh goes
 // on: converged, quiet, delivering across.
 func TestForgedMaxSeqAdvertisementDoesNotSplitTheMesh(t *testing.T) {
-	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
-	s1 := m.subscribe(1, content.MustParse(`k exists`))
-	m.waitConverged(m.allReachable())
-	b0 := m.nodes[0].srv.Broker()
-	open := proto.Clone(b0.Open()).(*dripv1.Open)
-	open.RouterId, open.RouterName = 5, "hostile"
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
-	require.NoError(t, err)
-	defer c.Close(nil)
-	var forged []*dripv1.Control
-	for _, msg := range []linkstate.Message{
-		&linkstate.LSA{Origin: 1, Seq: math.MaxUint64},
-		&linkstate.PredAd{Origin: 1, Seq: math.MaxUint64, Params: b0.Config().Encoding},
-	} {
-		ctl, err := wire.ControlToProto(msg)
-		require.NoError(t, err)
-		forged = append(forged, ctl)
-	}
-	frame, err := wire.AppendFrame(nil, forged, nil)
-	require.NoError(t, err)
+	h := newHostilePeer(t)
 	for range 3 {
-		require.NoError(t, c.Send(frame))
+		h.send(t, &linkstate.LSA{Origin: 1, Seq: math.MaxUint64},
+			&linkstate.PredAd{Origin: 1, Seq: math.MaxUint64, Params: h.b0.Config().Encoding})
 		time.Sleep(50 * time.Millisecond)
 	}
-	m.waitConverged(m.allReachable())
-	in, err := b0.Inspect(ctx)
+	h.m.waitConverged(h.m.allReachable())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in, err := h.b0.Inspect(ctx)
 	require.NoError(t, err)
 	time.Sleep(500 * time.Millisecond)
-	later, err := b0.Inspect(ctx)
+	later, err := h.b0.Inspect(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, in.Digest, later.Digest, "no advertisement storm once the peer stops")
-	m.publish(0, 0, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})})
-	require.Eventually(t, func() bool { return s1.received() == 1 }, 5*time.Second, 10*time.Millisecond,
-		"b0's message reaches b1's subscriber")
+	h.requireDeliversAcross(t)
 }
 
 // TestForgedWithdrawalDoesNotStrandALink: a withdrawal forged in a live
@@ -314,25 +344,8 @@ func TestForgedMaxSeqAdvertisementDoesNotSplitTheMesh(t *testing.T) {
 // leaves; when the neighbour advertises itself again, the finished link is
 // closed and dialled afresh, so traffic flows again.
 func TestForgedWithdrawalDoesNotStrandALink(t *testing.T) {
-	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
-	s1 := m.subscribe(1, content.MustParse(`k exists`))
-	m.waitConverged(m.allReachable())
-	b0 := m.nodes[0].srv.Broker()
-	open := proto.Clone(b0.Open()).(*dripv1.Open)
-	open.RouterId, open.RouterName = 5, "hostile"
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
-	require.NoError(t, err)
-	defer c.Close(nil)
-	ctl, err := wire.ControlToProto(&linkstate.LSA{Origin: 1, Seq: 1 << 40, Withdrawn: true})
-	require.NoError(t, err)
-	frame, err := wire.AppendFrame(nil, []*dripv1.Control{ctl}, nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Send(frame))
+	h := newHostilePeer(t)
+	h.send(t, &linkstate.LSA{Origin: 1, Seq: 1 << 40, Withdrawn: true})
 	time.Sleep(200 * time.Millisecond)
-	m.waitConverged(m.allReachable())
-	m.publish(0, 0, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(1)})})
-	require.Eventually(t, func() bool { return s1.received() == 1 }, 5*time.Second, 10*time.Millisecond,
-		"b0's message reaches b1's subscriber")
+	h.requireDeliversAcross(t)
 }
