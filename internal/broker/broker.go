@@ -263,8 +263,12 @@ func (b *Broker) Run(ctx context.Context) error {
 			stopDialing()
 			withdrawn = now
 			phase, phaseEnd = reroute, now.Add(min(cfg.RerouteGrace, max(0, drainStart.Add(cfg.DrainTimeout).Sub(now))))
-		case phase == reroute && (b.peersFinished() || !now.Before(phaseEnd)):
-			if b.peersFinished() {
+		case phase == reroute:
+			finished := b.peersFinished()
+			if !finished && now.Before(phaseEnd) {
+				break
+			}
+			if finished {
 				n.log.Info("neighbours route around this broker", zap.Duration("after", now.Sub(withdrawn)))
 			} else {
 				n.log.Warn("neighbours did not all route around this broker in time; closing links anyway",

@@ -62,12 +62,13 @@ type Node struct {
 	lastRTTExport time.Time
 	lastExpire    time.Time
 	withdrawn     bool
-	// The sequence number of each neighbour's LSA when its link came up: a
-	// withdrawn one newer than that says the neighbour is leaving now.
+	// The newest sequence number of each neighbour's LSA the node has
+	// acted on for its link, from when the link came up: a newer withdrawn
+	// one says the neighbour is leaving now (finishLeavers).
 	heldSeq map[uint32]uint64
-	// The links finished because their neighbour withdrew, by the
-	// sequence number of that withdrawn LSA.
-	finished map[uint32]uint64
+	// An adjacency has been advertised, the node holding the neighbour's
+	// database (HasRoutes).
+	adjacencyAdvertised bool
 	// Per other router, its advertised filters that match every message.
 	matchAll      map[uint32]int
 	matchAllTotal int
@@ -119,7 +120,6 @@ func newNode(cfg Config, o options) (*Node, error) {
 		table:    encoding.NewTable(cfg.Encoding),
 		current:  map[uint32]Link{},
 		heldSeq:  map[uint32]uint64{},
-		finished: map[uint32]uint64{},
 		matchAll: map[uint32]int{},
 		dups:     dups,
 		drain:    make(chan struct{}),
@@ -157,7 +157,6 @@ func (n *Node) LinkUp(l Link, weight uint32) {
 		n.ls.LinkDown(peer, now)
 	}
 	n.current[peer] = l
-	delete(n.finished, peer)
 	n.heldSeq[peer] = 0
 	if lsa, ok := n.ls.LSA(peer); ok {
 		n.heldSeq[peer] = lsa.Seq
@@ -180,7 +179,6 @@ func (n *Node) LinkDown(l Link) {
 	}
 	delete(n.current, peer)
 	delete(n.heldSeq, peer)
-	delete(n.finished, peer)
 	n.publishLinks()
 	n.ls.LinkDown(peer, n.now())
 	n.flush()
@@ -345,6 +343,7 @@ func (n *Node) countMatchAll(u linkstate.PredicateUpdate) {
 // be queued for it (transport.Link.Finish), and end.
 type finisher interface {
 	Finish()
+	Finishing() bool
 	Close(reason error)
 }
 
@@ -364,19 +363,15 @@ func (n *Node) finishLeavers() {
 			continue
 		}
 		lsa, ok := n.ls.LSA(peer)
-		if !ok {
+		if !ok || lsa.Seq <= n.heldSeq[peer] {
 			continue
 		}
-		if at, done := n.finished[peer]; done {
-			if !lsa.Withdrawn && lsa.Seq > at {
-				delete(n.finished, peer)
-				f.Close(errors.New("neighbour advertised itself again after withdrawing"))
-			}
-			continue
-		}
-		if lsa.Withdrawn && lsa.Seq > n.heldSeq[peer] {
-			n.finished[peer] = lsa.Seq
+		n.heldSeq[peer] = lsa.Seq
+		switch {
+		case lsa.Withdrawn && !f.Finishing():
 			f.Finish()
+		case !lsa.Withdrawn && f.Finishing():
+			f.Close(errors.New("neighbour advertised itself again after withdrawing"))
 		}
 	}
 }
@@ -402,6 +397,9 @@ func (n *Node) sendControl(envs []linkstate.Envelope) {
 
 func (n *Node) observe(ev linkstate.Event) {
 	n.m.protocolEvents.WithLabelValues(ev.Type.String()).Inc()
+	if ev.Type == linkstate.EventAdjacencyAdvertised || ev.Type == linkstate.EventLoadTimeout {
+		n.adjacencyAdvertised = true // the link is in the LSA, as after a finished exchange
+	}
 	name := n.peerName(ev.Peer)
 	switch ev.Type {
 	case linkstate.EventSPF:
@@ -487,17 +485,7 @@ func (n *Node) Subscriptions() int { return n.subs.count() }
 // configured peers, or it holds a neighbour's database through a finished
 // exchange (an advertised adjacency), so its routes are as complete as
 // that neighbour's.
-func (n *Node) HasRoutes() bool {
-	if len(n.cfg.Peers) == 0 {
-		return true
-	}
-	for _, nb := range n.ls.Neighbors() {
-		if nb.Advertised {
-			return true
-		}
-	}
-	return false
-}
+func (n *Node) HasRoutes() bool { return len(n.cfg.Peers) == 0 || n.adjacencyAdvertised }
 
 // BeginDrain starts a graceful departure: new subscriptions are refused,
 // each local subscriber is told to move (Draining, with the overlap its

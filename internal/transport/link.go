@@ -301,6 +301,9 @@ func (l *Link) Finish() {
 	}
 }
 
+// Finishing reports whether Finish has been called.
+func (l *Link) Finishing() bool { return l.finishing.Load() }
+
 // PeerFinished is closed when the neighbour's finished frame has arrived:
 // every bundle it will send on this link has been handed to the handler.
 func (l *Link) PeerFinished() <-chan struct{} { return l.peerFinished }
@@ -360,7 +363,7 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 func (l *Link) TakeFrame() ([]byte, bool, error) {
 	f, ok := l.queue.Next(closedCh, l.cfg.MaxFrameBytes)
 	if !ok {
-		if l.finishing.Load() && l.queue.Closed() && l.finishSent.CompareAndSwap(false, true) {
+		if l.finishing.Load() && l.finishSent.CompareAndSwap(false, true) {
 			return wire.AppendFinishedFrame(nil), true, nil
 		}
 		return nil, false, nil
