@@ -221,9 +221,12 @@ func (n *Node) Step(from uint32, msg Message, now time.Duration) error {
 	return nil
 }
 
+// beyond reports whether id is past Config.MaxRouterID.
+func (n *Node) beyond(id uint32) bool { return n.cfg.MaxRouterID != 0 && id > n.cfg.MaxRouterID }
+
 // admitID refuses a router ID beyond Config.MaxRouterID.
 func (n *Node) admitID(what string, id uint32) error {
-	if n.cfg.MaxRouterID != 0 && id > n.cfg.MaxRouterID {
+	if n.beyond(id) {
 		return fmt.Errorf("%s of router %d: router ID beyond the largest admitted, %d", what, id, n.cfg.MaxRouterID)
 	}
 	return nil
@@ -236,7 +239,7 @@ func (n *Node) admitLSA(a *LSA) error {
 		return err
 	}
 	for _, l := range a.Links {
-		if n.cfg.MaxRouterID != 0 && l.Neighbor > n.cfg.MaxRouterID {
+		if n.beyond(l.Neighbor) {
 			return fmt.Errorf("LSA of router %d lists a link to router %d, beyond the largest admitted, %d", a.Origin, l.Neighbor, n.cfg.MaxRouterID)
 		}
 	}
@@ -246,21 +249,11 @@ func (n *Node) admitLSA(a *LSA) error {
 // admitSummary leaves out of a database summary the entries of routers
 // beyond Config.MaxRouterID, which would be refused when they came.
 func (n *Node) admitSummary(m *DBSummary) *DBSummary {
-	if n.cfg.MaxRouterID == 0 {
+	beyond := func(e Summary) bool { return n.beyond(e.Origin) }
+	if !slices.ContainsFunc(m.Entries, beyond) {
 		return m
 	}
-	for i, e := range m.Entries {
-		if e.Origin > n.cfg.MaxRouterID {
-			kept := &DBSummary{Entries: slices.Clone(m.Entries[:i])}
-			for _, e := range m.Entries[i+1:] {
-				if e.Origin <= n.cfg.MaxRouterID {
-					kept.Entries = append(kept.Entries, e)
-				}
-			}
-			return kept
-		}
-	}
-	return m
+	return &DBSummary{Entries: slices.DeleteFunc(slices.Clone(m.Entries), beyond)}
 }
 
 // LinkUp tells the node a link to peer is established (the peer stream is
