@@ -707,6 +707,7 @@ func (s *Subscription) closeDrained(rs *runState) {
 		if !st.closeAt.IsZero() && !now.Before(st.closeAt) {
 			rs.lostBase += st.lost
 			st.cancel()
+			st.uncovered = nil // its replacement keeps pointing at it
 			continue
 		}
 		kept = append(kept, st)
