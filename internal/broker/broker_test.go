@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
@@ -247,11 +246,7 @@ func TestIncompatiblePeersDoNotLink(t *testing.T) {
 func TestPeerBeyondMaxRouterIDRefused(t *testing.T) {
 	m := startMesh(t, 1, nil, nil)
 	b := m.nodes[0].srv.Broker()
-	open := proto.Clone(b.Open()).(*dripv1.Open)
-	open.RouterId, open.RouterName = 1<<26, "hostile"
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
+	c, err := dialAs(t, b, m.nodes[0].peer, 1<<26, nil)
 	if err == nil {
 		_, err = c.Recv() // the broker closes what it refused
 		c.Close(nil)
@@ -259,6 +254,8 @@ func TestPeerBeyondMaxRouterIDRefused(t *testing.T) {
 	require.Error(t, err)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(b.HandshakeFailures("router_id")) == 1 },
 		5*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	in, err := b.Inspect(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, in.Links)
@@ -280,11 +277,7 @@ func newHostilePeer(t *testing.T) *hostilePeer {
 	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
 	h := &hostilePeer{m: m, s1: m.subscribe(1, content.MustParse(`k exists`)), b0: m.nodes[0].srv.Broker()}
 	m.waitConverged(m.allReachable())
-	open := proto.Clone(h.b0.Open()).(*dripv1.Open)
-	open.RouterId, open.RouterName = 5, "hostile"
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := transport.GRPCDialer{}.Dial(ctx, m.nodes[0].peer, open)
+	c, err := dialAs(t, h.b0, m.nodes[0].peer, 5, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close(nil) })
 	h.conn = c

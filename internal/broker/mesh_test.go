@@ -13,12 +13,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -58,6 +61,17 @@ func fastConfig(id int) broker.Config {
 	cfg.DialBackoffMax = 200 * time.Millisecond
 	cfg.DrainTimeout = time.Second
 	return cfg
+}
+
+// dialAs opens a peer link to b at addr claiming router id, as a peer
+// with creds (nil: plaintext) would; compatible with b in all else.
+func dialAs(t *testing.T, b *broker.Broker, addr string, id uint32, creds credentials.TransportCredentials) (transport.Conn, error) {
+	t.Helper()
+	open := proto.Clone(b.Open()).(*dripv1.Open)
+	open.RouterId, open.RouterName = id, fmt.Sprintf("claims-%d", id)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return transport.GRPCDialer{Creds: creds}.Dial(ctx, addr, open)
 }
 
 // startMesh starts n brokers; for every edge, the lower ID dials.

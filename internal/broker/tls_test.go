@@ -21,12 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/protobuf/proto"
 
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/broker"
-	"github.com/dripmesh/drip/internal/transport"
 )
 
 // testPKI is a throwaway CA and the PEM files of certificates it signed.
@@ -177,11 +174,7 @@ func TestClientCertificateCannotOpenAPeerLink(t *testing.T) {
 			certFile, keyFile := pki.issueFor(t, tc.name, tc.usages...)
 			tlsCfg, err := broker.TLSFiles{CertFile: certFile, KeyFile: keyFile, CAFile: pki.caFile}.ClientTLS()
 			require.NoError(t, err)
-			open := proto.Clone(b0.Open()).(*dripv1.Open)
-			open.RouterId, open.RouterName = 77, "r77"
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			c, err := transport.GRPCDialer{Creds: credentials.NewTLS(tlsCfg)}.Dial(ctx, m[0].PeerAddr(), open)
+			c, err := dialAs(t, b0, m[0].PeerAddr(), 77, credentials.NewTLS(tlsCfg))
 			if !tc.links {
 				require.Error(t, err)
 				require.Eventually(t, func() bool { return testutil.ToFloat64(b0.HandshakeFailures("tls")) >= 1 },
@@ -224,11 +217,7 @@ func TestPeerIdentity(t *testing.T) {
 	tlsCfg, err := broker.TLSFiles{CertFile: certFile, KeyFile: keyFile, CAFile: pki.caFile}.ClientTLS()
 	require.NoError(t, err)
 	dial := func(claim uint32) error {
-		open := proto.Clone(srv.Broker().Open()).(*dripv1.Open)
-		open.RouterId, open.RouterName = claim, "claimant"
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer dcancel()
-		c, err := transport.GRPCDialer{Creds: credentials.NewTLS(tlsCfg)}.Dial(dctx, srv.PeerAddr(), open)
+		c, err := dialAs(t, srv.Broker(), srv.PeerAddr(), claim, credentials.NewTLS(tlsCfg))
 		if err == nil {
 			c.Close(nil)
 		}
