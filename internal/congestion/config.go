@@ -1,0 +1,111 @@
+package congestion
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config is the protocol's parameters. The zero value is not usable; start
+// from DefaultConfig.
+type Config struct {
+	// RecordSize is k, the messages a publication record summarizes
+	// (Malekpour11 §III-B-3). Fig. 5's study found k = 5 close to an ideal
+	// receiver and k = 2 too blind; each entry costs the Bloom filter of a
+	// message in every header.
+	RecordSize int
+	// Alpha bounds a limiting subscriber's increase per round to Alpha
+	// times the reception rate (Algorithm 1, line 28); Malekpour11 found
+	// 0.5 to 1 stable.
+	Alpha float64
+	// MinRate is the least quota: a subscriber may slow a flow to it, not
+	// below, and a filter the publisher has throttled to nothing can still
+	// grow from it.
+	MinRate float64
+	// MinInterval is the shortest round of Algorithm 1 (a round is one RTT
+	// otherwise): rates measured over less than this are mostly noise.
+	MinInterval time.Duration
+	// InitialRTT is the round-trip time assumed until the first echo
+	// returns: TFMCC's conservative 500 ms (RFC 4654 §3.2.1).
+	InitialRTT time.Duration
+	// EchoInterval is how often a subscriber without a round-trip time asks
+	// again, and EchoTimeout how long a publisher keeps answering one.
+	EchoInterval, EchoTimeout time.Duration
+	// FlowTimeout is how long a request lives without feedback from its
+	// subscriber (Malekpour11 §III-B-6, stale entries).
+	FlowTimeout time.Duration
+	// SessionTimeout is how long a subscriber keeps a session with a
+	// publisher it hears nothing from.
+	SessionTimeout time.Duration
+	// BucketDepth is how much of its quota a flow may send at once: a token
+	// bucket holds max(1, quota·BucketDepth) tokens.
+	BucketDepth time.Duration
+	// MaxRequests, MaxEchoes, MaxQueue, MaxTags and MaxSessions bound the
+	// publisher's requests, pending echoes, held messages and tags per
+	// header, and a subscriber's sessions.
+	MaxRequests, MaxEchoes, MaxQueue, MaxTags, MaxSessions int
+}
+
+// DefaultConfig is the paper's k = 5 and α = 0.5 with TFMCC's timers.
+func DefaultConfig() Config {
+	return Config{
+		RecordSize:     5,
+		Alpha:          0.5,
+		MinRate:        1,
+		MinInterval:    100 * time.Millisecond,
+		InitialRTT:     500 * time.Millisecond,
+		EchoInterval:   time.Second,
+		EchoTimeout:    2 * time.Second,
+		FlowTimeout:    3 * time.Second,
+		SessionTimeout: 30 * time.Second,
+		BucketDepth:    50 * time.Millisecond,
+		MaxRequests:    1024,
+		MaxEchoes:      64,
+		MaxQueue:       256,
+		MaxTags:        4,
+		MaxSessions:    1024,
+	}
+}
+
+// Validate says which parameter is out of range.
+func (c Config) Validate() error {
+	positive := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MinInterval", c.MinInterval}, {"InitialRTT", c.InitialRTT},
+		{"EchoInterval", c.EchoInterval}, {"EchoTimeout", c.EchoTimeout},
+		{"FlowTimeout", c.FlowTimeout}, {"SessionTimeout", c.SessionTimeout},
+		{"BucketDepth", c.BucketDepth},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("congestion: %s %v is not positive", p.name, p.v)
+		}
+	}
+	counts := []struct {
+		name string
+		v    int
+	}{
+		{"RecordSize", c.RecordSize}, {"MaxRequests", c.MaxRequests}, {"MaxEchoes", c.MaxEchoes},
+		{"MaxQueue", c.MaxQueue}, {"MaxTags", c.MaxTags}, {"MaxSessions", c.MaxSessions},
+	}
+	for _, p := range counts {
+		if p.v <= 0 {
+			return fmt.Errorf("congestion: %s %d is not positive", p.name, p.v)
+		}
+	}
+	if c.RecordSize > MaxRecordSize {
+		return fmt.Errorf("congestion: RecordSize %d is above %d", c.RecordSize, MaxRecordSize)
+	}
+	if !(c.Alpha > 0 && c.Alpha <= 4) {
+		return fmt.Errorf("congestion: Alpha %v is outside (0, 4]", c.Alpha)
+	}
+	if !(c.MinRate > 0) || math.IsInf(c.MinRate, 0) {
+		return fmt.Errorf("congestion: MinRate %v is not a positive rate", c.MinRate)
+	}
+	return nil
+}
+
+// MaxRecordSize bounds k: a record is k Bloom filters in every header.
+const MaxRecordSize = 256

@@ -1,0 +1,399 @@
+package congestion
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dripmesh/drip/internal/encoding"
+)
+
+// Verdict is what a Publisher decides about an offered message.
+type Verdict int
+
+const (
+	// Send: the message leaves now, with the returned header.
+	Send Verdict = iota
+	// Held: the message waits for tokens; Release returns it later.
+	Held
+	// Full: the message belongs to a limited flow and the queue is full.
+	// The publisher was not told about it; the caller offers it again
+	// after a Release, which is how the limit reaches the application as
+	// back-pressure rather than loss.
+	Full
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Send:
+		return "send"
+	case Held:
+		return "held"
+	case Full:
+		return "full"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// MaxEchoFilters bounds the filters of one echo request.
+const MaxEchoFilters = 16
+
+// histRun is how many messages' Bloom filters a run of the publisher's
+// history holds: a run is 256 KiB, and lives while a header of it does.
+const histRun = 1024
+
+// maxEchoesPerHeader bounds the echo replies one message carries.
+const maxEchoesPerHeader = 2
+
+// Publisher is one publisher's side of the protocol (Malekpour11
+// §III-B-6 to 8). It is not safe for concurrent use.
+type Publisher struct {
+	cfg Config
+	id  uint64
+	seq uint64
+	// hist is an append-only run of the Bloom filters of the messages
+	// sent: every header's record is a window of it, shared, not copied.
+	hist   []encoding.Bloom
+	rate   meter
+	flows  table
+	echoes []pendingEcho
+	held   []heldMessage
+	pass   uint64
+	// sweep is when requests are next checked for expiry.
+	sweep   time.Time
+	scratch []*request
+	stats   PublisherStats
+}
+
+// PublisherStats counts what a Publisher did, for metrics.
+type PublisherStats struct {
+	// Sent and Controlled count messages sent, and those of them that
+	// belonged to a limited flow; HeldMessages counts messages that
+	// waited, and Waited their total wait.
+	Sent, Controlled, HeldMessages uint64
+	Waited                         time.Duration
+	// Feedback counts feedback messages, Refused the requests refused in
+	// them (malformed, or the table full), Raised those below MinRate.
+	Feedback, Refused, Raised uint64
+	// CLRChanges counts changes of a filter's limiting subscriber: a
+	// request becoming a flow or ceasing to be one.
+	CLRChanges uint64
+}
+
+type pendingEcho struct {
+	Echo
+	received time.Time
+}
+
+type heldMessage struct {
+	id    uint64
+	bloom encoding.Bloom
+	since time.Time
+	flows []*request
+}
+
+// Released is a held message that may leave now, with its header.
+type Released struct {
+	ID     uint64
+	Header Header
+}
+
+// NewPublisher returns the state of publisher id.
+func NewPublisher(id uint64, cfg Config) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Publisher{cfg: cfg, id: id, flows: newTable()}, nil
+}
+
+// Offer decides about message id with Bloom filter m: Send (with its
+// header), Held (Release will return it) or Full.
+func (p *Publisher) Offer(id uint64, m encoding.Bloom, now time.Time) (Verdict, Header) {
+	p.expire(now)
+	flows := p.flows.match(p.scratch[:0], m)
+	p.scratch = flows
+	if len(flows) == 0 {
+		return Send, p.stamp(m, flows, now)
+	}
+	ready := true
+	for _, r := range flows {
+		r.refill(now, p.cfg.BucketDepth)
+		// A flow's messages leave in order: one waits behind another.
+		if r.held > 0 || r.tokens < 1 {
+			ready = false
+		}
+	}
+	if ready {
+		for _, r := range flows {
+			r.tokens--
+		}
+		return Send, p.stamp(m, flows, now)
+	}
+	if len(p.held) >= p.cfg.MaxQueue {
+		return Full, Header{}
+	}
+	h := heldMessage{id: id, bloom: m, since: now, flows: append([]*request(nil), flows...)}
+	for _, r := range flows {
+		r.held++
+	}
+	p.held = append(p.held, h)
+	p.stats.HeldMessages++
+	return Held, Header{}
+}
+
+// Release returns the held messages that may leave now, in the order
+// they were offered within each flow. Flows are matched again: a flow
+// that expired no longer holds its messages.
+func (p *Publisher) Release(now time.Time) []Released {
+	if len(p.held) == 0 {
+		return nil
+	}
+	p.expire(now)
+	p.pass++
+	var out []Released
+	kept := p.held[:0]
+	for _, h := range p.held {
+		flows := p.flows.match(p.scratch[:0], h.bloom)
+		p.scratch = flows
+		ready := true
+		for _, r := range flows {
+			r.refill(now, p.cfg.BucketDepth)
+			if r.pass == p.pass || r.tokens < 1 {
+				ready = false
+			}
+		}
+		if !ready {
+			for _, r := range flows {
+				r.pass = p.pass
+			}
+			kept = append(kept, h)
+			continue
+		}
+		for _, r := range flows {
+			r.tokens--
+		}
+		for _, r := range h.flows {
+			r.held--
+		}
+		p.stats.Waited += now.Sub(h.since)
+		out = append(out, Released{ID: h.id, Header: p.stamp(h.bloom, flows, now)})
+	}
+	clear(p.held[len(kept):])
+	p.held = kept
+	return out
+}
+
+// NextRelease is when Release may next return a message: when a flow
+// holding one has its next token, or expires. False when nothing is held.
+func (p *Publisher) NextRelease(now time.Time) (time.Time, bool) {
+	if len(p.held) == 0 {
+		return time.Time{}, false
+	}
+	next := now.Add(p.cfg.FlowTimeout)
+	for _, r := range p.flows.all {
+		if r.held == 0 {
+			continue
+		}
+		r.refill(now, p.cfg.BucketDepth)
+		at := now
+		if r.tokens < 1 {
+			at = now.Add(time.Duration((1 - r.tokens) / r.quota * float64(time.Second)))
+		}
+		// An expired flow lets go of its messages at the next sweep.
+		expiry := r.at.Add(p.cfg.FlowTimeout)
+		if expiry.Before(p.sweep) {
+			expiry = p.sweep
+		}
+		next = minTime(next, at, expiry)
+	}
+	if next.Before(now) {
+		next = now
+	}
+	return next, true
+}
+
+// Queued is the number of held messages.
+func (p *Publisher) Queued() int { return len(p.held) }
+
+// Stats returns the counters.
+func (p *Publisher) Stats() PublisherStats { return p.stats }
+
+// Flow is a limited flow, for metrics.
+type Flow struct {
+	Subscriber uint64
+	Filter     uint32
+	Quota      float64
+	Tokens     float64
+	// Feedback is δ_feedback, the one-way travel time of the last
+	// feedback (clock offset included).
+	Feedback time.Duration
+}
+
+// Flows lists the limited flows, least quota first.
+func (p *Publisher) Flows(now time.Time) []Flow {
+	out := make([]Flow, 0, len(p.flows.active))
+	for _, r := range p.flows.active {
+		r.refill(now, p.cfg.BucketDepth)
+		out = append(out, Flow{Subscriber: r.key.sub, Filter: r.key.filter, Quota: r.quota, Tokens: r.tokens, Feedback: r.oneWay})
+	}
+	return out
+}
+
+// Feedback processes a subscriber's feedback (Algorithm 2). A request
+// with a quota that is not a number or negative is refused, and so is a
+// new request when MaxRequests are kept; an infinite quota withdraws the
+// request; a quota below MinRate is taken as MinRate. The error names what
+// was refused; the rest is processed.
+func (p *Publisher) Feedback(fb Feedback, now time.Time) error {
+	p.expire(now)
+	p.stats.Feedback++
+	before := p.activeKeys()
+	var errs []error
+	for _, rq := range fb.Requests {
+		k := key{fb.Subscriber, rq.Filter}
+		q := rq.Quota
+		switch {
+		case math.IsNaN(q) || q < 0:
+			errs = append(errs, fmt.Errorf("filter %d: quota %v is not a rate", rq.Filter, q))
+			continue
+		case math.IsInf(q, 1):
+			p.flows.drop(k)
+			continue
+		case p.flows.byKey[k] == nil && len(p.flows.all) >= p.cfg.MaxRequests:
+			errs = append(errs, fmt.Errorf("filter %d: table holds %d requests already", rq.Filter, p.cfg.MaxRequests))
+			continue
+		case q < p.cfg.MinRate:
+			q = p.cfg.MinRate
+			p.stats.Raised++
+		}
+		r := p.flows.set(k, rq.Bloom, q, now)
+		r.oneWay = now.Sub(fb.SentAt)
+	}
+	p.countCLRChanges(before)
+	p.stats.Refused += uint64(len(errs))
+	if len(errs) > 0 {
+		return fmt.Errorf("congestion: feedback from subscriber %d: %d of %d requests refused: %w",
+			fb.Subscriber, len(errs), len(fb.Requests), errors.Join(errs...))
+	}
+	return nil
+}
+
+// Forget removes every request of subscriber sub: its stream ended.
+func (p *Publisher) Forget(sub uint64) {
+	before := p.activeKeys()
+	for _, r := range append([]*request(nil), p.flows.all...) {
+		if r.key.sub == sub {
+			p.flows.drop(r.key)
+		}
+	}
+	p.countCLRChanges(before)
+}
+
+// Echo takes a subscriber's echo request; the reply rides on the next
+// messages that match one of its filters, until EchoTimeout.
+func (p *Publisher) Echo(e Echo, now time.Time) error {
+	switch {
+	case len(e.Filters) == 0:
+		return fmt.Errorf("congestion: echo from subscriber %d has no filter", e.Subscriber)
+	case len(e.Filters) > MaxEchoFilters:
+		return fmt.Errorf("congestion: echo from subscriber %d has %d filters, more than %d", e.Subscriber, len(e.Filters), MaxEchoFilters)
+	}
+	p.expire(now)
+	for i := range p.echoes {
+		if p.echoes[i].Subscriber == e.Subscriber {
+			p.echoes[i] = pendingEcho{e, now}
+			return nil
+		}
+	}
+	if len(p.echoes) >= p.cfg.MaxEchoes {
+		return fmt.Errorf("congestion: echo from subscriber %d refused: %d pending", e.Subscriber, p.cfg.MaxEchoes)
+	}
+	p.echoes = append(p.echoes, pendingEcho{e, now})
+	return nil
+}
+
+// stamp makes the header of a message that leaves now and records it.
+func (p *Publisher) stamp(m encoding.Bloom, flows []*request, now time.Time) Header {
+	p.seq++
+	p.rate.add(now)
+	p.stats.Sent++
+	h := Header{Publisher: p.id, Seq: p.seq, SentAt: now, Rate: p.rate.rate(now)}
+	n := len(p.hist)
+	if k := min(n, p.cfg.RecordSize); k > 0 {
+		h.Record = p.hist[n-k : n : n] // a full slice: appending to it copies
+	}
+	if n == cap(p.hist) {
+		// A new run starts with the last k−1, so the next window fits.
+		run := make([]encoding.Bloom, 0, max(histRun, 2*p.cfg.RecordSize))
+		p.hist = append(run, p.hist[n-min(n, p.cfg.RecordSize-1):]...)
+	}
+	p.hist = append(p.hist, m)
+	if len(flows) > 0 {
+		p.stats.Controlled++
+		n := min(len(flows), p.cfg.MaxTags)
+		h.Tags = make([]Tag, n)
+		for i, r := range flows[:n] {
+			h.Tags[i] = Tag{Subscriber: r.key.sub, Filter: r.key.filter, Feedback: r.oneWay}
+		}
+	}
+	for i := range p.echoes {
+		if len(h.Echoes) == maxEchoesPerHeader {
+			break
+		}
+		e := &p.echoes[i]
+		for _, f := range e.Filters {
+			if f.SubsetOf(m) {
+				h.Echoes = append(h.Echoes, EchoReply{Subscriber: e.Subscriber, SentAt: e.SentAt, Held: now.Sub(e.received)})
+				break
+			}
+		}
+	}
+	return h
+}
+
+// expire forgets stale requests and echoes, at most four times per
+// FlowTimeout.
+func (p *Publisher) expire(now time.Time) {
+	if now.Before(p.sweep) {
+		return
+	}
+	p.sweep = now.Add(p.cfg.FlowTimeout / 4)
+	before := p.activeKeys()
+	p.flows.expire(now.Add(-p.cfg.FlowTimeout))
+	p.countCLRChanges(before)
+	kept := p.echoes[:0]
+	for _, e := range p.echoes {
+		if now.Sub(e.received) < p.cfg.EchoTimeout {
+			kept = append(kept, e)
+		}
+	}
+	p.echoes = kept
+}
+
+func (p *Publisher) activeKeys() map[key]bool {
+	m := make(map[key]bool, len(p.flows.active))
+	for _, r := range p.flows.active {
+		m[r.key] = true
+	}
+	return m
+}
+
+func (p *Publisher) countCLRChanges(before map[key]bool) {
+	for _, r := range p.flows.active {
+		if !before[r.key] {
+			p.stats.CLRChanges++
+		}
+		delete(before, r.key)
+	}
+	p.stats.CLRChanges += uint64(len(before))
+}
+
+func minTime(t time.Time, more ...time.Time) time.Time {
+	for _, u := range more {
+		if u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}

@@ -1,0 +1,359 @@
+package congestion
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/dripmesh/drip/internal/encoding"
+)
+
+// rttWeight is the weight of a new round-trip sample once one is known:
+// TCP's smoothing (RFC 6298), so that one queueing spike moves the rate
+// little.
+const rttWeight = 0.125
+
+// Filter is one of a subscriber's filters, as the publisher sees it: an ID
+// that the subscriber chooses and the filter's Bloom filter.
+type Filter struct {
+	ID    uint32
+	Bloom encoding.Bloom
+}
+
+// Subscriber is one subscriber's side of the protocol (Malekpour11
+// §III-B-5): a session per publisher it receives from. It is not safe for
+// concurrent use.
+type Subscriber struct {
+	cfg      Config
+	id       uint64
+	filters  []Filter
+	sessions map[uint64]*session
+	stats    SubscriberStats
+}
+
+// SubscriberStats counts what a Subscriber saw, for metrics.
+type SubscriberStats struct {
+	// Messages counts messages received; LossEvents the loss events
+	// detected; Feedback and Echoes the messages sent.
+	Messages, LossEvents, Feedback, Echoes uint64
+	// Evicted counts sessions dropped to stay within MaxSessions.
+	Evicted uint64
+}
+
+// session is the state of one publisher (Malekpour11 Fig. 3).
+type session struct {
+	pub  uint64
+	last uint64    // highest sequence number received
+	seen time.Time // when the last message arrived
+	loss lossHistory
+	recv meter   // messages from this publisher
+	rate float64 // λ_P, from the last header
+	// rtt is the smoothed round-trip time, measured once an echo came
+	// back; base is the last full measurement and the one-way delay of
+	// data then, from which non-limiting subscribers follow changes.
+	rtt            time.Duration
+	measured       bool
+	baseRTT        time.Duration
+	baseOneWay     time.Duration
+	echoed         time.Time // when an echo was last requested
+	round          time.Time // when the current round began
+	distinct       int       // messages this round
+	entries        map[uint32]*entry
+	lastLossEvents int
+}
+
+// entry is a filter's row in a session.
+type entry struct {
+	count int
+	rate  float64
+	quota float64
+	clr   bool
+}
+
+// NewSubscriber returns the state of subscriber id.
+func NewSubscriber(id uint64, cfg Config) (*Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Subscriber{cfg: cfg, id: id, sessions: map[uint64]*session{}}, nil
+}
+
+// SetFilters replaces the subscriber's filters; rows of filters that are
+// gone leave every session.
+func (s *Subscriber) SetFilters(fs []Filter) {
+	s.filters = slices.Clone(fs)
+	for _, ss := range s.sessions {
+		for id := range ss.entries {
+			if !slices.ContainsFunc(fs, func(f Filter) bool { return f.ID == id }) {
+				delete(ss.entries, id)
+			}
+		}
+	}
+}
+
+// Stats returns the counters.
+func (s *Subscriber) Stats() SubscriberStats { return s.stats }
+
+// Receive takes a message delivered to the subscriber: its header and
+// its Bloom filter.
+func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
+	s.stats.Messages++
+	ss := s.session(h.Publisher, now)
+	ss.seen = now
+	ss.rate = h.Rate
+	oneWay := now.Sub(h.SentAt)
+	s.measureRTT(ss, h, oneWay, now)
+
+	for _, f := range s.filters {
+		if !f.Bloom.SubsetOf(m) {
+			continue
+		}
+		e := ss.entries[f.ID]
+		if e == nil {
+			e = &entry{}
+			ss.entries[f.ID] = e
+		}
+		e.count++
+		// The header names the flows' limiting subscribers: this one
+		// limits f while its messages say so (an expired flow's messages
+		// carry no tag).
+		e.clr = slices.ContainsFunc(h.Tags, func(t Tag) bool { return t.Subscriber == s.id && t.Filter == f.ID })
+	}
+	ss.distinct++
+	ss.recv.add(now)
+
+	if h.Seq <= ss.last {
+		return // late: it was counted lost, or is a copy
+	}
+	switch gap := h.Seq - ss.last - 1; {
+	case ss.last == 0:
+		ss.loss.deliver(1)
+	case s.revealsLoss(h, gap):
+		ss.loss.loss(now, ss.rtt, ss.recv.rate(now))
+		ss.loss.deliver(1)
+	case gap <= uint64(len(h.Record)):
+		ss.loss.deliver(1)
+	default:
+		// The record does not reach back over the whole gap: assume the
+		// messages it does not cover were irrelevant, and count the
+		// delivery by the chance that this is right (Malekpour11 §III-C).
+		rho := 1.0
+		if ss.rate > 0 {
+			rho = min(ss.recv.rate(now)/ss.rate, 1)
+		}
+		ss.loss.deliver(math.Pow(1-rho, float64(gap-uint64(len(h.Record)))))
+	}
+	ss.last = h.Seq
+}
+
+// revealsLoss reports whether the record shows a message in the gap
+// before h that one of the subscriber's filters matches.
+func (s *Subscriber) revealsLoss(h *Header, gap uint64) bool {
+	n := uint64(len(h.Record))
+	for _, r := range h.Record[n-min(gap, n):] {
+		for _, f := range s.filters {
+			if f.Bloom.SubsetOf(r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// measureRTT takes the round-trip samples a header carries: an echo reply,
+// else δ_feedback when the subscriber limits one of the message's flows
+// (Malekpour11 §III-B-4), else the change of the one-way data delay since
+// the last full measurement (TFMCC, RFC 4654 §4.3).
+func (s *Subscriber) measureRTT(ss *session, h *Header, oneWay time.Duration, now time.Time) {
+	sample, full := time.Duration(0), false
+	for _, e := range h.Echoes {
+		if e.Subscriber == s.id {
+			sample, full = now.Sub(e.SentAt)-e.Held, true
+			break
+		}
+	}
+	if !full {
+		for _, t := range h.Tags {
+			if t.Subscriber == s.id {
+				sample, full = t.Feedback+oneWay, true
+				break
+			}
+		}
+	}
+	if !full && ss.measured {
+		sample = ss.baseRTT + oneWay - ss.baseOneWay
+	}
+	if sample <= 0 {
+		return
+	}
+	if full {
+		ss.baseRTT, ss.baseOneWay = sample, oneWay
+	}
+	if !ss.measured {
+		if !full {
+			return
+		}
+		ss.rtt, ss.measured = sample, true
+		return
+	}
+	ss.rtt += time.Duration(rttWeight * float64(sample-ss.rtt))
+}
+
+func (s *Subscriber) session(pub uint64, now time.Time) *session {
+	if ss := s.sessions[pub]; ss != nil {
+		return ss
+	}
+	if len(s.sessions) >= s.cfg.MaxSessions {
+		var oldest *session
+		for _, ss := range s.sessions {
+			if oldest == nil || ss.seen.Before(oldest.seen) {
+				oldest = ss
+			}
+		}
+		delete(s.sessions, oldest.pub)
+		s.stats.Evicted++
+	}
+	ss := &session{pub: pub, rtt: s.cfg.InitialRTT, round: now, entries: map[uint32]*entry{}}
+	s.sessions[pub] = ss
+	return ss
+}
+
+// interval is the length of a session's round: one RTT, at least
+// MinInterval.
+func (s *Subscriber) interval(ss *session) time.Duration { return max(ss.rtt, s.cfg.MinInterval) }
+
+// Tick runs what is due at now: Algorithm 1 for every session whose round
+// has ended, echo requests for sessions without a round-trip time, and the
+// expiry of sessions silent for SessionTimeout.
+func (s *Subscriber) Tick(now time.Time) ([]Feedback, []Echo) {
+	var fbs []Feedback
+	var echoes []Echo
+	for pub, ss := range s.sessions {
+		if now.Sub(ss.seen) >= s.cfg.SessionTimeout {
+			delete(s.sessions, pub)
+			continue
+		}
+		if !ss.measured && now.Sub(ss.echoed) >= s.cfg.EchoInterval && len(s.filters) > 0 {
+			ss.echoed = now
+			e := Echo{Publisher: pub, Subscriber: s.id, SentAt: now}
+			for _, f := range s.filters[:min(len(s.filters), MaxEchoFilters)] {
+				e.Filters = append(e.Filters, f.Bloom)
+			}
+			echoes = append(echoes, e)
+			s.stats.Echoes++
+		}
+		if now.Sub(ss.round) < s.interval(ss) {
+			continue
+		}
+		if fb, ok := s.round(ss, now); ok {
+			fbs = append(fbs, fb)
+			s.stats.Feedback++
+		}
+	}
+	slices.SortFunc(fbs, func(a, b Feedback) int { return cmp.Compare(a.Publisher, b.Publisher) })
+	return fbs, echoes
+}
+
+// NextTick is when Tick has something to do; false without sessions.
+func (s *Subscriber) NextTick() (time.Time, bool) {
+	var next time.Time
+	for _, ss := range s.sessions {
+		at := ss.round.Add(s.interval(ss))
+		if !ss.measured {
+			at = minTime(at, ss.echoed.Add(s.cfg.EchoInterval))
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// round is Algorithm 1 for one session at the end of a round.
+func (s *Subscriber) round(ss *session, now time.Time) (Feedback, bool) {
+	d := now.Sub(ss.round).Seconds()
+	ss.round = now
+	ids := make([]uint32, 0, len(ss.entries))
+	for id, e := range ss.entries {
+		e.rate, e.count = float64(e.count)/d, 0
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	total := float64(ss.distinct) / d
+	ss.distinct = 0
+	if ss.loss.n != ss.lastLossEvents {
+		s.stats.LossEvents += uint64(ss.loss.n - ss.lastLossEvents)
+		ss.lastLossEvents = ss.loss.n
+	}
+
+	allowed := TCPRate(ss.rtt, ss.loss.rate())
+	switch {
+	case allowed < total:
+		// DECREASE_RATE: share the allowed rate max-min among the filters.
+		demand := make([]float64, len(ids))
+		for i, id := range ids {
+			demand[i] = ss.entries[id].rate
+		}
+		for i, q := range maxMin(allowed, demand) {
+			ss.entries[ids[i]].quota = q
+		}
+	default:
+		// INCREASE_RATE: keep what each filter gets, and let the filters
+		// this subscriber limits grow into the unused rate, each by at
+		// most α of its rate.
+		clr := 0
+		for _, id := range ids {
+			e := ss.entries[id]
+			e.quota = e.rate
+			if e.clr {
+				clr++
+			}
+		}
+		if clr > 0 && allowed > total {
+			share := (allowed - total) / float64(clr)
+			for _, id := range ids {
+				if e := ss.entries[id]; e.clr {
+					e.quota += min(s.cfg.Alpha*max(e.rate, s.cfg.MinRate), share)
+				}
+			}
+		}
+	}
+	fb := Feedback{Publisher: ss.pub, Subscriber: s.id, SentAt: now}
+	for _, id := range ids {
+		e := ss.entries[id]
+		if e.quota < e.rate || e.clr {
+			fb.Requests = append(fb.Requests, Request{Filter: id, Bloom: s.bloom(id), Quota: max(e.quota, s.cfg.MinRate)})
+		} else if e.rate == 0 {
+			delete(ss.entries, id) // no flow from this publisher any more
+		}
+	}
+	return fb, len(fb.Requests) > 0
+}
+
+func (s *Subscriber) bloom(id uint32) encoding.Bloom {
+	for _, f := range s.filters {
+		if f.ID == id {
+			return f.Bloom
+		}
+	}
+	return encoding.Bloom{}
+}
+
+// maxMin shares capacity among demands max-min fairly: no demand gets
+// more than it asks, and what one leaves is split among the rest.
+func maxMin(capacity float64, demand []float64) []float64 {
+	order := make([]int, len(demand))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(demand[a], demand[b]) })
+	out := make([]float64, len(demand))
+	left := capacity
+	for n, i := range order {
+		share := left / float64(len(order)-n)
+		out[i] = min(demand[i], share)
+		left -= out[i]
+	}
+	return out
+}
