@@ -33,6 +33,9 @@ func MessageFromProto(pm *dripv1.Message, l MessageLimits) (content.Message, err
 	if l.MaxPayload > 0 && len(pm.Payload) > l.MaxPayload {
 		return content.Message{}, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(pm.Payload), l.MaxPayload)
 	}
+	if len(pm.Congestion) > MaxCongestionHeader {
+		return content.Message{}, fmt.Errorf("message congestion header is %d bytes, over the limit of %d", len(pm.Congestion), MaxCongestionHeader)
+	}
 	attrs := make([]content.Attribute, len(pm.Attributes))
 	for i, a := range pm.Attributes {
 		if l.MaxName > 0 && len(a.GetName()) > l.MaxName {

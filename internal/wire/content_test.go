@@ -55,14 +55,26 @@ func TestMessageErrors(t *testing.T) {
 		{"unset value", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a"}}}, `attribute "a": value is unset`},
 		{"duplicate", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: str("")}, {Name: "a", Value: str("")}}}, "attribute a given twice"},
 		{"empty name", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "", Value: str("")}}}, "empty name"},
+		{"congestion header", &dripv1.Message{Congestion: make([]byte, MaxCongestionHeader+1)}, "congestion header is 4097 bytes, over the limit of 4096"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := MessageFromProto(tt.msg, lim)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+			if tt.msg != nil {
+				// The brokers' path says the same.
+				_, err = DecodeMessage(marshal(t, tt.msg), lim)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.want)
+			}
 		})
 	}
+	// A header within the limit passes, unread.
+	m := &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: str("x")}}, Congestion: make([]byte, MaxCongestionHeader)}
+	got, err := DecodeMessage(marshal(t, m), lim)
+	require.NoError(t, err)
+	assert.Equal(t, "[a=\"x\"]", got.String())
 }
 
 func TestPredicateErrors(t *testing.T) {

@@ -22,12 +22,13 @@ const (
 	fieldMessageAttributes = 1 // Message.attributes
 	fieldMessagePayload    = 2 // Message.payload
 	fieldMessageDeadline   = 30
-	fieldAttributeName     = 1 // Attribute.name
-	fieldAttributeValue    = 2 // Attribute.value
-	fieldValueString       = 1 // Value.string_value
-	fieldValueInt          = 2 // Value.int_value (sint64)
-	fieldValueFloat        = 3 // Value.float_value
-	fieldValueBool         = 4 // Value.bool_value
+	fieldMessageCongestion = 20 // Message.congestion, passed on unread
+	fieldAttributeName     = 1  // Attribute.name
+	fieldAttributeValue    = 2  // Attribute.value
+	fieldValueString       = 1  // Value.string_value
+	fieldValueInt          = 2  // Value.int_value (sint64)
+	fieldValueFloat        = 3  // Value.float_value
+	fieldValueBool         = 4  // Value.bool_value
 
 	fieldRequestMessage = 1 // PublishRequest.message
 	fieldRequestBatch   = 2 // PublishRequest.batch
@@ -68,6 +69,11 @@ func DecodeMessageDeadline(b []byte, l MessageLimits) (content.Message, time.Dur
 	return m, time.Duration(d), err
 }
 
+// MaxCongestionHeader bounds the congestion-control header a message may
+// carry (Message.congestion, docs/design.md §12), which brokers pass on
+// without reading: k = 5 records of 64 bytes and a few tags take ~450.
+const MaxCongestionHeader = 4 << 10
+
 func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 	var deadline int64
 	n := 0
@@ -106,6 +112,12 @@ func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 			v, k := protowire.ConsumeBytes(b)
 			b = b[k:]
 			payload = v
+		case num == fieldMessageCongestion && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			b = b[k:]
+			if len(v) > MaxCongestionHeader {
+				return content.Message{}, 0, fmt.Errorf("message congestion header is %d bytes, over the limit of %d", len(v), MaxCongestionHeader)
+			}
 		case num == fieldMessageDeadline && typ == protowire.VarintType:
 			v, k := protowire.ConsumeVarint(b)
 			b = b[k:]

@@ -279,7 +279,11 @@ type Message struct {
 	// from when the ingress broker accepts it; 0: none. It applies to every
 	// subscriber, beside any deadline the subscriptions carry (the tighter
 	// one counts). No predicate reads it.
-	DeadlineNs    int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
+	DeadlineNs int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
+	// A drip.v1.CongestionHeader from the publishing client (congestion.proto,
+	// docs/design.md §12). Brokers pass it on unread; it must be at most
+	// 4 KiB.
+	Congestion    []byte `protobuf:"bytes,20,opt,name=congestion,proto3" json:"congestion,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +337,13 @@ func (x *Message) GetDeadlineNs() int64 {
 		return x.DeadlineNs
 	}
 	return 0
+}
+
+func (x *Message) GetCongestion() []byte {
+	if x != nil {
+		return x.Congestion
+	}
+	return nil
 }
 
 // Constraint is an elementary condition on one attribute.
@@ -514,14 +525,17 @@ const file_drip_v1_content_proto_rawDesc = "" +
 	"\x04kind\"E\n" +
 	"\tAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.drip.v1.ValueR\x05value\"x\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.drip.v1.ValueR\x05value\"\x98\x01\n" +
 	"\aMessage\x122\n" +
 	"\n" +
 	"attributes\x18\x01 \x03(\v2\x12.drip.v1.AttributeR\n" +
 	"attributes\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1f\n" +
 	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
-	"deadlineNs\"c\n" +
+	"deadlineNs\x12\x1e\n" +
+	"\n" +
+	"congestion\x18\x14 \x01(\fR\n" +
+	"congestion\"c\n" +
 	"\n" +
 	"Constraint\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
