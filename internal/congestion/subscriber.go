@@ -14,11 +14,31 @@ import (
 // little.
 const rttWeight = 0.125
 
-// Filter is one of a subscriber's filters, as the publisher sees it: an ID
-// that the subscriber chooses and the filter's Bloom filter.
+// Filter is one of a subscriber's filters: an ID that the subscriber
+// chooses and the filter's Bloom filter, which the publisher limits.
+// An encoding that maps a filter to a disjunction of Bloom filters (ranges
+// under cat-v2) gives them as Alternatives and their intersection as Bloom:
+// the subscriber then tells its messages, and the losses a record shows,
+// by the alternatives, precisely, and asks the publisher to limit the
+// intersection, a superset (a flow's filter is one Bloom filter, so that
+// covering is a subset test).
 type Filter struct {
-	ID    uint32
-	Bloom encoding.Bloom
+	ID           uint32
+	Bloom        encoding.Bloom
+	Alternatives []encoding.Bloom
+}
+
+// matches reports whether the message with Bloom filter m may match f.
+func (f *Filter) matches(m encoding.Bloom) bool {
+	if len(f.Alternatives) == 0 {
+		return f.Bloom.SubsetOf(m)
+	}
+	for _, a := range f.Alternatives {
+		if a.SubsetOf(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // Subscriber is one subscriber's side of the protocol (Malekpour11
@@ -105,8 +125,9 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	oneWay := now.Sub(h.SentAt)
 	s.measureRTT(ss, h, oneWay, now)
 
-	for _, f := range s.filters {
-		if !f.Bloom.SubsetOf(m) {
+	for i := range s.filters {
+		f := &s.filters[i]
+		if !f.matches(m) {
 			continue
 		}
 		e := ss.entries[f.ID]
@@ -129,7 +150,7 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	switch gap := h.Seq - ss.last - 1; {
 	case ss.last == 0:
 		ss.loss.deliver(1)
-	case s.revealsLoss(h, gap):
+	case s.revealsLoss(ss, h, gap):
 		ss.loss.loss(now, ss.rtt, ss.recv.rate(now))
 		ss.loss.deliver(1)
 	case gap <= uint64(len(h.Record)):
@@ -148,12 +169,15 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 }
 
 // revealsLoss reports whether the record shows a message in the gap
-// before h that one of the subscriber's filters matches.
-func (s *Subscriber) revealsLoss(h *Header, gap uint64) bool {
+// before h that one of the session's flows would have carried: a filter
+// that has received messages from this publisher (Malekpour11 §III-B-5).
+// Filters that never did are left out, because each adds its Bloom false
+// positives (a message that looks relevant and was not) to every gap.
+func (s *Subscriber) revealsLoss(ss *session, h *Header, gap uint64) bool {
 	n := uint64(len(h.Record))
 	for _, r := range h.Record[n-min(gap, n):] {
-		for _, f := range s.filters {
-			if f.Bloom.SubsetOf(r) {
+		for i := range s.filters {
+			if f := &s.filters[i]; ss.entries[f.ID] != nil && f.matches(r) {
 				return true
 			}
 		}

@@ -69,6 +69,16 @@ func (b Bloom) Or(o Bloom) Bloom {
 	return b
 }
 
+// And returns b ∩ o: for one Bloom filter that every alternative of a
+// filter's disjunction contains, a necessary condition less selective than
+// the disjunction.
+func (b Bloom) And(o Bloom) Bloom {
+	for i := range b.w {
+		b.w[i] &= o.w[i]
+	}
+	return b
+}
+
 // PopCount returns the number of set bits.
 func (b Bloom) PopCount() int {
 	n := 0
