@@ -35,17 +35,19 @@ const DefaultMaxInFlight = 8192
 type Option func(*options)
 
 type options struct {
-	tls          *tls.Config
-	dialOpts     []grpc.DialOption
-	name         string
-	bufferSize   int
-	maxInFlight  int
-	backoffMin   time.Duration
-	backoffMax   time.Duration
-	onGap        func(Gap)
-	onFailover   func(Failover)
-	lookupHost   func(ctx context.Context, host string) ([]string, error)
-	failoverWait time.Duration
+	tls                *tls.Config
+	dialOpts           []grpc.DialOption
+	name               string
+	bufferSize         int
+	maxInFlight        int
+	backoffMin         time.Duration
+	backoffMax         time.Duration
+	onGap              func(Gap)
+	onFailover         func(Failover)
+	lookupHost         func(ctx context.Context, host string) ([]string, error)
+	failoverWait       time.Duration
+	noCongestion       bool // publishers do not listen for feedback
+	congestionFeedback bool // subscriptions ask publishers to slow down
 }
 
 // WithTLS connects over TLS with cfg (nil cfg means the system roots and the
@@ -124,6 +126,10 @@ type Client struct {
 	opts   options
 	target string
 	dns    string // host:port to resolve again at each round, for dns:/// targets
+	// ctx ends with Close: the client's own goroutines (feedback) stop.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	feedback feedbackSender
 
 	mu     sync.Mutex
 	addrs  []string
@@ -151,6 +157,7 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	c := &Client{opts: o, target: target, conns: map[string]*grpc.ClientConn{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	addrs, dns, err := parseTarget(target)
 	if err != nil {
 		return nil, fmt.Errorf("drip client: %w", err)
@@ -435,6 +442,7 @@ func (c *Client) Addr() string { return c.target }
 // subscription made from the client; close those first to get their
 // results.
 func (c *Client) Close() error {
+	c.cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true

@@ -710,7 +710,8 @@ func selfSigned(t *testing.T, host string) (tls.Certificate, *x509.CertPool) {
 // delivery decoder gives back (integers as int64).
 func TestMessageWireRoundTrip(t *testing.T) {
 	m := Message{Attrs: Attrs{"s": "x\x00y", "i": int64(-5), "n": 7, "f": -0.5, "b": true, "z": 0}, Payload: []byte{0xff}}
-	entry, _, err := appendBatchEntry(nil, m, nil)
+	cc := []byte{0x10, 0x2a} // a congestion header: seq 42
+	entry, _, err := appendBatchEntry(nil, m, cc, nil)
 	require.NoError(t, err)
 	// The entry is a PublishRequest's batch field: its value is a Message.
 	var req dripv1.PublishRequest
@@ -727,9 +728,11 @@ func TestMessageWireRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	v, _ := cm.Get("f")
 	assert.Equal(t, content.Float(-0.5), v)
-	back, err := messageFromWire(raw)
+	assert.Equal(t, cc, req.Batch[0].Congestion)
+	back, backCC, err := messageFromWire(raw)
 	require.NoError(t, err)
 	assert.Equal(t, Message{Attrs: Attrs{"s": "x\x00y", "i": int64(-5), "n": int64(7), "f": -0.5, "b": true, "z": int64(0)}, Payload: []byte{0xff}}, back)
+	assert.Equal(t, cc, backCC)
 }
 
 func BenchmarkMessageEncode(b *testing.B) {
@@ -740,7 +743,7 @@ func BenchmarkMessageEncode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		buf, names, err = appendBatchEntry(buf[:0], m, names)
+		buf, names, err = appendBatchEntry(buf[:0], m, nil, names)
 		if err != nil {
 			b.Fatal(err)
 		}

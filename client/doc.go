@@ -71,6 +71,15 @@
 // keeps reading (setting deliveries aside) so that acknowledgements cannot
 // be stuck behind a full buffer.
 //
+// # Congestion control
+//
+// A subscription made with WithCongestionFeedback(true) tells the
+// publishers whose messages it loses to slow down, per filter; a publisher
+// (unless WithCongestionControl(false)) slows only those flows, holding
+// their messages in a bounded queue and, when that is full, blocking
+// Publish. Congestion returns what either side did. See
+// docs/design.md §12.
+//
 // All methods of Client, Publisher and Subscription are safe for concurrent
 // use.
 package client

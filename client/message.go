@@ -38,4 +38,7 @@ type Delivery struct {
 	// are zero when nothing was lost. Subscription.Lost has the total, also
 	// of reports after the last delivery.
 	Lost, LostTotal uint64
+	// congestion is the publisher's congestion-control header, if any
+	// (wire form).
+	congestion []byte
 }

@@ -67,6 +67,7 @@ type Publisher struct {
 	sum      Summary
 	err      error // sticky: a broker rejected a message, or no broker could be reached
 	done     bool
+	cc       *pubCC // congestion control, if on
 }
 
 // batch is a PublishRequest in its wire form being built: its batch
@@ -114,6 +115,10 @@ type pubStream struct {
 // Cancelling ctx aborts it; messages already sent may or may not have been
 // published.
 func (c *Client) NewPublisher(ctx context.Context) (*Publisher, error) {
+	return c.newPublisher(ctx, !c.opts.noCongestion)
+}
+
+func (c *Client) newPublisher(ctx context.Context, controlled bool) (*Publisher, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &Publisher{c: c, ctx: pctx, cancel: cancel, flushed: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
@@ -123,6 +128,12 @@ func (c *Client) NewPublisher(ctx context.Context) (*Publisher, error) {
 		return nil, fmt.Errorf("drip client: opening a publish stream to %s: %w", c.target, ctxOr(ctx, err))
 	}
 	p.st = st
+	if controlled {
+		if err := p.startCongestion(); err != nil {
+			cancel()
+			return nil, fmt.Errorf("drip client: %w", err)
+		}
+	}
 	go p.flush()
 	// A cancelled context must wake anyone waiting on the condition.
 	go func() {
@@ -255,14 +266,26 @@ func (p *Publisher) Publish(m Message) error {
 	if p.ctx.Err() != nil {
 		return p.ctx.Err()
 	}
+	if p.cc != nil {
+		return p.publishControlled(m)
+	}
+	if err := p.enqueue(m, nil); err != nil {
+		return err
+	}
+	p.sent++
+	return nil
+}
+
+// enqueue adds m, with congestion-control header cc if not nil, to what
+// the flusher sends next. Called with p.mu held.
+func (p *Publisher) enqueue(m Message, cc []byte) error {
 	start := len(p.cur.b)
 	var err error
-	if p.cur.b, p.names, err = appendBatchEntry(p.cur.b, m, p.names); err != nil {
+	if p.cur.b, p.names, err = appendBatchEntry(p.cur.b, m, cc, p.names); err != nil {
 		return fmt.Errorf("drip client: message %d: %w", p.sent, err)
 	}
 	p.cur.start = append(p.cur.start, start)
 	p.queued++
-	p.sent++
 	p.cond.Broadcast()
 	return nil
 }
@@ -555,6 +578,11 @@ func (p *Publisher) Close() (Summary, error) {
 	if p.done {
 		return p.sum, p.err
 	}
+	// Messages that congestion control holds go first: the pacer sends
+	// them as their flows allow (cancel the context not to wait).
+	for p.cc != nil && p.cc.core.Queued() > 0 && p.err == nil && p.ctx.Err() == nil {
+		p.cond.Wait()
+	}
 	p.closing = true
 	p.cond.Broadcast()
 	for {
@@ -649,11 +677,12 @@ func (c *Client) Publish(ctx context.Context, msgs ...Message) (Summary, error) 
 	var names []string
 	for i, m := range msgs {
 		var err error
-		if _, names, err = appendBatchEntry(nil, m, names); err != nil {
+		if _, names, err = appendBatchEntry(nil, m, nil, names); err != nil {
 			return Summary{}, fmt.Errorf("drip client: message %d: %w", i, err)
 		}
 	}
-	p, err := c.NewPublisher(ctx)
+	// A publisher this short-lived has no use for congestion control.
+	p, err := c.newPublisher(ctx, false)
 	if err != nil {
 		return Summary{}, err
 	}

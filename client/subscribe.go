@@ -64,6 +64,7 @@ type Subscription struct {
 
 	lost atomic.Uint64
 	dups atomic.Uint64
+	cc   *subCC // congestion control, if on; run's
 }
 
 // subStream is one Subscribe stream to one broker; a subscription has one,
@@ -114,6 +115,10 @@ type streamEvent struct {
 // gap), and when its broker drains it moves to another before leaving, so
 // nothing is lost; each message is delivered once.
 func (c *Client) Subscribe(ctx context.Context, predicate string) (*Subscription, error) {
+	return c.subscribe(ctx, predicate, c.opts.congestionFeedback)
+}
+
+func (c *Client) subscribe(ctx context.Context, predicate string, controlled bool) (*Subscription, error) {
 	if err := checkPredicate(predicate); err != nil {
 		return nil, fmt.Errorf("drip client: %w", err)
 	}
@@ -126,6 +131,9 @@ func (c *Client) Subscribe(ctx context.Context, predicate string) (*Subscription
 		exited: make(chan struct{}),
 		pred:   predicate, gen: 1, ackCh: make(chan struct{}),
 	}
+	if controlled {
+		s.cc = newSubCC()
+	}
 	filter, err := dedup.New(dedup.ClientConfig())
 	if err != nil {
 		cancel()
@@ -137,6 +145,9 @@ func (c *Client) Subscribe(ctx context.Context, predicate string) (*Subscription
 		return nil, fmt.Errorf("drip client: subscribing on %s: %w", c.target, ctxOr(ctx, err))
 	}
 	s.acked(st, ack)
+	if s.cc != nil {
+		s.cc.setPredicate(ack.GetPredicate())
+	}
 	go s.receive(st)
 	go s.run(st, filter)
 	return s, nil
@@ -459,6 +470,7 @@ type runState struct {
 	retry    *retrier
 	retryAt  <-chan time.Time
 	lostBase uint64 // losses of ended streams
+	ccTimer  *time.Timer
 }
 
 // run is the subscription's goroutine: the only one that reads events,
@@ -479,6 +491,9 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		for _, st := range rs.streams {
 			st.cancel()
 		}
+		if rs.ccTimer != nil {
+			rs.ccTimer.Stop()
+		}
 	}()
 	var timer *time.Timer
 	for {
@@ -490,6 +505,17 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		evs := s.evs
 		if len(rs.backlog) > 0 && !s.eventsNeeded(rs) {
 			evs = nil
+		}
+		var ccTimer <-chan time.Time
+		if s.cc != nil {
+			if at, ok := s.cc.core.NextTick(); ok {
+				if rs.ccTimer == nil {
+					rs.ccTimer = time.NewTimer(time.Until(at))
+				} else {
+					rs.ccTimer.Reset(time.Until(at))
+				}
+				ccTimer = rs.ccTimer.C
+			}
 		}
 		var moveTimer <-chan time.Time
 		if at, ok := nextClose(rs); ok {
@@ -517,6 +543,8 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 			s.reconnect(rs)
 		case <-moveTimer:
 			s.closeDrained(rs)
+		case <-ccTimer:
+			s.cc.tick(s.c, time.Now())
 		case <-s.ctx.Done():
 			s.end(s.ctx.Err())
 			return
@@ -581,6 +609,9 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		if st.uncovered != nil && d.Seq != 0 && len(st.uncovered) < maxUncovered {
 			st.uncovered[stamp] = now
 		}
+		if s.cc != nil && d.congestion != nil {
+			s.cc.receive(&d, now)
+		}
 		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
 		rs.lostCount = 0
 		d.Gap, rs.gap = rs.gap, nil
@@ -591,6 +622,9 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		first := !st.acked
 		st.acked, st.broker = true, e.Subscribed.GetBroker()
 		s.acked(st, e.Subscribed)
+		if s.cc != nil {
+			s.cc.setPredicate(e.Subscribed.GetPredicate())
+		}
 		if first {
 			s.installed(rs, st)
 		}

@@ -17,6 +17,7 @@ import (
 const (
 	fieldMessageAttributes = 1
 	fieldMessagePayload    = 2
+	fieldMessageCongestion = 20
 	fieldAttributeName     = 1
 	fieldAttributeValue    = 2
 	fieldValueString       = 1
@@ -35,9 +36,10 @@ const (
 	fieldBatchMessages     = 1 // DeliveryBatch.messages
 )
 
-// appendBatchEntry appends m as one entry of a PublishRequest's batch.
-// names is scratch space, returned for reuse. On error nothing is appended.
-func appendBatchEntry(dst []byte, m Message, names []string) ([]byte, []string, error) {
+// appendBatchEntry appends m as one entry of a PublishRequest's batch, with
+// congestion-control header cc if not nil. names is scratch space,
+// returned for reuse. On error nothing is appended.
+func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte, []string, error) {
 	names = names[:0]
 	for n := range m.Attrs {
 		names = append(names, n)
@@ -69,6 +71,9 @@ func appendBatchEntry(dst []byte, m Message, names []string) ([]byte, []string, 
 	if len(m.Payload) > 0 {
 		size += protowire.SizeTag(fieldMessagePayload) + protowire.SizeBytes(len(m.Payload))
 	}
+	if cc != nil {
+		size += protowire.SizeTag(fieldMessageCongestion) + protowire.SizeBytes(len(cc))
+	}
 	dst = protowire.AppendTag(dst, fieldRequestBatch, protowire.BytesType)
 	dst = protowire.AppendVarint(dst, uint64(size))
 	for _, n := range names {
@@ -87,6 +92,10 @@ func appendBatchEntry(dst []byte, m Message, names []string) ([]byte, []string, 
 	if len(m.Payload) > 0 {
 		dst = protowire.AppendTag(dst, fieldMessagePayload, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, m.Payload)
+	}
+	if cc != nil {
+		dst = protowire.AppendTag(dst, fieldMessageCongestion, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, cc)
 	}
 	return dst, names, nil
 }
@@ -242,30 +251,31 @@ func deliveryFromWire(b []byte) (Delivery, error) {
 	if !hasMsg {
 		return d, fmt.Errorf("message is missing")
 	}
-	m, err := messageFromWire(msg)
-	d.Message = m
+	m, cc, err := messageFromWire(msg)
+	d.Message, d.congestion = m, cc
 	return d, err
 }
 
 // messageFromWire decodes a delivered drip.v1.Message, rejecting what no
-// broker should send.
-func messageFromWire(b []byte) (Message, error) {
+// broker should send, and returns its congestion header undecoded.
+func messageFromWire(b []byte) (Message, []byte, error) {
 	count := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, n := protowire.ConsumeTag(rest)
 		if n < 0 {
-			return Message{}, errMalformed
+			return Message{}, nil, errMalformed
 		}
 		rest = rest[n:]
 		if num == fieldMessageAttributes && typ == protowire.BytesType {
 			count++
 		}
 		if n = protowire.ConsumeFieldValue(num, typ, rest); n < 0 {
-			return Message{}, errMalformed
+			return Message{}, nil, errMalformed
 		}
 		rest = rest[n:]
 	}
 	m := Message{Attrs: make(Attrs, count)}
+	var cc []byte
 	i := 0
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -277,26 +287,29 @@ func messageFromWire(b []byte) (Message, error) {
 			name, value, err := attributeFromWire(v)
 			switch {
 			case err != nil:
-				return Message{}, err
+				return Message{}, nil, err
 			case name == "":
-				return Message{}, fmt.Errorf("attribute %d has an empty name", i)
+				return Message{}, nil, fmt.Errorf("attribute %d has an empty name", i)
 			}
 			if _, dup := m.Attrs[name]; dup {
-				return Message{}, fmt.Errorf("attribute %q given twice", name)
+				return Message{}, nil, fmt.Errorf("attribute %q given twice", name)
 			}
 			if value == nil {
-				return Message{}, fmt.Errorf("attribute %q has no value", name)
+				return Message{}, nil, fmt.Errorf("attribute %q has no value", name)
 			}
 			m.Attrs[name] = value
 			i++
 		case num == fieldMessagePayload && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			b, m.Payload = b[n:], v
+		case num == fieldMessageCongestion && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			b, cc = b[n:], v
 		default:
 			b = b[protowire.ConsumeFieldValue(num, typ, b):]
 		}
 	}
-	return m, nil
+	return m, cc, nil
 }
 
 func attributeFromWire(b []byte) (string, any, error) {

@@ -366,11 +366,11 @@ func TestTLSFlags(t *testing.T) {
 	f = connFlags{}
 	opts, err := f.options()
 	require.NoError(t, err)
-	assert.Len(t, opts, 1, "plaintext: the name only")
+	assert.Len(t, opts, 3, "plaintext: the name and congestion control")
 	f = connFlags{tls: true}
 	opts, err = f.options()
 	require.NoError(t, err)
-	assert.Len(t, opts, 2, "TLS added")
+	assert.Len(t, opts, 4, "TLS added")
 }
 
 // Shell completion is cobra's default command, and flags with a fixed set of

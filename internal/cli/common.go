@@ -26,6 +26,8 @@ type connFlags struct {
 	tls           bool
 	tlsCA         string
 	tlsServerName string
+	congestion    bool
+	ccFeedback    bool
 }
 
 func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
@@ -39,11 +41,13 @@ func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, verifying the broker against the PEM certificates in this `file`")
 	fl.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify the broker's certificate against (default: the host of the address)")
 	_ = cmd.MarkFlagFilename("tls-ca", "pem", "crt")
+	fl.BoolVar(&f.congestion, "congestion", true, "publishers slow the flows that subscriptions ask them to (content-aware congestion control, docs/design.md §12)")
+	fl.BoolVar(&f.ccFeedback, "congestion-feedback", false, "subscriptions measure loss and ask publishers to slow the flows that lose messages on their way")
 }
 
 // options turns the flags into client options.
 func (f *connFlags) options() ([]client.Option, error) {
-	opts := []client.Option{client.WithName(f.name)}
+	opts := []client.Option{client.WithName(f.name), client.WithCongestionControl(f.congestion), client.WithCongestionFeedback(f.ccFeedback)}
 	if f.failoverWait > 0 {
 		opts = append(opts, client.WithFailoverWait(f.failoverWait))
 	}

@@ -7,6 +7,7 @@
 package benchtest
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -145,6 +146,9 @@ type subStream struct {
 	in     *injector
 	sendMu sync.Mutex        // the broker's sends and injected ones
 	pred   content.Predicate // guarded by in.mu
+	// control marks a publisher's subscription to its congestion feedback
+	// (wire.CongestionTo): not the bench's, so no fault touches it.
+	control bool // guarded by in.mu
 }
 
 func (w *subStream) RecvMsg(m any) error {
@@ -157,6 +161,7 @@ func (w *subStream) RecvMsg(m any) error {
 		if p, err := wire.PredicateFromProto(req.GetPredicate(), content.DefaultLimits()); err == nil {
 			w.in.mu.Lock()
 			w.pred = p
+			w.control = strings.Contains(p.String(), wire.CongestionTo)
 			w.in.mu.Unlock()
 		}
 	}
@@ -184,6 +189,10 @@ func (w *subStream) SendMsg(m any) error {
 	}
 	in, f := w.in, w.in.fault
 	in.mu.Lock()
+	if w.control {
+		in.mu.Unlock()
+		return w.send(m)
+	}
 	in.deliveries++
 	n := in.deliveries
 	drop := f.DropEvery > 0 && n%f.DropEvery == 0
@@ -196,7 +205,7 @@ func (w *subStream) SendMsg(m any) error {
 		if f.FalsePositiveEvery > 0 && in.published%f.FalsePositiveEvery == 0 {
 			if msg, err := wire.MessageFromProto(p.GetMessage(), wire.DefaultMessageLimits()); err == nil {
 				for s := range in.streams {
-					if s != w && s.pred != nil && !s.pred.Matches(msg) {
+					if s != w && s.pred != nil && !s.control && !s.pred.Matches(msg) {
 						wrong = s
 						break
 					}

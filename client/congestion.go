@@ -1,0 +1,429 @@
+package client
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dripmesh/drip/internal/congestion"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// WithCongestionControl turns the publishing side of content-aware
+// congestion control (docs/design.md §12, Malekpour11) on or off; it is on
+// by default. A publisher then listens for subscriptions that ask it to
+// slow down (one extra subscription, to its own feedback) and slows only
+// the messages of the flows they name: the rest leave at once. A slowed
+// message waits in a bounded queue; when the queue is full Publish blocks,
+// so the application is held back rather than its messages dropped in the
+// mesh. Until a subscription asks, each message carries a 30-byte header
+// and nothing waits.
+func WithCongestionControl(on bool) Option {
+	return func(o *options) { o.noCongestion = !on }
+}
+
+// WithCongestionFeedback makes the client's subscriptions ask (default:
+// they do not). A subscription then measures the loss and round-trip time
+// of each controlled publisher's messages that reach it and, when they
+// arrive faster than a TCP flow would get on its path, asks that publisher
+// to slow the flows of its filters. Loss is read from the publication
+// records the publisher then adds (k = 5 Bloom filters, 320 bytes a
+// message), and a record entry can look relevant when it is not: about
+// 2% per filter that receives from the publisher, so a predicate of many
+// filters sees losses that did not happen and slows its publishers more
+// than it needs (docs/design.md §12). Off by default for that reason.
+func WithCongestionFeedback(on bool) Option {
+	return func(o *options) { o.congestionFeedback = on }
+}
+
+// CongestionStats is what congestion control did for a publisher or a
+// subscription.
+type CongestionStats struct {
+	// Publisher: messages sent, those of them that belonged to a flow a
+	// subscriber limited, those that waited for tokens and for how long in
+	// all; feedback messages taken, and those refused as malformed.
+	Sent, Controlled, Held uint64
+	Waited                 time.Duration
+	Feedback, BadFeedback  uint64
+	// Flows are the publisher's limited flows now, least quota first.
+	Flows []congestion.Flow
+	// Subscription: messages measured, loss events seen, feedback and echo
+	// requests sent, headers refused as malformed, and feedback dropped
+	// because the client's feedback queue was full.
+	Measured, LossEvents, FeedbackSent, Echoes, BadHeaders, Dropped uint64
+}
+
+// newID returns a random nonzero session ID.
+func newID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// contentMessage is m in the data model, for its Bloom filter.
+func contentMessage(m Message) (content.Message, error) {
+	attrs := make([]content.Attribute, 0, len(m.Attrs))
+	for n, v := range m.Attrs {
+		var cv content.Value
+		switch x := v.(type) {
+		case string:
+			cv = content.String(x)
+		case int:
+			cv = content.Int(int64(x))
+		case int64:
+			cv = content.Int(x)
+		case float64:
+			cv = content.Float(x)
+		case bool:
+			cv = content.Bool(x)
+		default:
+			return content.Message{}, fmt.Errorf("attribute %q: unsupported type %T", n, v)
+		}
+		attrs = append(attrs, content.Attribute{Name: n, Value: cv})
+	}
+	return content.NewMessage(attrs, nil)
+}
+
+// askedFor is how long a publisher keeps sending publication records
+// after the last feedback or echo: records cost k Bloom filters a message,
+// and only a subscriber that asked reads them.
+const askedFor = 30 * time.Second
+
+// pubCC is a Publisher's side of congestion control. Its fields are
+// guarded by the Publisher's mutex.
+type pubCC struct {
+	core  *congestion.Publisher
+	id    uint64
+	asked time.Time // last feedback or echo
+	held  map[uint64]Message
+	next  uint64 // ID of the next offered message
+	wake  chan struct{}
+	fb    *Subscription
+	buf   []byte // header scratch
+	bad   uint64
+}
+
+// startCongestion subscribes to the publisher's feedback and starts the
+// goroutines that take it and release held messages.
+func (p *Publisher) startCongestion() error {
+	id := newID() // in every header; feedback comes addressed to it
+	core, err := congestion.NewPublisher(id, congestion.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	cc := &pubCC{core: core, id: id, held: map[uint64]Message{}, wake: make(chan struct{}, 1)}
+	pred := fmt.Sprintf("%s = %d", wire.CongestionTo, int64(cc.id))
+	if cc.fb, err = p.c.subscribe(p.ctx, pred, false); err != nil {
+		return fmt.Errorf("subscribing to congestion feedback (WithCongestionControl(false) turns it off): %w", err)
+	}
+	p.cc = cc
+	go p.takeFeedback(cc)
+	go p.pace(cc)
+	return nil
+}
+
+// takeFeedback hands the feedback messages addressed to the publisher to
+// its congestion core.
+func (p *Publisher) takeFeedback(cc *pubCC) {
+	for {
+		d, err := cc.fb.Next(p.ctx)
+		if err != nil {
+			return
+		}
+		f, err := wire.UnmarshalCongestionFeedback(d.Payload, cc.id)
+		now := time.Now()
+		p.mu.Lock()
+		switch {
+		case err != nil:
+			cc.bad++
+		default:
+			if len(f.Feedback.Requests) > 0 && cc.core.Feedback(f.Feedback, now) != nil {
+				cc.bad++
+			}
+			if f.Echo != nil && cc.core.Echo(*f.Echo, now) != nil {
+				cc.bad++
+			}
+			cc.asked = now
+		}
+		p.mu.Unlock()
+		cc.poke()
+	}
+}
+
+func (cc *pubCC) poke() {
+	select {
+	case cc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pace is the goroutine that sends held messages as their flows earn
+// tokens.
+func (p *Publisher) pace(cc *pubCC) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		now := time.Now()
+		released := cc.core.Release(now)
+		for _, r := range released {
+			m := cc.held[r.ID]
+			delete(cc.held, r.ID)
+			// The message was checked when it was offered.
+			_ = p.enqueue(m, cc.header(&r.Header, now))
+		}
+		if len(released) > 0 {
+			p.cond.Broadcast()
+		}
+		next, ok := cc.core.NextRelease(now)
+		p.mu.Unlock()
+		wait := time.Hour
+		if ok {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-cc.wake:
+		case <-p.ctx.Done():
+			return
+		}
+	}
+}
+
+// header is h's wire form; the record only while subscribers ask.
+func (cc *pubCC) header(h *congestion.Header, now time.Time) []byte {
+	if now.Sub(cc.asked) >= askedFor {
+		h.Record = nil
+	}
+	cc.buf = wire.AppendCongestionHeader(cc.buf[:0], h)
+	return cc.buf
+}
+
+// publish offers m to congestion control and queues it, holds it, or
+// waits for room. Called with p.mu held.
+func (p *Publisher) publishControlled(m Message) error {
+	cc := p.cc
+	var bloom encoding.Bloom
+	now := time.Now()
+	if now.Sub(cc.asked) < askedFor {
+		cm, err := contentMessage(m)
+		if err != nil {
+			return fmt.Errorf("drip client: message %d: %w", p.sent, err)
+		}
+		bloom = wire.CongestionParams.EncodeMessage(cm)
+	}
+	for {
+		id := cc.next
+		v, h := cc.core.Offer(id, bloom, now)
+		switch v {
+		case congestion.Send:
+			if err := p.enqueue(m, cc.header(&h, now)); err != nil {
+				return err
+			}
+			p.sent++
+			return nil
+		case congestion.Held:
+			if _, err := contentMessage(m); err != nil { // checked now, sent later
+				return fmt.Errorf("drip client: message %d: %w", p.sent, err)
+			}
+			cc.next++
+			cc.held[id] = m
+			p.sent++
+			cc.poke()
+			return nil
+		}
+		// The queue of held messages is full: wait for the pacer.
+		p.cond.Wait()
+		if err := p.usable(); err != nil {
+			return err
+		}
+		if p.ctx.Err() != nil {
+			return p.ctx.Err()
+		}
+		now = time.Now()
+	}
+}
+
+// Congestion returns what congestion control did for the publisher (zero
+// when it is off).
+func (p *Publisher) Congestion() CongestionStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cc == nil {
+		return CongestionStats{}
+	}
+	st := p.cc.core.Stats()
+	return CongestionStats{
+		Sent: st.Sent, Controlled: st.Controlled, Held: st.HeldMessages, Waited: st.Waited,
+		Feedback: st.Feedback, BadFeedback: p.cc.bad, Flows: p.cc.core.Flows(time.Now()),
+	}
+}
+
+// subCC is a Subscription's side of congestion control, owned by its run
+// goroutine.
+type subCC struct {
+	core      *congestion.Subscriber
+	predicate string // whose filters the core has
+	bad       atomic.Uint64
+	measured  atomic.Uint64
+	stats     atomic.Pointer[congestion.SubscriberStats]
+}
+
+func newSubCC() *subCC {
+	core, err := congestion.NewSubscriber(newID(), congestion.DefaultConfig())
+	if err != nil {
+		panic(err) // the default configuration is valid
+	}
+	return &subCC{core: core}
+}
+
+// maxAlternatives bounds the Bloom filters a subscription's filter is
+// matched by (a product of ranges can make many); beyond it the
+// intersection alone, which sees more losses than there are.
+const maxAlternatives = 64
+
+// setPredicate gives the core the filters of the predicate the broker
+// acknowledged.
+func (cc *subCC) setPredicate(text string) {
+	if text == cc.predicate {
+		return
+	}
+	pred, err := content.Parse(text)
+	if err != nil {
+		return // the broker accepted it; keep the filters of the last one
+	}
+	cc.predicate = text
+	fs := make([]congestion.Filter, len(pred))
+	for i, f := range pred {
+		// cat-v2 encodes a range or substring as a disjunction of Blooms:
+		// the subscriber matches by them, the publisher limits what all
+		// of them share.
+		alts := wire.CongestionParams.AppendFilter(nil, f)
+		b := alts[0]
+		for _, a := range alts[1:] {
+			b = b.And(a)
+		}
+		fs[i] = congestion.Filter{ID: uint32(i), Bloom: b}
+		if len(alts) > 1 && len(alts) <= maxAlternatives {
+			fs[i].Alternatives = alts
+		}
+	}
+	cc.core.SetFilters(fs)
+}
+
+// receive measures a delivery that carries a congestion header.
+func (cc *subCC) receive(d *Delivery, now time.Time) {
+	h, err := wire.CongestionHeaderFromBytes(d.congestion)
+	if err != nil {
+		cc.bad.Add(1)
+		return
+	}
+	m, err := contentMessage(d.Message)
+	if err != nil {
+		cc.bad.Add(1)
+		return
+	}
+	cc.measured.Add(1)
+	cc.core.Receive(&h, wire.CongestionParams.EncodeMessage(m), now)
+}
+
+// tick runs the core's rounds and sends what they produce.
+func (cc *subCC) tick(c *Client, now time.Time) {
+	fbs, echoes := cc.core.Tick(now)
+	byPub := map[uint64]*wire.CongestionFeedback{}
+	for _, fb := range fbs {
+		byPub[fb.Publisher] = &wire.CongestionFeedback{Feedback: fb}
+	}
+	for _, e := range echoes {
+		f := byPub[e.Publisher]
+		if f == nil {
+			f = &wire.CongestionFeedback{Feedback: congestion.Feedback{Publisher: e.Publisher, Subscriber: e.Subscriber, SentAt: e.SentAt}}
+			byPub[e.Publisher] = f
+		}
+		f.Echo = &e
+	}
+	for pub, f := range byPub {
+		payload, err := wire.MarshalCongestionFeedback(*f)
+		if err != nil {
+			continue
+		}
+		c.sendFeedback(pub, payload)
+	}
+	st := cc.core.Stats()
+	cc.stats.Store(&st)
+}
+
+// feedbackQueue bounds the feedback a client has yet to publish: feedback
+// is sent again every round, so what does not fit is dropped and counted.
+const feedbackQueue = 256
+
+// feedbackSender publishes a client's feedback messages on one publisher
+// of its own, without congestion control.
+type feedbackSender struct {
+	once    sync.Once
+	ch      chan Message
+	dropped atomic.Uint64
+}
+
+func (c *Client) sendFeedback(pub uint64, payload []byte) {
+	fs := &c.feedback
+	fs.once.Do(func() {
+		fs.ch = make(chan Message, feedbackQueue)
+		go c.runFeedback(fs.ch)
+	})
+	select {
+	case fs.ch <- Message{Attrs: Attrs{wire.CongestionTo: int64(pub)}, Payload: payload}:
+	default:
+		fs.dropped.Add(1)
+	}
+}
+
+func (c *Client) runFeedback(ch chan Message) {
+	ctx := c.ctx
+	var p *Publisher
+	defer func() {
+		if p != nil {
+			_, _ = p.Close()
+		}
+	}()
+	for {
+		var m Message
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return
+		}
+		if p == nil {
+			var err error
+			if p, err = c.newPublisher(ctx, false); err != nil {
+				c.feedback.dropped.Add(1)
+				continue
+			}
+		}
+		if err := p.Publish(m); err != nil {
+			_, _ = p.Close()
+			p = nil
+			c.feedback.dropped.Add(1)
+		}
+	}
+}
+
+// Congestion returns what congestion control did for the subscription
+// (zero when it is off).
+func (s *Subscription) Congestion() CongestionStats {
+	if s.cc == nil {
+		return CongestionStats{}
+	}
+	out := CongestionStats{Measured: s.cc.measured.Load(), BadHeaders: s.cc.bad.Load(), Dropped: s.c.feedback.dropped.Load()}
+	if st := s.cc.stats.Load(); st != nil {
+		out.LossEvents, out.FeedbackSent, out.Echoes = st.LossEvents, st.Feedback, st.Echoes
+	}
+	return out
+}

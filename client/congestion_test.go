@@ -1,0 +1,169 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/broker/brokertest"
+)
+
+// counterAt is the value of broker i's counter name.
+func counterAt(t *testing.T, cl *brokertest.Cluster, i int, name string) uint64 {
+	t.Helper()
+	mfs, err := cl.Registry(i).Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return uint64(mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	t.Fatalf("broker %d has no %s", i, name)
+	return 0
+}
+
+// droppedAt is broker i's count of deliveries dropped at full subscriber
+// queues (Lost events can wait behind a slow reader's backlog).
+func droppedAt(t *testing.T, cl *brokertest.Cluster, i int) uint64 {
+	return counterAt(t, cl, i, "drip_subscriber_dropped_total")
+}
+
+// slowReaderRun is one run of TestCongestionControlEndToEnd: publisher A's
+// messages (k = 1) go to a subscriber that reads 100 a second, publisher
+// B's (k = 2) to one that reads as fast as they come; each publisher
+// offers 500 a second for d.
+type slowReaderRun struct {
+	offeredA, offeredB int
+	slowGot, fastGot   int
+	slowLost           uint64
+	lateLost           uint64 // in the second half of the run
+	feedbackAt1        uint64 // feedback messages published at the slow reader's broker
+	pubA, pubB         CongestionStats
+	slow, fast         CongestionStats
+}
+
+func runSlowReader(t *testing.T, controlled bool, d time.Duration) slowReaderRun {
+	// Shallow buffers, so that the bottleneck is not hidden behind
+	// seconds of queued messages: 16 at the broker, 4 in the client and
+	// gRPC's smallest stream window (64 KiB: 16 messages of 4 KB).
+	// The broker drops at a full subscriber queue rather than make the
+	// link wait (Behind 0): congestion control answers loss, and a link
+	// that waits for the slow reader holds the fast one's messages too.
+	cl := line(t, 2, func(c *broker.Config) {
+		c.SubscriberQueue = 16
+		c.SlowSubscribers.Behind = 0
+	})
+	opt := WithCongestionFeedback(controlled)
+	sc, fc, pc := dialAt(t, cl, 1, opt, WithBufferSize(4)), dialAt(t, cl, 1, opt), dialAt(t, cl, 0, opt)
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	slow, err := sc.Subscribe(ctx, "k = 1")
+	require.NoError(t, err)
+	fast, err := fc.Subscribe(ctx, "k = 2")
+	require.NoError(t, err)
+	pubA, err := pc.NewPublisher(ctx)
+	require.NoError(t, err)
+	pubB, err := pc.NewPublisher(ctx)
+	require.NoError(t, err)
+	converged(t, cl)
+	time.Sleep(100 * time.Millisecond) // the publishers' feedback subscriptions, advertised
+
+	var r slowReaderRun
+	var wg sync.WaitGroup
+	publish := func(p *Publisher, k int, offered *int) {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		defer func() { t.Logf("publisher k=%d: %d in %v", k, *offered, time.Since(start)) }()
+		for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+			for range 5 {
+				require.NoError(t, p.Publish(Message{Attrs: Attrs{"k": k}, Payload: make([]byte, 4000)}))
+				*offered++
+			}
+		}
+	}
+	wg.Add(2)
+	go publish(pubA, 1, &r.offeredA)
+	go publish(pubB, 2, &r.offeredB)
+	readCtx, stopReading := context.WithCancel(ctx)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		for {
+			if _, err := slow.Next(readCtx); err != nil {
+				return
+			}
+			r.slowGot++
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	go func() {
+		defer readers.Done()
+		for {
+			if _, err := fast.Next(readCtx); err != nil {
+				return
+			}
+			r.fastGot++
+		}
+	}()
+	time.Sleep(d / 2)
+	half := droppedAt(t, cl, 1)
+	wg.Wait()
+	r.lateLost = droppedAt(t, cl, 1) - half
+	r.pubA, r.pubB = pubA.Congestion(), pubB.Congestion()
+	_, err = pubA.Close()
+	require.NoError(t, err)
+	_, err = pubB.Close()
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // the fast reader drains; the slow one keeps going
+	stopReading()
+	readers.Wait()
+	r.slowLost, r.slow, r.fast = droppedAt(t, cl, 1), slow.Congestion(), fast.Congestion()
+	r.feedbackAt1 = counterAt(t, cl, 1, "drip_congestion_feedback_messages_total")
+	return r
+}
+
+// TestCongestionControlEndToEnd is Malekpour11 §IV-A on two real brokers:
+// a subscriber that reads 100 messages a second is the bottleneck of
+// publisher A's 500 a second. Without control its broker drops most of
+// them; with control publisher A learns it from the publication records
+// and slows, so the broker drops far fewer; publisher B's flow to a fast
+// subscriber is not slowed.
+func TestCongestionControlEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 25 s")
+	}
+	const d = 8 * time.Second
+	off := runSlowReader(t, false, d)
+	on := runSlowReader(t, true, d)
+	t.Logf("without control: A offered %d, slow reader got %d, its broker dropped %d (%d in the second half); B offered %d, fast reader got %d",
+		off.offeredA, off.slowGot, off.slowLost, off.lateLost, off.offeredB, off.fastGot)
+	t.Logf("with control:    A offered %d, slow reader got %d, its broker dropped %d (%d in the second half); B offered %d, fast reader got %d",
+		on.offeredA, on.slowGot, on.slowLost, on.lateLost, on.offeredB, on.fastGot)
+	t.Logf("with control: publisher A %+v; publisher B sent %d, %d controlled; slow reader %+v", on.pubA, on.pubB.Sent, on.pubB.Controlled, on.slow)
+
+	require.Greater(t, off.slowLost, uint64(500), "the slow reader must be a bottleneck")
+	assert.Less(t, on.lateLost*10, off.lateLost, "once control has converged it should cut the drops at least 10×")
+	assert.NotEmpty(t, on.pubA.Flows, "publisher A limits the slow reader's flow")
+	assert.Positive(t, on.pubA.Controlled)
+	// B's flow crosses no bottleneck of A's: it publishes as much as
+	// without control. (On a loaded machine the fast reader can lose a
+	// few from its 16-message queue too, and then rightly asks B.)
+	assert.GreaterOrEqual(t, float64(on.offeredB), 0.9*float64(off.offeredB), "publisher B is not slowed by A's bottleneck")
+	assert.Zero(t, on.slow.BadHeaders)
+	assert.Zero(t, off.feedbackAt1)
+	// The broker counts the feedback its clients publish (an echo may
+	// share a message with feedback; the last round may trail the stats).
+	asked := on.slow.FeedbackSent + on.slow.Echoes + on.fast.FeedbackSent + on.fast.Echoes
+	assert.InDelta(t, asked, on.feedbackAt1, 6)
+	for name, r := range map[string]slowReaderRun{"without": off, "with": on} {
+		assert.GreaterOrEqual(t, float64(r.fastGot), 0.98*float64(r.offeredB), "%s control: the fast reader gets B's messages", name)
+	}
+}
