@@ -57,6 +57,7 @@ type metrics struct {
 	dedupWindows             prometheus.Gauge
 	dedupBytes               prometheus.Gauge
 	malformedBundles         prometheus.Counter
+	congestionFeedback       prometheus.Counter
 }
 
 // handshakeFailureReasons are the reason labels of
@@ -90,8 +91,10 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		linkCost:           f.gaugeVec("link_cost", "Cost this broker advertises for the link to the peer.", link),
 		linkHandshakeFails: f.counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, router_id, tls, identity).", []string{"reason"}),
 
-		published:         f.counter("published_messages_total", "Messages accepted from local publishers."),
-		publishRejected:   f.counter("publish_rejected_total", "Messages refused from local publishers as invalid."),
+		published:       f.counter("published_messages_total", "Messages accepted from local publishers."),
+		publishRejected: f.counter("publish_rejected_total", "Messages refused from local publishers as invalid."),
+		congestionFeedback: f.counter("congestion_feedback_messages_total",
+			"Published messages that are congestion-control feedback (attribute drip.cc.to): subscriptions asking a publisher to slow down, or for an echo."),
 		unmatched:         f.counter("unmatched_messages_total", "Published messages routed nowhere: no local subscriber and no other broker's encoded predicate matched."),
 		delivered:         f.counter("delivered_messages_total", "Messages queued to local subscribers (one per subscriber)."),
 		subscriberDropped: f.counter("subscriber_dropped_total", "Deliveries dropped because a local subscriber's queue was full."),

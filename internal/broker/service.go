@@ -68,6 +68,9 @@ func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts,
 			return status.Errorf(codes.InvalidArgument, "message %d: %v", counts.accepted, err)
 		}
 		counts.accepted++
+		if _, ok := m.Get(wire.CongestionTo); ok {
+			c.n.m.congestionFeedback.Inc()
+		}
 		if !fwd.Publish(m, raw) {
 			counts.unmatched++
 		}
