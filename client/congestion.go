@@ -9,7 +9,6 @@ import (
 
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
-	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -20,8 +19,8 @@ import (
 // the messages of the flows they name: the rest leave at once. A slowed
 // message waits in a bounded queue; when the queue is full Publish blocks,
 // so the application is held back rather than its messages dropped in the
-// mesh. Until a subscription asks, each message carries a 30-byte header
-// and nothing waits.
+// mesh. Until a subscription asks, each message carries an 11-byte header
+// naming the publisher, and nothing waits.
 func WithCongestionControl(on bool) Option {
 	return func(o *options) { o.noCongestion = !on }
 }
@@ -90,9 +89,9 @@ func contentMessage(m Message) (content.Message, error) {
 	return content.NewMessage(attrs, nil)
 }
 
-// askedFor is how long a publisher keeps sending publication records
-// after the last feedback or echo: records cost k Bloom filters a message,
-// and only a subscriber that asked reads them.
+// askedFor is how long a publisher keeps sending full headers, with
+// publication records, after the last feedback or echo: records cost k
+// Bloom filters a message, and only a subscriber that asked reads them.
 const askedFor = 30 * time.Second
 
 // pubCC is a Publisher's side of congestion control. Its fields are
@@ -106,7 +105,9 @@ type pubCC struct {
 	wake  chan struct{}
 	fb    *Subscription
 	buf   []byte // header scratch
-	bad   uint64
+	// unasked is the header while no subscriber asks: the ID alone.
+	unasked []byte
+	bad     uint64
 }
 
 // startCongestion subscribes to the publisher's feedback and starts the
@@ -176,7 +177,7 @@ func (p *Publisher) pace(cc *pubCC) {
 			m := cc.held[r.ID]
 			delete(cc.held, r.ID)
 			// The message was checked when it was offered.
-			_ = p.enqueue(m, cc.header(&r.Header, now))
+			_ = p.enqueue(m, cc.header(&r.Header))
 		}
 		if len(released) > 0 {
 			p.cond.Broadcast()
@@ -197,42 +198,45 @@ func (p *Publisher) pace(cc *pubCC) {
 	}
 }
 
-// header is h's wire form; the record only while subscribers ask.
-func (cc *pubCC) header(h *congestion.Header, now time.Time) []byte {
-	if now.Sub(cc.asked) >= askedFor {
-		h.Record = nil
-	}
+// header is h's wire form.
+func (cc *pubCC) header(h *congestion.Header) []byte {
 	cc.buf = wire.AppendCongestionHeader(cc.buf[:0], h)
 	return cc.buf
 }
 
-// publish offers m to congestion control and queues it, holds it, or
-// waits for room. Called with p.mu held.
+// publishControlled offers m to congestion control and queues it, holds
+// it, or waits for room. Until a subscriber asks, the message only names
+// the publisher (11 bytes), so that a subscriber can ask, and the core is
+// not consulted: it has no flow. Called with p.mu held.
 func (p *Publisher) publishControlled(m Message) error {
 	cc := p.cc
-	var bloom encoding.Bloom
 	now := time.Now()
-	if now.Sub(cc.asked) < askedFor {
-		cm, err := contentMessage(m)
-		if err != nil {
-			return fmt.Errorf("drip client: message %d: %w", p.sent, err)
+	if now.Sub(cc.asked) >= askedFor {
+		if cc.unasked == nil {
+			cc.unasked = wire.AppendCongestionHeader(nil, &congestion.Header{Publisher: cc.id})
 		}
-		bloom = wire.CongestionParams.EncodeMessage(cm)
+		if err := p.enqueue(m, cc.unasked); err != nil {
+			return err
+		}
+		p.sent++
+		return nil
 	}
+	cm, err := contentMessage(m)
+	if err != nil {
+		return fmt.Errorf("drip client: message %d: %w", p.sent, err)
+	}
+	bloom := wire.CongestionParams.EncodeMessage(cm)
 	for {
 		id := cc.next
 		v, h := cc.core.Offer(id, bloom, now)
 		switch v {
 		case congestion.Send:
-			if err := p.enqueue(m, cc.header(&h, now)); err != nil {
+			if err := p.enqueue(m, cc.header(&h)); err != nil {
 				return err
 			}
 			p.sent++
 			return nil
 		case congestion.Held:
-			if _, err := contentMessage(m); err != nil { // checked now, sent later
-				return fmt.Errorf("drip client: message %d: %w", p.sent, err)
-			}
 			cc.next++
 			cc.held[id] = m
 			p.sent++

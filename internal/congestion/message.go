@@ -10,7 +10,9 @@ import (
 // message it sends (Malekpour11 Fig. 2).
 type Header struct {
 	// Publisher names the session; Seq counts the publisher's messages
-	// from 1, in the order they were sent.
+	// from 1, in the order they were sent. A header with Seq 0 only names
+	// the publisher: no subscriber has asked it yet, so it measures
+	// nothing and says nothing more.
 	Publisher uint64
 	Seq       uint64
 	// Record is the publication record: the Bloom filters of the messages

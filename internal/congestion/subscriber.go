@@ -116,11 +116,17 @@ func (s *Subscriber) SetFilters(fs []Filter) {
 func (s *Subscriber) Stats() SubscriberStats { return s.stats }
 
 // Receive takes a message delivered to the subscriber: its header and
-// its Bloom filter.
+// its Bloom filter. A header without a sequence number is that of a
+// publisher no subscriber has asked yet (it names itself, nothing more):
+// it opens the session, so that the next Tick asks, and is otherwise not
+// measured.
 func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	s.stats.Messages++
 	ss := s.session(h.Publisher, now)
 	ss.seen = now
+	if h.Seq == 0 {
+		return
+	}
 	ss.rate = h.Rate
 	oneWay := now.Sub(h.SentAt)
 	s.measureRTT(ss, h, oneWay, now)

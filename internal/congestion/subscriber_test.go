@@ -238,3 +238,19 @@ func TestSessionsAreBounded(t *testing.T) {
 	_, ok := s.NextTick()
 	assert.False(t, ok)
 }
+
+// TestUnaskedPublisher: a header that only names its publisher opens the
+// session, so that the subscriber asks it for an echo, and measures
+// nothing.
+func TestUnaskedPublisher(t *testing.T) {
+	s := newSub(t, Filter{ID: 1, Bloom: bits(1)})
+	s.Receive(&Header{Publisher: 3}, bits(1), epoch)
+	s.Receive(&Header{Publisher: 3}, bits(1), epoch.Add(time.Millisecond))
+	ss := s.sessions[3]
+	require.NotNil(t, ss)
+	assert.Zero(t, ss.last)
+	assert.Empty(t, ss.entries, "no flow is measured before the publisher sends records")
+	_, echoes := s.Tick(epoch.Add(time.Millisecond))
+	require.Len(t, echoes, 1)
+	assert.Equal(t, uint64(3), echoes[0].Publisher)
+}
