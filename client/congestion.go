@@ -278,6 +278,7 @@ type subCC struct {
 	bad       atomic.Uint64
 	measured  atomic.Uint64
 	stats     atomic.Pointer[congestion.SubscriberStats]
+	header    congestion.Header // decoding scratch: the core keeps none
 }
 
 func newSubCC() *subCC {
@@ -324,8 +325,8 @@ func (cc *subCC) setPredicate(text string) {
 
 // receive measures a delivery that carries a congestion header.
 func (cc *subCC) receive(d *Delivery, now time.Time) {
-	h, err := wire.CongestionHeaderFromBytes(d.congestion)
-	if err != nil {
+	h := &cc.header
+	if err := wire.DecodeCongestionHeader(d.congestion, h); err != nil {
 		cc.bad.Add(1)
 		return
 	}
@@ -335,7 +336,7 @@ func (cc *subCC) receive(d *Delivery, now time.Time) {
 		return
 	}
 	cc.measured.Add(1)
-	cc.core.Receive(&h, wire.CongestionParams.EncodeMessage(m), now)
+	cc.core.Receive(h, wire.CongestionParams.EncodeMessage(m), now)
 }
 
 // tick runs the core's rounds and sends what they produce.

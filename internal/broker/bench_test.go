@@ -83,12 +83,28 @@ func countDeliveries(b []byte) int {
 }
 
 // BenchmarkClient1to1 is the same path through the public Go client, whose
-// deliveries are decoded into maps: what an application sees.
+// deliveries are decoded into maps: what an application sees; with
+// congestion control off, as by default (the publisher listens, each
+// message names it), and with the subscription asking (full headers,
+// records, a Bloom filter per message at both ends: docs/design.md §12).
 func BenchmarkClient1to1(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts []client.Option
+	}{
+		{"congestion-off", []client.Option{client.WithCongestionControl(false)}},
+		{"default", nil},
+		{"asked", []client.Option{client.WithCongestionFeedback(true)}},
+	} {
+		b.Run(mode.name, func(b *testing.B) { benchClient1to1(b, mode.opts...) })
+	}
+}
+
+func benchClient1to1(b *testing.B, opts ...client.Option) {
 	addr := benchBroker(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := client.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr, opts...)
 	require.NoError(b, err)
 	defer c.Close()
 	sub, err := c.Subscribe(ctx, `symbol = "DRIP"`)

@@ -115,11 +115,20 @@ func appendFixed64(dst []byte, num protowire.Number, v uint64) []byte {
 // record entries, tags or echoes than the bounds.
 func CongestionHeaderFromBytes(b []byte) (congestion.Header, error) {
 	var h congestion.Header
+	err := DecodeCongestionHeader(b, &h)
+	return h, err
+}
+
+// DecodeCongestionHeader is CongestionHeaderFromBytes into h, reusing its
+// slices: for a subscriber that measures every message and keeps no
+// header.
+func DecodeCongestionHeader(b []byte, h *congestion.Header) error {
+	*h = congestion.Header{Record: h.Record[:0], Tags: h.Tags[:0], Echoes: h.Echoes[:0]}
 	var err error
 	for len(b) > 0 && err == nil {
 		num, typ, k := consumeTag(b)
 		if k < 0 {
-			return h, errors.New("congestion header: truncated")
+			return errors.New("congestion header: truncated")
 		}
 		b = b[k:]
 		switch {
@@ -145,7 +154,7 @@ func CongestionHeaderFromBytes(b []byte) (congestion.Header, error) {
 				err = fmt.Errorf("congestion header: more than %d record entries", congestion.MaxRecordSize)
 				break
 			}
-			if h.Record == nil {
+			if cap(h.Record) == 0 {
 				h.Record = make([]encoding.Bloom, 0, 8) // k is 5 by default
 			}
 			var bl encoding.Bloom
@@ -177,11 +186,11 @@ func CongestionHeaderFromBytes(b []byte) (congestion.Header, error) {
 			k = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if k < 0 {
-			return h, errors.New("congestion header: truncated")
+			return errors.New("congestion header: truncated")
 		}
 		b = b[k:]
 	}
-	return h, err
+	return err
 }
 
 func tagFromBytes(b []byte) (congestion.Tag, error) {
