@@ -3,6 +3,7 @@ package congestion
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -72,7 +73,69 @@ func TestRecordSizeStudy(t *testing.T) {
 	}
 }
 
-var study = flag.Bool("study", false, "write the record-size study to docs/results/congestion/record-study.{json,png}")
+var study = flag.Bool("study", false, "write the studies to docs/results/congestion/ (JSON and PNG)")
+
+// studyDir is where the studies go.
+var studyDir = filepath.Join("..", "..", "docs", "results", "congestion")
+
+// writeJSON writes v as docs/results/congestion/name.
+func writeJSON(t *testing.T, name string, v any) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(studyDir, 0o755))
+	data, err := json.MarshalIndent(v, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(studyDir, name), append(data, '\n'), 0o644))
+}
+
+// series is one line of a panel.
+type series struct {
+	name string
+	y    []float64
+}
+
+// linesPanel plots lines over seconds 1, 2, ….
+func linesPanel(t *testing.T, title, ylabel string, lines ...series) *plot.Plot {
+	t.Helper()
+	pl := plot.New()
+	pl.Title.Text, pl.X.Label.Text, pl.Y.Label.Text = title, "time (s)", ylabel
+	var args []any
+	for _, l := range lines {
+		pts := make(plotter.XYs, len(l.y))
+		for i, y := range l.y {
+			pts[i] = plotter.XY{X: float64(i + 1), Y: y}
+		}
+		args = append(args, l.name, pts)
+	}
+	require.NoError(t, plotutil.AddLines(pl, args...))
+	pl.Legend.Top = true
+	return pl
+}
+
+// writePNG draws the panels side by side as docs/results/congestion/name.
+func writePNG(t *testing.T, name string, panels ...*plot.Plot) {
+	t.Helper()
+	w, h := vg.Length(len(panels))*11*vg.Centimeter, 9*vg.Centimeter
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
+	dc := draw.New(img)
+	for i, pl := range panels {
+		left := w * vg.Length(i) / vg.Length(len(panels))
+		right := w * vg.Length(len(panels)-i-1) / vg.Length(len(panels))
+		pl.Draw(draw.Crop(dc, left, -right, 0, 0))
+	}
+	f, err := os.Create(filepath.Join(studyDir, name))
+	require.NoError(t, err)
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+func floats(counts []int) []float64 {
+	out := make([]float64, len(counts))
+	for i, c := range counts {
+		out[i] = float64(c)
+	}
+	return out
+}
 
 // studyReport is docs/results/congestion/record-study.json.
 type studyReport struct {
@@ -116,35 +179,65 @@ func TestWriteRecordSizeStudy(t *testing.T) {
 		}
 		rep.MeanError[r.name] = sum / float64(len(rep.Seconds)-10)
 	}
-	dir := filepath.Join("..", "..", "docs", "results", "congestion")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	data, err := json.MarshalIndent(rep, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "record-study.json"), append(data, '\n'), 0o644))
-
-	panel := func(title, y string, series map[string][]float64) *plot.Plot {
-		pl := plot.New()
-		pl.Title.Text, pl.X.Label.Text, pl.Y.Label.Text = title, "time (s)", y
-		var args []any
-		for _, r := range runs {
-			pts := make(plotter.XYs, len(rep.Seconds))
-			for i, s := range rep.Seconds {
-				pts[i] = plotter.XY{X: float64(s), Y: series[r.name][i]}
-			}
-			args = append(args, r.name, pts)
-		}
-		require.NoError(t, plotutil.AddLines(pl, args...))
-		pl.Legend.Top = true
-		return pl
+	writeJSON(t, "record-study.json", rep)
+	var loss, rate []series
+	for _, r := range runs {
+		loss = append(loss, series{r.name, rep.LossRate[r.name]})
+		rate = append(rate, series{r.name, rep.Rate[r.name]})
 	}
-	const w, h = 22 * vg.Centimeter, 9 * vg.Centimeter
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
-	dc := draw.New(img)
-	panel("Loss event rate p", "p", rep.LossRate).Draw(draw.Crop(dc, 0, -w/2, 0, 0))
-	panel("TCP response function", "msg/s", rep.Rate).Draw(draw.Crop(dc, w/2, 0, 0, 0))
-	f, err := os.Create(filepath.Join(dir, "record-study.png"))
-	require.NoError(t, err)
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	writePNG(t, "record-study.png", linesPanel(t, "Loss event rate p", "p", loss...), linesPanel(t, "TCP response function", "msg/s", rate...))
+}
+
+// sharedReport is docs/results/congestion/shared-study.json.
+type sharedReport struct {
+	Command string `json:"command"`
+	// Fairness: Fig. 9, per record size and seed, Jain's index after each
+	// capacity (over the second half of each 40 s phase).
+	FairnessScenario string                 `json:"fairness_scenario"`
+	Capacities       []float64              `json:"capacities_msgs_per_s"`
+	Jain             map[string][][]float64 `json:"jain_by_k_seed_phase"`
+	// Adaptation: Fig. 8, deliveries and drops per second.
+	AdaptScenario string `json:"adapt_scenario"`
+	Delivered     []int  `json:"adapt_delivered_per_s"`
+	Dropped       []int  `json:"adapt_dropped_per_s"`
+}
+
+// TestWriteSharedStudies writes Figs. 8 and 9 of Malekpour11 in virtual
+// time as JSON and PNG.
+func TestWriteSharedStudies(t *testing.T) {
+	if !*study {
+		t.Skip("run with -args -study")
+	}
+	rep := sharedReport{
+		Command:          "go test ./internal/congestion -run TestWriteSharedStudies -args -study",
+		FairnessScenario: "three publishers at 400 msg/s, their subscribers matching 20%, 50% and 100%, share a drop-tail link (queue 20, 40 ms each way) of 250, 125, then 62.5 msg/s (2, 1, 0.5 Mbit/s of 1 KB), 40 s each",
+		Capacities:       fairnessCaps,
+		Jain:             map[string][][]float64{},
+		AdaptScenario:    "one publisher at 400 msg/s, all matching, the link alternating 250 and 125 msg/s every 20 s",
+	}
+	var panels []*plot.Plot
+	for _, k := range []int{5, 64} {
+		name := fmt.Sprintf("k=%d", k)
+		for seed := uint64(1); seed <= 5; seed++ {
+			out, _, index := fairnessRun(k, seed)
+			rep.Jain[name] = append(rep.Jain[name], index)
+			if seed == 1 {
+				var lines []series
+				for i, d := range fairnessDemands {
+					lines = append(lines, series{fmt.Sprintf("demand %.0f", d), floats(out.delivered[i])})
+				}
+				panels = append(panels, linesPanel(t, "Delivered per pair, "+name+" (seed 1)", "msg/s", lines...))
+			}
+		}
+	}
+	writePNG(t, "fairness.png", panels...)
+	out := adaptRun()
+	rep.Delivered, rep.Dropped = out.delivered[0], out.dropped
+	caps := make([]float64, len(out.dropped))
+	for i := range caps {
+		caps[i] = []float64{250, 125}[(i/20)%2]
+	}
+	writePNG(t, "adapt.png", linesPanel(t, "Bottleneck 2 ↔ 1 Mbit/s every 20 s", "msg/s",
+		series{"capacity", caps}, series{"delivered", floats(out.delivered[0])}, series{"dropped", floats(out.dropped)}))
+	writeJSON(t, "shared-study.json", rep)
 }

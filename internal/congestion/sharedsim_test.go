@@ -1,0 +1,167 @@
+package congestion
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/dripmesh/drip/internal/encoding"
+)
+
+// pair is one publisher and its subscriber in a shared-bottleneck run:
+// the publisher offers rate messages a second, of which rho match the
+// subscriber and cross the bottleneck.
+type pair struct {
+	rate func(t time.Duration) float64
+	rho  float64
+}
+
+// sharedRun is Malekpour11 §IV-B/C in virtual time: several
+// publisher/subscriber pairs whose matching messages share one drop-tail
+// bottleneck, whose rate may change. Feedback returns over an uncongested
+// path. It returns each pair's deliveries and the link's drops per second.
+type sharedRun struct {
+	cfg      Config
+	pairs    []pair
+	capacity func(t time.Duration) float64 // messages/s
+	limit    int
+	delay    time.Duration
+	duration time.Duration
+	seed     uint64
+}
+
+type sharedOutcome struct {
+	delivered [][]int // [pair][second]
+	dropped   []int   // [second]
+	offered   []int   // per pair
+}
+
+func (r sharedRun) run() sharedOutcome {
+	const step = time.Millisecond
+	rng := rand.New(rand.NewPCG(r.seed, 2))
+	link := &bottleneck{rate: r.capacity(0), limit: r.limit, delay: r.delay}
+	secs := int(r.duration / time.Second)
+	out := sharedOutcome{delivered: make([][]int, len(r.pairs)), dropped: make([]int, secs), offered: make([]int, len(r.pairs))}
+	type side struct {
+		pub     *Publisher
+		sub     *Subscriber
+		credit  float64
+		pending []encoding.Bloom
+		held    map[uint64]encoding.Bloom
+		next    uint64
+		fb      pipe[Feedback]
+		echo    pipe[Echo]
+	}
+	var toSubs pipe[struct {
+		i int
+		d delivery
+	}]
+	sides := make([]*side, len(r.pairs))
+	for i := range r.pairs {
+		pub, err := NewPublisher(uint64(100+i), r.cfg)
+		if err != nil {
+			panic(err)
+		}
+		sub, err := NewSubscriber(uint64(200+i), r.cfg)
+		if err != nil {
+			panic(err)
+		}
+		// Each pair's messages carry its own bit: a subscriber matches its
+		// publisher's relevant messages only.
+		sub.SetFilters([]Filter{{ID: 1, Bloom: bits(10 + i)}})
+		sides[i] = &side{pub: pub, sub: sub, held: map[uint64]encoding.Bloom{}}
+		out.delivered[i] = make([]int, secs)
+	}
+	for t := time.Duration(0); t < r.duration; t += step {
+		now := epoch.Add(t)
+		sec := int(t / time.Second)
+		link.rate = r.capacity(t)
+		for i, s := range sides {
+			p := r.pairs[i]
+			s.credit += p.rate(t) * step.Seconds()
+			for ; s.credit >= 1; s.credit-- {
+				m := bits(40 + i) // matches nobody: never crosses the link
+				if rng.Float64() < p.rho {
+					m = bits(10+i, 40+i)
+				}
+				out.offered[i]++
+				s.pending = append(s.pending, m)
+			}
+			send := func(h Header, m encoding.Bloom) {
+				if !bits(10 + i).SubsetOf(m) {
+					return
+				}
+				if at, ok := link.send(now); ok {
+					toSubs.push(at, struct {
+						i int
+						d delivery
+					}{i, delivery{h, m}})
+				} else {
+					out.dropped[sec]++
+				}
+			}
+			for len(s.pending) > 0 {
+				s.next++
+				v, h := s.pub.Offer(s.next, s.pending[0], now)
+				if v == Full {
+					break
+				}
+				if v == Send {
+					send(h, s.pending[0])
+				} else {
+					s.held[s.next] = s.pending[0]
+				}
+				s.pending = s.pending[1:]
+			}
+			for _, rel := range s.pub.Release(now) {
+				send(rel.Header, s.held[rel.ID])
+				delete(s.held, rel.ID)
+			}
+		}
+		for {
+			x, ok := toSubs.pop(now)
+			if !ok {
+				break
+			}
+			out.delivered[x.i][sec]++
+			sides[x.i].sub.Receive(&x.d.h, x.d.m, now)
+		}
+		for _, s := range sides {
+			fbs, echoes := s.sub.Tick(now)
+			for _, fb := range fbs {
+				s.fb.push(now.Add(r.delay), fb)
+			}
+			for _, e := range echoes {
+				s.echo.push(now.Add(r.delay), e)
+			}
+			for {
+				fb, ok := s.fb.pop(now)
+				if !ok {
+					break
+				}
+				_ = s.pub.Feedback(fb, now)
+			}
+			for {
+				e, ok := s.echo.pop(now)
+				if !ok {
+					break
+				}
+				_ = s.pub.Echo(e, now)
+			}
+		}
+	}
+	return out
+}
+
+// maxMinShares is the max-min fair allocation of capacity to demands.
+func maxMinShares(capacity float64, demands []float64) []float64 { return maxMin(capacity, demands) }
+
+// jain is Jain's fairness index of x normalized by the fair shares.
+func jain(x, share []float64) float64 {
+	var sum, sq float64
+	for i := range x {
+		r := x[i] / share[i]
+		sum += r
+		sq += r * r
+	}
+	return sum * sum / (float64(len(x)) * sq)
+}
