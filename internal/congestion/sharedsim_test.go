@@ -27,12 +27,42 @@ type sharedRun struct {
 	delay    time.Duration
 	duration time.Duration
 	seed     uint64
+	// tcpFrom, if positive, starts a TCP Reno flow with unbounded data
+	// across the same bottleneck at that time (Fig. 10).
+	tcpFrom time.Duration
 }
 
 type sharedOutcome struct {
 	delivered [][]int // [pair][second]
 	dropped   []int   // [second]
 	offered   []int   // per pair
+	tcp       []int   // the TCP flow's deliveries per second
+}
+
+// reno is a TCP Reno sender in packets: slow start, then one more per
+// window per round trip; half the window at most once per round trip on
+// loss, which it learns when the packets behind the lost one are acked
+// (three duplicate acks, modelled as the lost packet's would-be arrival
+// plus the ack's return).
+type reno struct {
+	cwnd, ssthresh float64
+	inflight       int
+	lastCut        time.Time
+	acks           pipe[bool] // true: acked, false: found lost
+}
+
+func (r *reno) onAck(ok bool, now time.Time, rtt time.Duration) {
+	r.inflight--
+	switch {
+	case ok && r.cwnd < r.ssthresh:
+		r.cwnd++
+	case ok:
+		r.cwnd += 1 / r.cwnd
+	case now.Sub(r.lastCut) > rtt:
+		r.cwnd = max(r.cwnd/2, 1)
+		r.ssthresh = r.cwnd
+		r.lastCut = now
+	}
 }
 
 func (r sharedRun) run() sharedOutcome {
@@ -40,7 +70,8 @@ func (r sharedRun) run() sharedOutcome {
 	rng := rand.New(rand.NewPCG(r.seed, 2))
 	link := &bottleneck{rate: r.capacity(0), limit: r.limit, delay: r.delay}
 	secs := int(r.duration / time.Second)
-	out := sharedOutcome{delivered: make([][]int, len(r.pairs)), dropped: make([]int, secs), offered: make([]int, len(r.pairs))}
+	out := sharedOutcome{delivered: make([][]int, len(r.pairs)), dropped: make([]int, secs), offered: make([]int, len(r.pairs)), tcp: make([]int, secs)}
+	tcp := &reno{cwnd: 1, ssthresh: 1e9}
 	type side struct {
 		pub     *Publisher
 		sub     *Subscriber
@@ -115,6 +146,29 @@ func (r sharedRun) run() sharedOutcome {
 			for _, rel := range s.pub.Release(now) {
 				send(rel.Header, s.held[rel.ID])
 				delete(s.held, rel.ID)
+			}
+		}
+		if r.tcpFrom > 0 && t >= r.tcpFrom {
+			for tcp.inflight < int(tcp.cwnd) {
+				tcp.inflight++
+				if at, ok := link.send(now); ok {
+					tcp.acks.push(at.Add(r.delay), true)
+				} else {
+					out.dropped[sec]++
+					// Duplicate acks come back behind the packets queued
+					// ahead of the lost one.
+					tcp.acks.push(link.busyUntil.Add(2*r.delay), false)
+				}
+			}
+			for {
+				ok, arrived := tcp.acks.pop(now)
+				if !arrived {
+					break
+				}
+				if ok {
+					out.tcp[sec]++
+				}
+				tcp.onAck(ok, now, 2*r.delay+time.Duration(float64(r.limit)/link.rate*float64(time.Second))/2)
 			}
 		}
 		for {

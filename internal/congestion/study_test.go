@@ -200,6 +200,11 @@ type sharedReport struct {
 	AdaptScenario string `json:"adapt_scenario"`
 	Delivered     []int  `json:"adapt_delivered_per_s"`
 	Dropped       []int  `json:"adapt_dropped_per_s"`
+	// TCP: Fig. 10, the content flow's and the TCP flow's deliveries per
+	// second on a 125 msg/s link, TCP from 20 s.
+	TCPScenario string `json:"tcp_scenario"`
+	TCPContent  []int  `json:"tcp_content_delivered_per_s"`
+	TCP         []int  `json:"tcp_delivered_per_s"`
 }
 
 // TestWriteSharedStudies writes Figs. 8 and 9 of Malekpour11 in virtual
@@ -214,6 +219,7 @@ func TestWriteSharedStudies(t *testing.T) {
 		Capacities:       fairnessCaps,
 		Jain:             map[string][][]float64{},
 		AdaptScenario:    "one publisher at 400 msg/s, all matching, the link alternating 250 and 125 msg/s every 20 s",
+		TCPScenario:      "one publisher at 400 msg/s, all matching, on a 125 msg/s link; a TCP Reno flow with unbounded data joins at 20 s",
 	}
 	var panels []*plot.Plot
 	for _, k := range []int{5, 64} {
@@ -239,5 +245,9 @@ func TestWriteSharedStudies(t *testing.T) {
 	}
 	writePNG(t, "adapt.png", linesPanel(t, "Bottleneck 2 ↔ 1 Mbit/s every 20 s", "msg/s",
 		series{"capacity", caps}, series{"delivered", floats(out.delivered[0])}, series{"dropped", floats(out.dropped)}))
+	tcp := tcpRun(1)
+	rep.TCPContent, rep.TCP = tcp.delivered[0], tcp.tcp
+	writePNG(t, "tcp.png", linesPanel(t, "A TCP flow joins at 20 s (1 Mbit/s)", "msg/s",
+		series{"content flow", floats(tcp.delivered[0])}, series{"TCP", floats(tcp.tcp)}))
 	writeJSON(t, "shared-study.json", rep)
 }
