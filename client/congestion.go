@@ -44,7 +44,8 @@ func WithCongestionFeedback(on bool) Option {
 type CongestionStats struct {
 	// Publisher: messages sent, those of them that belonged to a flow a
 	// subscriber limited, those that waited for tokens and for how long in
-	// all; feedback messages taken, and those refused as malformed.
+	// all; feedback messages taken (rate requests, echo requests or both),
+	// and those refused as malformed.
 	Sent, Controlled, Held uint64
 	Waited                 time.Duration
 	Feedback, BadFeedback  uint64
@@ -107,6 +108,7 @@ type pubCC struct {
 	buf   []byte // header scratch
 	// unasked is the header while no subscriber asks: the ID alone.
 	unasked []byte
+	taken   uint64 // feedback messages received
 	bad     uint64
 }
 
@@ -140,6 +142,7 @@ func (p *Publisher) takeFeedback(cc *pubCC) {
 		f, err := wire.UnmarshalCongestionFeedback(d.Payload, cc.id)
 		now := time.Now()
 		p.mu.Lock()
+		cc.taken++
 		switch {
 		case err != nil:
 			cc.bad++
@@ -266,7 +269,7 @@ func (p *Publisher) Congestion() CongestionStats {
 	st := p.cc.core.Stats()
 	return CongestionStats{
 		Sent: st.Sent, Controlled: st.Controlled, Held: st.HeldMessages, Waited: st.Waited,
-		Feedback: st.Feedback, BadFeedback: p.cc.bad, Flows: p.cc.core.Flows(time.Now()),
+		Feedback: p.cc.taken, BadFeedback: p.cc.bad, Flows: p.cc.core.Flows(time.Now()),
 	}
 }
 

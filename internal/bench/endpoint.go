@@ -93,3 +93,9 @@ func (p dripPublisher) Close() (client.Summary, error) { return p.p.Close() }
 
 // InFlightLost is how many messages were in flight to brokers that failed.
 func (p dripPublisher) InFlightLost() uint64 { return p.p.InFlightLost() }
+
+// Congestion is what congestion control did for the publisher.
+func (p dripPublisher) Congestion() client.CongestionStats { return p.p.Congestion() }
+
+// Congestion is what congestion control did for the subscription.
+func (s dripSubscriber) Congestion() client.CongestionStats { return s.s.Congestion() }

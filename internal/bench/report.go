@@ -110,6 +110,15 @@ type Totals struct {
 	Resent           uint64  `json:"resent,omitempty"`
 	InFlightLost     uint64  `json:"in_flight_lost,omitempty"`
 	ClientSuppressed uint64  `json:"client_suppressed,omitempty"`
+	// Congestion control (docs/design.md §12): messages the publishers
+	// sent in flows a subscriber limited, those that waited for tokens and
+	// how long in all, the feedback messages publishers took, and the loss
+	// events subscriptions saw (with --congestion-feedback).
+	CongestionControlled uint64  `json:"congestion_controlled,omitempty"`
+	CongestionHeld       uint64  `json:"congestion_held,omitempty"`
+	CongestionWaitedMs   float64 `json:"congestion_waited_ms,omitempty"`
+	CongestionFeedback   uint64  `json:"congestion_feedback,omitempty"`
+	CongestionLossEvents uint64  `json:"congestion_loss_events,omitempty"`
 }
 
 // MaxEvents bounds Report.GapEvents and Report.FailoverEvents: a run that

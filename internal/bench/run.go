@@ -153,6 +153,15 @@ func (r *runner) run(ctx context.Context) error {
 			if f, ok := p.(interface{ InFlightLost() uint64 }); ok {
 				r.nInFlight.Add(f.InFlightLost())
 			}
+			if c, ok := p.(interface{ Congestion() client.CongestionStats }); ok {
+				cs := c.Congestion()
+				r.ccMu.Lock()
+				r.cc.Controlled += cs.Controlled
+				r.cc.Held += cs.Held
+				r.cc.Waited += cs.Waited
+				r.cc.Feedback += cs.Feedback
+				r.ccMu.Unlock()
+			}
 		}()
 	}
 	publishers.Wait()
@@ -265,8 +274,10 @@ type runner struct {
 	nCut                                atomic.Uint64 // publishers cut while blocked
 	nGaps, nFailovers, nResent          atomic.Uint64
 	nInFlight                           atomic.Uint64
-	maxGap                              atomic.Int64 // nanoseconds
-	evMu                                sync.Mutex   // guards the event lists
+	ccMu                                sync.Mutex
+	cc                                  client.CongestionStats // the publishers' congestion control, summed
+	maxGap                              atomic.Int64           // nanoseconds
+	evMu                                sync.Mutex             // guards the event lists
 	gapEvents                           []GapEvent
 	failoverEvents                      []FailoverEvent
 	dups                                []atomic.Uint64
@@ -548,6 +559,9 @@ func (r *runner) report() *Report {
 	t.PublishersCut = r.nCut.Load()
 	t.Gaps, t.MaxGapMs = r.nGaps.Load(), ms(time.Duration(r.maxGap.Load()))
 	t.Failovers, t.Resent, t.InFlightLost = r.nFailovers.Load(), r.nResent.Load(), r.nInFlight.Load()
+	r.ccMu.Lock()
+	t.CongestionControlled, t.CongestionHeld, t.CongestionWaitedMs, t.CongestionFeedback = r.cc.Controlled, r.cc.Held, ms(r.cc.Waited), r.cc.Feedback
+	r.ccMu.Unlock()
 	if t.Sent > 0 {
 		rep.Replication = Replication{Client: float64(t.Ideal) / float64(t.Sent), Broker: float64(r.nBrokers.Load()) / float64(t.Sent)}
 	}
@@ -557,6 +571,9 @@ func (r *runner) report() *Report {
 		}
 		if d, ok := s.(interface{ Duplicates() uint64 }); ok {
 			t.ClientSuppressed += d.Duplicates()
+		}
+		if c, ok := s.(interface{ Congestion() client.CongestionStats }); ok {
+			t.CongestionLossEvents += c.Congestion().LossEvents
 		}
 		c := r.subStats[j]
 		st := SubscriberStats{

@@ -193,6 +193,11 @@ func printBenchSummary(w io.Writer, rep *bench.Report) {
 		fmt.Fprintf(w, "  churn: %s (longest %.0f ms), %s (resent %d, in flight to failed brokers %d)\n",
 			Plural(int64(t.Gaps), "gap", "gaps"), t.MaxGapMs, Plural(int64(t.Failovers), "publisher failover", "publisher failovers"), t.Resent, t.InFlightLost)
 	}
+	if t.CongestionFeedback > 0 || t.CongestionLossEvents > 0 {
+		fmt.Fprintf(w, "  congestion control: %s seen, %s taken, %d messages in limited flows, %d held (%.0f ms in all)\n",
+			Plural(int64(t.CongestionLossEvents), "loss event", "loss events"), Plural(int64(t.CongestionFeedback), "feedback message", "feedback messages"),
+			t.CongestionControlled, t.CongestionHeld, t.CongestionWaitedMs)
+	}
 	fmt.Fprintf(w, "  latency ms: p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", rep.Latency.P50, rep.Latency.P90, rep.Latency.P99, rep.Latency.Max)
 	if rep.Error != "" {
 		fmt.Fprintf(w, "  stopped early: %s\n", rep.Error)

@@ -390,3 +390,16 @@ func TestCompletion(t *testing.T) {
 		assert.Contains(t, out, c+"\t")
 	}
 }
+
+// TestBenchSummaryShowsCongestionControl: the summary says what congestion
+// control did when it did anything, and nothing otherwise.
+func TestBenchSummaryShowsCongestionControl(t *testing.T) {
+	var quiet, busy bytes.Buffer
+	printBenchSummary(&quiet, &bench.Report{})
+	assert.NotContains(t, quiet.String(), "congestion")
+	rep := &bench.Report{}
+	rep.Totals.CongestionLossEvents, rep.Totals.CongestionFeedback = 3, 12
+	rep.Totals.CongestionControlled, rep.Totals.CongestionHeld, rep.Totals.CongestionWaitedMs = 400, 150, 2500
+	printBenchSummary(&busy, rep)
+	assert.Contains(t, busy.String(), "congestion control: 3 loss events seen, 12 feedback messages taken, 400 messages in limited flows, 150 held (2500 ms in all)")
+}
