@@ -42,10 +42,11 @@ func WithCongestionFeedback(on bool) Option {
 // CongestionStats is what congestion control did for a publisher or a
 // subscription.
 type CongestionStats struct {
-	// Publisher: messages sent, those of them that belonged to a flow a
-	// subscriber limited, those that waited for tokens and for how long in
-	// all; feedback messages taken (rate requests, echo requests or both),
-	// and those refused as malformed.
+	// Publisher: messages sent while a subscriber asked (full headers),
+	// those of them that belonged to a flow a subscriber limited, those
+	// that waited for tokens and for how long in all; feedback messages
+	// taken (rate requests, echo requests or both), and those refused as
+	// malformed.
 	Sent, Controlled, Held uint64
 	Waited                 time.Duration
 	Feedback, BadFeedback  uint64
@@ -106,6 +107,7 @@ type pubCC struct {
 	wake  chan struct{}
 	fb    *Subscription
 	buf   []byte // header scratch
+	check []byte // encoding scratch for held messages
 	// unasked is the header while no subscriber asks: the ID alone.
 	unasked []byte
 	taken   uint64 // feedback messages received
@@ -177,9 +179,12 @@ func (p *Publisher) pace(cc *pubCC) {
 		now := time.Now()
 		released := cc.core.Release(now)
 		for _, r := range released {
-			m := cc.held[r.ID]
+			m, ok := cc.held[r.ID]
+			if !ok {
+				continue // cannot happen: every message the core holds is here
+			}
 			delete(cc.held, r.ID)
-			// The message was checked when it was offered.
+			// Checked when it was held: enqueue cannot fail.
 			_ = p.enqueue(m, cc.header(&r.Header))
 		}
 		if len(released) > 0 {
@@ -223,6 +228,12 @@ func (p *Publisher) publishControlled(m Message) error {
 		}
 		p.sent++
 		return nil
+	}
+	// Checked before the core sees it: a message it holds leaves later,
+	// from the pacer, which must not find it malformed then.
+	var err error
+	if cc.check, p.names, err = appendBatchEntry(cc.check[:0], m, nil, p.names); err != nil {
+		return fmt.Errorf("drip client: message %d: %w", p.sent, err)
 	}
 	cm, err := contentMessage(m)
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
+	"github.com/dripmesh/drip/internal/congestion"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // counterAt is the value of broker i's counter name.
@@ -166,4 +169,26 @@ func TestCongestionControlEndToEnd(t *testing.T) {
 	for name, r := range map[string]slowReaderRun{"without": off, "with": on} {
 		assert.GreaterOrEqual(t, float64(r.fastGot), 0.98*float64(r.offeredB), "%s control: the fast reader gets B's messages", name)
 	}
+}
+
+// TestHeldMessageIsChecked: a message congestion control holds is checked
+// when Publish takes it, so that the pacer never finds it malformed and
+// drops it unseen.
+func TestHeldMessageIsChecked(t *testing.T) {
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
+	p, err := c.NewPublisher(testContext(t))
+	require.NoError(t, err)
+	defer p.Close()
+	now := time.Now()
+	p.mu.Lock()
+	p.cc.asked = now
+	flow := wire.CongestionParams.EncodeMessage(content.Message{}) // matches every message
+	require.NoError(t, p.cc.core.Feedback(congestion.Feedback{Subscriber: 9, SentAt: now, Requests: []congestion.Request{{Filter: 1, Bloom: flow, Quota: 1}}}, now))
+	p.mu.Unlock()
+	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}}), "the bucket's first token")
+	err = p.Publish(Message{Attrs: Attrs{"a": "\xff"}})
+	require.ErrorContains(t, err, "not valid UTF-8")
+	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 2}}))
+	assert.Equal(t, uint64(1), p.Congestion().Held)
 }
