@@ -16,6 +16,7 @@ type lossHistory struct {
 	n      int                       // closed intervals kept
 	open   float64                   // deliveries since the last loss event
 	event  time.Time                 // when the last loss event began
+	events uint64                    // loss events ever
 }
 
 // deliver adds w to the open interval: 1 for a delivery known to follow no
@@ -40,6 +41,7 @@ func (h *lossHistory) loss(now time.Time, rtt time.Duration, seen float64) {
 	h.n = min(h.n+1, len(h.closed))
 	h.open = 0
 	h.event = now
+	h.events++
 }
 
 // rate is the loss event rate p, the inverse of the weighted average loss

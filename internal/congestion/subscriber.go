@@ -72,15 +72,15 @@ type session struct {
 	// rtt is the smoothed round-trip time, measured once an echo came
 	// back; base is the last full measurement and the one-way delay of
 	// data then, from which non-limiting subscribers follow changes.
-	rtt            time.Duration
-	measured       bool
-	baseRTT        time.Duration
-	baseOneWay     time.Duration
-	echoed         time.Time // when an echo was last requested
-	round          time.Time // when the current round began
-	distinct       int       // messages this round
-	entries        map[uint32]*entry
-	lastLossEvents int
+	rtt        time.Duration
+	measured   bool
+	baseRTT    time.Duration
+	baseOneWay time.Duration
+	echoed     time.Time // when an echo was last requested
+	round      time.Time // when the current round began
+	distinct   int       // messages this round
+	entries    map[uint32]*entry
+	counted    uint64 // loss events in the stats
 }
 
 // entry is a filter's row in a session.
@@ -312,10 +312,8 @@ func (s *Subscriber) round(ss *session, now time.Time) (Feedback, bool) {
 	slices.Sort(ids)
 	total := float64(ss.distinct) / d
 	ss.distinct = 0
-	if ss.loss.n != ss.lastLossEvents {
-		s.stats.LossEvents += uint64(ss.loss.n - ss.lastLossEvents)
-		ss.lastLossEvents = ss.loss.n
-	}
+	s.stats.LossEvents += ss.loss.events - ss.counted
+	ss.counted = ss.loss.events
 
 	allowed := TCPRate(ss.rtt, ss.loss.rate())
 	switch {

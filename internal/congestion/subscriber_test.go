@@ -62,6 +62,7 @@ func TestLossHistory(t *testing.T) {
 		h.loss(now, rtt, 0)
 	}
 	assert.InEpsilon(t, 0.01, h.rate(), 1e-9, "eight intervals of 100")
+	assert.Equal(t, uint64(9), h.events, "counted beyond the eight intervals kept")
 	h.deliver(50)
 	assert.InEpsilon(t, 0.01, h.rate(), 1e-9, "a short open interval does not count")
 	h.deliver(1000)
