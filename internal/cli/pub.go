@@ -172,6 +172,9 @@ func publish(cmd *cobra.Command, conn *connFlags, broker string, perSec float64,
 	}
 	fmt.Fprintf(logw, "drip pub: %s %s to %s in %v: %s accepted %d, %d matched no subscriber\n",
 		how, Plural(int64(sent), "message", "messages"), broker, time.Since(start).Round(time.Millisecond), who, sum.Accepted, sum.Unmatched)
+	if cc := p.Congestion(); cc.Held > 0 {
+		fmt.Fprintf(logw, "drip pub: subscribers asked to slow down: %d messages waited for their flows, %v in all\n", cc.Held, cc.Waited.Round(time.Millisecond))
+	}
 	return sendErr
 }
 
