@@ -262,12 +262,13 @@ type SubscribeRequest struct {
 	// each message's bundles with the time left, links send urgent bundles
 	// first, and a link whose measured delay breaks the deadline is routed
 	// around at once (docs/design.md §11). A later request replaces it with
-	// the predicate.
+	// the predicate. Not honoured yet: brokers accept it, ignore it and
+	// acknowledge 0 in Subscribed.
 	DeadlineNs int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
 	// Every message this subscription matches travels two link-disjoint
 	// paths (least-overlapping where none exist) and the first copy is
 	// delivered: a path failure then loses nothing, at the cost of the
-	// second copy's bytes.
+	// second copy's bytes. Not honoured yet (acknowledged false).
 	TwoPaths      bool `protobuf:"varint,31,opt,name=two_paths,json=twoPaths,proto3" json:"two_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
