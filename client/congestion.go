@@ -107,7 +107,6 @@ type pubCC struct {
 	wake  chan struct{}
 	fb    *Subscription
 	buf   []byte // header scratch
-	check []byte // encoding scratch for held messages
 	// unasked is the header while no subscriber asks: the ID alone.
 	unasked []byte
 	taken   uint64 // feedback messages received
@@ -232,7 +231,7 @@ func (p *Publisher) publishControlled(m Message) error {
 	// Checked before the core sees it: a message it holds leaves later,
 	// from the pacer, which must not find it malformed then.
 	var err error
-	if cc.check, p.names, err = appendBatchEntry(cc.check[:0], m, nil, p.names); err != nil {
+	if p.names, _, err = messageSize(m, p.names); err != nil {
 		return fmt.Errorf("drip client: message %d: %w", p.sent, err)
 	}
 	cm, err := contentMessage(m)

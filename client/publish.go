@@ -677,7 +677,7 @@ func (c *Client) Publish(ctx context.Context, msgs ...Message) (Summary, error) 
 	var names []string
 	for i, m := range msgs {
 		var err error
-		if _, names, err = appendBatchEntry(nil, m, nil, names); err != nil {
+		if names, _, err = messageSize(m, names); err != nil {
 			return Summary{}, fmt.Errorf("drip client: message %d: %w", i, err)
 		}
 	}

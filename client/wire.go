@@ -40,36 +40,9 @@ const (
 // congestion-control header cc if not nil. names is scratch space,
 // returned for reuse. On error nothing is appended.
 func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte, []string, error) {
-	names = names[:0]
-	for n := range m.Attrs {
-		names = append(names, n)
-	}
-	// Sorted, so that equal messages have equal encodings (and the broker
-	// finds them in order).
-	slices.Sort(names)
-	size := 0
-	for _, n := range names {
-		if n == "" {
-			return dst, names, fmt.Errorf("attribute with an empty name")
-		}
-		// Brokers refuse names and strings that are not UTF-8; saying so
-		// here names the attribute and sends nothing.
-		if !utf8.ValidString(n) {
-			return dst, names, fmt.Errorf("attribute %q: name is not valid UTF-8", n)
-		}
-		if s, ok := m.Attrs[n].(string); ok && !utf8.ValidString(s) {
-			return dst, names, fmt.Errorf("attribute %q: string value is not valid UTF-8", n)
-		}
-		vs, err := valueSize(m.Attrs[n])
-		if err != nil {
-			return dst, names, fmt.Errorf("attribute %q: %w", n, err)
-		}
-		attr := protowire.SizeTag(fieldAttributeName) + protowire.SizeBytes(len(n)) +
-			protowire.SizeTag(fieldAttributeValue) + protowire.SizeBytes(vs)
-		size += protowire.SizeTag(fieldMessageAttributes) + protowire.SizeBytes(attr)
-	}
-	if len(m.Payload) > 0 {
-		size += protowire.SizeTag(fieldMessagePayload) + protowire.SizeBytes(len(m.Payload))
+	names, size, err := messageSize(m, names)
+	if err != nil {
+		return dst, names, err
 	}
 	if cc != nil {
 		size += protowire.SizeTag(fieldMessageCongestion) + protowire.SizeBytes(len(cc))
@@ -98,6 +71,43 @@ func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte,
 		dst = protowire.AppendBytes(dst, cc)
 	}
 	return dst, names, nil
+}
+
+// messageSize checks m as brokers will and returns the size of its
+// drip.v1.Message without a congestion header, and its attribute names
+// sorted (names is scratch space, returned for reuse): equal messages then
+// have equal encodings, and the broker finds attributes in order.
+func messageSize(m Message, names []string) ([]string, int, error) {
+	names = names[:0]
+	for n := range m.Attrs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	size := 0
+	for _, n := range names {
+		if n == "" {
+			return names, 0, fmt.Errorf("attribute with an empty name")
+		}
+		// Brokers refuse names and strings that are not UTF-8; saying so
+		// here names the attribute and sends nothing.
+		if !utf8.ValidString(n) {
+			return names, 0, fmt.Errorf("attribute %q: name is not valid UTF-8", n)
+		}
+		if s, ok := m.Attrs[n].(string); ok && !utf8.ValidString(s) {
+			return names, 0, fmt.Errorf("attribute %q: string value is not valid UTF-8", n)
+		}
+		vs, err := valueSize(m.Attrs[n])
+		if err != nil {
+			return names, 0, fmt.Errorf("attribute %q: %w", n, err)
+		}
+		attr := protowire.SizeTag(fieldAttributeName) + protowire.SizeBytes(len(n)) +
+			protowire.SizeTag(fieldAttributeValue) + protowire.SizeBytes(vs)
+		size += protowire.SizeTag(fieldMessageAttributes) + protowire.SizeBytes(attr)
+	}
+	if len(m.Payload) > 0 {
+		size += protowire.SizeTag(fieldMessagePayload) + protowire.SizeBytes(len(m.Payload))
+	}
+	return names, size, nil
 }
 
 // valueSize is the size of a drip.v1.Value holding v. A oneof member is
