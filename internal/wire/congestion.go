@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -110,147 +109,140 @@ func appendFixed64(dst []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendFixed64(dst, v)
 }
 
-// CongestionHeaderFromBytes decodes a header. It refuses what no publisher
-// sends: a rate that is not a rate, a record entry of the wrong size, more
-// record entries, tags or echoes than the bounds.
-func CongestionHeaderFromBytes(b []byte) (congestion.Header, error) {
-	var h congestion.Header
-	err := DecodeCongestionHeader(b, &h)
-	return h, err
-}
-
-// DecodeCongestionHeader is CongestionHeaderFromBytes into h, reusing its
-// slices: for a subscriber that measures every message and keeps no
-// header.
+// DecodeCongestionHeader decodes a header into h, reusing its slices (a
+// subscriber measures every message and keeps no header). It refuses what
+// no publisher sends: a rate that is not a rate, a record entry of the
+// wrong size, more record entries, tags or echoes than the bounds.
 func DecodeCongestionHeader(b []byte, h *congestion.Header) error {
 	*h = congestion.Header{Record: h.Record[:0], Tags: h.Tags[:0], Echoes: h.Echoes[:0]}
-	var err error
-	for len(b) > 0 && err == nil {
-		num, typ, k := consumeTag(b)
-		if k < 0 {
-			return errors.New("congestion header: truncated")
-		}
-		b = b[k:]
+	return fields(b, "congestion header", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
 		case num == fieldCCPublisher && typ == protowire.Fixed64Type:
-			h.Publisher, k = protowire.ConsumeFixed64(b)
+			v, k := protowire.ConsumeFixed64(b)
+			h.Publisher = v
+			return k, nil
 		case num == fieldCCSeq && typ == protowire.VarintType:
-			h.Seq, k = protowire.ConsumeVarint(b)
+			v, k := protowire.ConsumeVarint(b)
+			h.Seq = v
+			return k, nil
 		case num == fieldCCSentAt && typ == protowire.VarintType:
-			var v uint64
-			v, k = protowire.ConsumeVarint(b)
+			v, k := protowire.ConsumeVarint(b)
 			h.SentAt = time.Unix(0, int64(v))
+			return k, nil
 		case num == fieldCCRate && typ == protowire.Fixed64Type:
-			var v uint64
-			v, k = protowire.ConsumeFixed64(b)
+			v, k := protowire.ConsumeFixed64(b)
 			h.Rate = math.Float64frombits(v)
 			if math.IsNaN(h.Rate) || math.IsInf(h.Rate, 0) || h.Rate < 0 {
-				err = fmt.Errorf("congestion header: publish rate %v is not a rate", h.Rate)
+				return k, fmt.Errorf("congestion header: publish rate %v is not a rate", h.Rate)
 			}
+			return k, nil
 		case num == fieldCCRecord && typ == protowire.BytesType:
-			var v []byte
-			v, k = protowire.ConsumeBytes(b)
+			v, k := protowire.ConsumeBytes(b)
 			if len(h.Record) == congestion.MaxRecordSize {
-				err = fmt.Errorf("congestion header: more than %d record entries", congestion.MaxRecordSize)
-				break
+				return k, fmt.Errorf("congestion header: more than %d record entries", congestion.MaxRecordSize)
 			}
 			if cap(h.Record) == 0 {
 				h.Record = make([]encoding.Bloom, 0, 8) // k is 5 by default
 			}
-			var bl encoding.Bloom
-			if bl, err = encoding.BloomFromBytes(v, CongestionParams); err != nil {
-				err = fmt.Errorf("congestion header: record entry %d: %w", len(h.Record), err)
+			bl, err := encoding.BloomFromBytes(v, CongestionParams)
+			if err != nil {
+				return k, fmt.Errorf("congestion header: record entry %d: %w", len(h.Record), err)
 			}
 			h.Record = append(h.Record, bl)
+			return k, nil
 		case num == fieldCCTags && typ == protowire.BytesType:
-			var v []byte
-			v, k = protowire.ConsumeBytes(b)
+			v, k := protowire.ConsumeBytes(b)
 			if len(h.Tags) == maxHeaderTags {
-				err = fmt.Errorf("congestion header: more than %d tags", maxHeaderTags)
-				break
+				return k, fmt.Errorf("congestion header: more than %d tags", maxHeaderTags)
 			}
 			var t congestion.Tag
-			t, err = tagFromBytes(v)
+			err := fields(v, "congestion header tag", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+				return tagField(&t, num, typ, b), nil
+			})
 			h.Tags = append(h.Tags, t)
+			return k, err
 		case num == fieldCCEchoes && typ == protowire.BytesType:
-			var v []byte
-			v, k = protowire.ConsumeBytes(b)
+			v, k := protowire.ConsumeBytes(b)
 			if len(h.Echoes) == maxHeaderEchoes {
-				err = fmt.Errorf("congestion header: more than %d echoes", maxHeaderEchoes)
-				break
+				return k, fmt.Errorf("congestion header: more than %d echoes", maxHeaderEchoes)
 			}
 			var e congestion.EchoReply
-			e, err = echoFromBytes(v)
+			err := fields(v, "congestion header echo", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+				return echoField(&e, num, typ, b), nil
+			})
 			h.Echoes = append(h.Echoes, e)
-		default:
-			k = protowire.ConsumeFieldValue(num, typ, b)
+			return k, err
 		}
-		if k < 0 {
-			return errors.New("congestion header: truncated")
-		}
-		b = b[k:]
-	}
-	return err
+		return 0, nil
+	})
 }
 
-func tagFromBytes(b []byte) (congestion.Tag, error) {
-	var t congestion.Tag
+// fields walks the wire form of one message, handing field each field's
+// number and type and the bytes from its value on. field returns how many
+// bytes the value took (negative: truncated), or 0 for a field it does not
+// know, which is skipped; its error stops the walk.
+func fields(b []byte, what string, field func(protowire.Number, protowire.Type, []byte) (int, error)) error {
 	for len(b) > 0 {
 		num, typ, k := consumeTag(b)
 		if k < 0 {
-			return t, errors.New("congestion header: truncated tag")
+			return fmt.Errorf("%s: truncated", what)
 		}
 		b = b[k:]
-		switch {
-		case num == fieldTagSubscriber && typ == protowire.Fixed64Type:
-			t.Subscriber, k = protowire.ConsumeFixed64(b)
-		case num == fieldTagFilter && typ == protowire.VarintType:
-			var v uint64
-			v, k = protowire.ConsumeVarint(b)
-			t.Filter = uint32(v)
-		case num == fieldTagFeedback && typ == protowire.VarintType:
-			var v uint64
-			v, k = protowire.ConsumeVarint(b)
-			t.Feedback = time.Duration(protowire.DecodeZigZag(v))
-		default:
+		k, err := field(num, typ, b)
+		if k == 0 {
 			k = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if k < 0 {
-			return t, errors.New("congestion header: truncated tag")
+			return fmt.Errorf("%s: truncated", what)
+		}
+		if err != nil {
+			return err
 		}
 		b = b[k:]
 	}
-	return t, nil
+	return nil
 }
 
-func echoFromBytes(b []byte) (congestion.EchoReply, error) {
-	var e congestion.EchoReply
-	for len(b) > 0 {
-		num, typ, k := consumeTag(b)
-		if k < 0 {
-			return e, errors.New("congestion header: truncated echo")
-		}
-		b = b[k:]
-		switch {
-		case num == fieldEchoSubscriber && typ == protowire.Fixed64Type:
-			e.Subscriber, k = protowire.ConsumeFixed64(b)
-		case num == fieldEchoSentAt && typ == protowire.VarintType:
-			var v uint64
-			v, k = protowire.ConsumeVarint(b)
-			e.SentAt = time.Unix(0, int64(v))
-		case num == fieldEchoHeld && typ == protowire.VarintType:
-			var v uint64
-			v, k = protowire.ConsumeVarint(b)
-			e.Held = time.Duration(v)
-		default:
-			k = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if k < 0 {
-			return e, errors.New("congestion header: truncated echo")
-		}
-		b = b[k:]
+func tagField(t *congestion.Tag, num protowire.Number, typ protowire.Type, b []byte) int {
+	if typ == protowire.Fixed64Type && num == fieldTagSubscriber {
+		v, k := protowire.ConsumeFixed64(b)
+		t.Subscriber = v
+		return k
 	}
-	return e, nil
+	if typ != protowire.VarintType {
+		return 0
+	}
+	v, k := protowire.ConsumeVarint(b)
+	switch num {
+	case fieldTagFilter:
+		t.Filter = uint32(v)
+	case fieldTagFeedback:
+		t.Feedback = time.Duration(protowire.DecodeZigZag(v))
+	default:
+		return 0
+	}
+	return k
+}
+
+func echoField(e *congestion.EchoReply, num protowire.Number, typ protowire.Type, b []byte) int {
+	if typ == protowire.Fixed64Type && num == fieldEchoSubscriber {
+		v, k := protowire.ConsumeFixed64(b)
+		e.Subscriber = v
+		return k
+	}
+	if typ != protowire.VarintType {
+		return 0
+	}
+	v, k := protowire.ConsumeVarint(b)
+	switch num {
+	case fieldEchoSentAt:
+		e.SentAt = time.Unix(0, int64(v))
+	case fieldEchoHeld:
+		e.Held = time.Duration(v)
+	default:
+		return 0
+	}
+	return k
 }
 
 // CongestionFeedback is what one feedback message carries: the

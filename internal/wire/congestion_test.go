@@ -15,6 +15,13 @@ import (
 	"github.com/dripmesh/drip/internal/encoding"
 )
 
+// decodeHeader decodes a header into a fresh one.
+func decodeHeader(b []byte) (congestion.Header, error) {
+	var h congestion.Header
+	err := DecodeCongestionHeader(b, &h)
+	return h, err
+}
+
 func ccBloom(t testing.TB, attrs ...content.Attribute) encoding.Bloom {
 	m, err := content.NewMessage(attrs, nil)
 	require.NoError(t, err)
@@ -39,7 +46,7 @@ func sampleHeader(t testing.TB) congestion.Header {
 func TestCongestionHeaderRoundTrip(t *testing.T) {
 	h := sampleHeader(t)
 	b := AppendCongestionHeader(nil, &h)
-	got, err := CongestionHeaderFromBytes(b)
+	got, err := decodeHeader(b)
 	require.NoError(t, err)
 	assert.Equal(t, h.Publisher, got.Publisher)
 	assert.Equal(t, h.Seq, got.Seq)
@@ -76,7 +83,7 @@ func TestCongestionHeaderErrors(t *testing.T) {
 		"many echoes":   {&dripv1.CongestionHeader{Echoes: make([]*dripv1.CongestionEcho, maxHeaderEchoes+1)}, "more than 16 echoes"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := CongestionHeaderFromBytes(marshal(t, c.pb))
+			_, err := decodeHeader(marshal(t, c.pb))
 			require.ErrorContains(t, err, c.want)
 		})
 	}
@@ -84,9 +91,9 @@ func TestCongestionHeaderErrors(t *testing.T) {
 	for i := range recs {
 		recs[i] = make([]byte, 64)
 	}
-	_, err := CongestionHeaderFromBytes(marshal(t, &dripv1.CongestionHeader{Record: recs}))
+	_, err := decodeHeader(marshal(t, &dripv1.CongestionHeader{Record: recs}))
 	require.ErrorContains(t, err, "more than 256 record entries")
-	_, err = CongestionHeaderFromBytes([]byte{0x0a, 0x05, 0x01})
+	_, err = decodeHeader([]byte{0x0a, 0x05, 0x01})
 	require.ErrorContains(t, err, "truncated")
 }
 
@@ -97,7 +104,7 @@ func FuzzCongestionHeader(f *testing.F) {
 	f.Add(AppendCongestionHeader(nil, &h))
 	f.Add([]byte{0x32, 0x02, 0x08, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := CongestionHeaderFromBytes(b)
+		got, err := decodeHeader(b)
 		var pb dripv1.CongestionHeader
 		perr := proto.Unmarshal(b, &pb)
 		if err != nil {
@@ -161,7 +168,7 @@ func BenchmarkCongestionHeader(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := CongestionHeaderFromBytes(buf); err != nil {
+			if _, err := decodeHeader(buf); err != nil {
 				b.Fatal(err)
 			}
 		}
