@@ -152,7 +152,7 @@ type studyReport struct {
 // TestWriteRecordSizeStudy writes Fig. 5 of Malekpour11 as JSON and PNG.
 func TestWriteRecordSizeStudy(t *testing.T) {
 	if !*study {
-		t.Skip("run with -args -study")
+		t.Skip("writes docs/results/congestion/record-study.{json,png}: run with -args -study")
 	}
 	rep := studyReport{
 		Command:   "go test ./internal/congestion -run TestWriteRecordSizeStudy -args -study",
@@ -211,7 +211,7 @@ type sharedReport struct {
 // time as JSON and PNG.
 func TestWriteSharedStudies(t *testing.T) {
 	if !*study {
-		t.Skip("run with -args -study")
+		t.Skip("writes docs/results/congestion/ from a minute of simulation: run with -args -study")
 	}
 	rep := sharedReport{
 		Command:          "go test ./internal/congestion -run TestWriteSharedStudies -args -study",
