@@ -206,9 +206,6 @@ func (r sharedRun) run() sharedOutcome {
 	return out
 }
 
-// maxMinShares is the max-min fair allocation of capacity to demands.
-func maxMinShares(capacity float64, demands []float64) []float64 { return maxMin(capacity, demands) }
-
 // jain is Jain's fairness index of x normalized by the fair shares.
 func jain(x, share []float64) float64 {
 	var sum, sq float64
