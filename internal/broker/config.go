@@ -63,6 +63,12 @@ type Config struct {
 	// few hundred subscribers, so advertising each change of a burst would
 	// fill slow WAN links with superseded copies.
 	AdvertiseInterval time.Duration
+	// DelayBudgetInterval is how often the delay budgets of the deadline
+	// bundles sent on each link are handed to the routing protocol, which
+	// re-advertises a link at once when an RTT sample breaks its budget
+	// (Kim10 §2.2, docs/design.md §11). A link that carried no deadline
+	// bundle in the last interval has no budget.
+	DelayBudgetInterval time.Duration
 	// LinkQueueBytes bounds the data queued per link; beyond it bundles
 	// wait for room as SlowLinks says, or are dropped and counted (reason
 	// queue_full).
@@ -150,6 +156,7 @@ func DefaultConfig(id uint32, name string) Config {
 		TickInterval:             50 * time.Millisecond,
 		PredicateRebuildInterval: 100 * time.Millisecond,
 		AdvertiseInterval:        500 * time.Millisecond,
+		DelayBudgetInterval:      time.Second,
 		LinkQueueBytes:           4 << 20,
 		MaxFrameBytes:            64 << 10,
 		PeerCompression:          true,
@@ -227,7 +234,8 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"tick interval", c.TickInterval}, {"predicate rebuild interval", c.PredicateRebuildInterval},
-		{"advertise interval", c.AdvertiseInterval}, {"dial backoff min", c.DialBackoffMin},
+		{"advertise interval", c.AdvertiseInterval}, {"delay budget interval", c.DelayBudgetInterval},
+		{"dial backoff min", c.DialBackoffMin},
 		{"dial timeout", c.DialTimeout}, {"drain timeout", c.DrainTimeout}, {"drain overlap", c.DrainOverlap},
 	}
 	for _, d := range durations {

@@ -9,7 +9,9 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/match"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -25,7 +27,8 @@ type Forwarder struct {
 	words   []uint64      // their words
 	ids     []match.SubscriberID
 	targets []*Subscription
-	count   uint64 // messages handled, for sampling the latency histograms
+	qos     qosPlan // scratch for messages with deadlines or two paths
+	count   uint64  // messages handled, for sampling the latency histograms
 }
 
 // sampleEvery is how often the match-latency histograms are observed: a
@@ -46,14 +49,17 @@ func (n *Node) NewForwarder() *Forwarder {
 // once against every broker's encoded predicate, and sends one bundle per
 // next hop (dynamic receiver partitioning). m is the message decoded from
 // raw, its wire form (wire.DecodeMessage), which bundles and deliveries
-// carry unchanged and which must not change. It reports whether any
-// subscriber, local or remote, may want the message.
-func (f *Forwarder) Publish(m content.Message, raw []byte) bool {
+// carry unchanged and which must not change; deadline is the one its
+// publisher set (0: none). It reports whether any subscriber, local or
+// remote, may want the message.
+func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duration) bool {
 	n := f.n
 	n.m.published.Inc()
-	stamp := dedup.Stamp{Origin: n.cfg.ID, Epoch: n.epoch, Seq: n.seq.Add(1)}
-	publishedAt := n.clock.Now().UnixNano()
-	local := f.deliverLocal(m, raw, stamp, publishedAt, 0)
+	h := bundleHeader{
+		stamp:       dedup.Stamp{Origin: n.cfg.ID, Epoch: n.epoch, Seq: n.seq.Add(1)},
+		publishedAt: n.clock.Now().UnixNano(),
+	}
+	local := f.deliverLocal(m, raw, h)
 
 	preds := n.preds.Load()
 	if ids := preds.Routers(); len(ids) == 0 || len(ids) == 1 && ids[0] == n.cfg.ID {
@@ -83,15 +89,47 @@ func (f *Forwarder) Publish(m content.Message, raw []byte) bool {
 		}
 		return local > 0
 	}
-	d := f.fwd.Ingress(n.routes.Load(), &f.dest)
-	f.send(d, raw, stamp, publishedAt, 0)
+	routes := n.routes.Load()
+	d := f.fwd.Ingress(routes, &f.dest)
+	if t := n.qos.Load(); !t.Empty() || deadline != 0 {
+		p := f.plan(t, &bm, deadline, deadline)
+		p.lookup(&f.dest)
+		f.sendQoS(d, routes, p, 0, raw, h)
+		if p.two.Any() {
+			f.sendQoS(f.fwd.Ingress(routes.Second(n.cfg.ID), &p.two), routes, p, wire.PathSecond, raw, h)
+		}
+		return true
+	}
+	f.send(d, raw, h)
 	return true
+}
+
+// bundleHeader is what a message's bundles carry beside the message.
+type bundleHeader struct {
+	stamp       dedup.Stamp
+	publishedAt int64
+	hops        uint32
+	// elapsed is the time since acceptance as the mesh measured it, for a
+	// message that travels with a deadline (0: not measured).
+	elapsed time.Duration
+}
+
+// plan readies the Forwarder's QoS scratch for one message.
+func (f *Forwarder) plan(t *qos.Table, bm *encoding.Bloom, deadline, budget time.Duration) *qosPlan {
+	p := &f.qos
+	if p.flows == nil {
+		p.flows = map[uint32]qos.Flow{}
+	}
+	clear(p.flows)
+	p.two.ClearAll()
+	p.table, p.bloom, p.deadline, p.budget = t, bm, deadline, budget
+	return p
 }
 
 // Bundles handles the bundles of one frame from a neighbour, in their wire
 // form (which must not change afterwards): each is delivered here if this
 // broker is a destination — exactly, once per stamp — and its other
-// destinations are repartitioned.
+// destinations are repartitioned, a second copy along its second path.
 func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 	n := f.n
 	for _, raw := range bs {
@@ -103,22 +141,40 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 			n.log.Debug("malformed bundle", zap.String("peer", from.Name()), zap.Error(err))
 			continue
 		}
-		d := f.fwd.Transit(n.routes.Load(), from.Peer(), b.Bundle)
+		routes := n.routes.Load()
+		var d drp.Decision
+		if b.QoS.Path == wire.PathSecond {
+			d = f.fwd.Transit(routes.Second(b.Source), from.Peer(), b.Bundle)
+		} else {
+			d = f.fwd.Transit(routes, from.Peer(), b.Bundle)
+		}
+		h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops + 1}
+		if b.QoS.Deadline != 0 {
+			// Measured, so never 0: a delivery says it was.
+			h.elapsed = max(time.Duration(b.QoS.Deadline-b.QoS.Budget), 1)
+		}
 		// A bundle of this broker's own messages has come back on routes
 		// that disagreed; its local subscribers had the message at ingress.
 		if d.Deliver && b.Source != n.cfg.ID {
-			switch v := n.dups.Admit(b.Stamp, n.clock.Now()); v {
-			case dedup.First:
-				f.deliverRemote(from, b)
+			switch v := n.dups.Admit(b.Stamp, n.clock.Now()); {
+			case v == dedup.First:
+				f.deliverRemote(from, b, h)
+			case b.QoS.Path != 0 && v == dedup.Duplicate:
+				n.m.redundantCopies.Inc()
 			default:
 				n.m.duplicates.WithLabelValues(v.String()).Inc()
 			}
 		}
-		f.send(d, b.Message, b.Stamp, b.PublishedAt, b.Hops+1)
+		if b.QoS.Deadline == 0 && b.QoS.Path == 0 {
+			f.send(d, b.Message, h)
+			continue
+		}
+		p := f.plan(nil, nil, time.Duration(b.QoS.Deadline), time.Duration(b.QoS.Budget))
+		f.sendQoS(d, routes, p, b.QoS.Path, b.Message, h)
 	}
 }
 
-func (f *Forwarder) deliverRemote(from Link, b wire.Bundle) {
+func (f *Forwarder) deliverRemote(from Link, b wire.Bundle, h bundleHeader) {
 	n := f.n
 	m, err := wire.DecodeMessage(b.Message, n.cfg.Messages)
 	if err != nil {
@@ -126,15 +182,16 @@ func (f *Forwarder) deliverRemote(from Link, b wire.Bundle) {
 		n.log.Debug("invalid message in bundle", zap.String("peer", from.Name()), zap.Error(err))
 		return
 	}
-	if f.deliverLocal(m, b.Message, b.Stamp, b.PublishedAt, b.Hops+1) == 0 {
+	if f.deliverLocal(m, b.Message, h) == 0 {
 		n.m.falsePositives.Inc()
 	}
 }
 
 // deliverLocal queues the message to every local subscriber it matches
 // exactly, encoding the delivery once for all of them, and returns how many
-// matched.
-func (f *Forwarder) deliverLocal(m content.Message, raw []byte, s dedup.Stamp, publishedAt int64, hops uint32) int {
+// matched. A subscriber with a deadline that h.elapsed exceeds is counted
+// as a miss (docs/design.md §11).
+func (f *Forwarder) deliverLocal(m content.Message, raw []byte, h bundleHeader) int {
 	n := f.n
 	f.count++
 	sample := f.count%sampleEvery == 0
@@ -149,8 +206,15 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, s dedup.Stamp, p
 	if len(f.targets) == 0 {
 		return 0
 	}
-	published := wire.AppendPublished(make([]byte, 0, len(raw)+publishedOverhead), raw, s.Origin, publishedAt, hops, s.Epoch, s.Seq)
+	published := wire.AppendPublished(make([]byte, 0, len(raw)+publishedOverhead), raw, wire.PublishedHeader{
+		Ingress: h.stamp.Origin, PublishedAt: h.publishedAt, Hops: h.hops,
+		Epoch: h.stamp.Epoch, Seq: h.stamp.Seq, Elapsed: int64(h.elapsed),
+	})
 	for i, sub := range f.targets {
+		if dl := sub.deadline.Load(); dl != 0 && int64(h.elapsed) > dl {
+			sub.missed.Add(1)
+			n.m.deadlineMissed.Inc()
+		}
 		sub.offer(Queued{Published: published})
 		f.targets[i] = nil
 	}
@@ -158,16 +222,21 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, s dedup.Stamp, p
 }
 
 // publishedOverhead bounds what a Published adds to its message's bytes.
-const publishedOverhead = 48
+const publishedOverhead = 64
 
-// send queues one bundle per next hop and counts what cannot leave.
-func (f *Forwarder) send(d drp.Decision, raw []byte, s dedup.Stamp, publishedAt int64, hops uint32) {
-	n := f.n
+// countDrops counts the destinations a decision dropped.
+func (f *Forwarder) countDrops(d drp.Decision) {
 	for reason, k := range d.Dropped {
 		if k > 0 {
-			n.m.routeDropped.WithLabelValues(drp.DropReason(reason).String()).Add(float64(k))
+			f.n.m.routeDropped.WithLabelValues(drp.DropReason(reason).String()).Add(float64(k))
 		}
 	}
+}
+
+// send queues one bundle per next hop and counts what cannot leave.
+func (f *Forwarder) send(d drp.Decision, raw []byte, h bundleHeader) {
+	n := f.n
+	f.countDrops(d)
 	if len(d.Forwards) == 0 {
 		return
 	}
@@ -180,6 +249,6 @@ func (f *Forwarder) send(d drp.Decision, raw []byte, s dedup.Stamp, publishedAt 
 			continue
 		}
 		l.PushBundle(wire.AppendBundle(make([]byte, 0, wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))),
-			fw.Bundle, s, publishedAt, hops, raw))
+			fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dripmesh/drip/internal/buildinfo"
 	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -58,6 +59,11 @@ type metrics struct {
 	dedupBytes               prometheus.Gauge
 	malformedBundles         prometheus.Counter
 	congestionFeedback       prometheus.Counter
+	// Deadlines and two paths (docs/design.md §11).
+	deadlineBundles prometheus.Counter
+	deadlineMissed  prometheus.Counter
+	secondPathBytes prometheus.Counter
+	redundantCopies prometheus.Counter
 }
 
 // handshakeFailureReasons are the reason labels of
@@ -119,12 +125,20 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),
 		protocolEvents: f.counterVec("linkstate_events_total", "Link-state protocol events, by type.", []string{"event"}),
 		duplicates: f.counterVec("duplicates_suppressed_total",
-			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed, or two-path redundancy) "+
+			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed) "+
 				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
 		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
 		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
 		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
+		deadlineBundles: f.counter("deadline_bundles_total",
+			"Bundles this broker sent with a delivery deadline, queued by urgency (their share of the latency margin)."),
+		deadlineMissed: f.counter("deadline_missed_total",
+			"Deliveries queued to local subscribers later than their subscription's deadline, by the time since acceptance the mesh measured along the path."),
+		secondPathBytes: f.counter("second_path_bytes_total",
+			"Bytes of the second copies of two-path messages this broker sent (ingress and transit): what redundancy costs."),
+		redundantCopies: f.counter("redundant_copies_suppressed_total",
+			"Copies of two-path messages not delivered because the other copy had arrived first."),
 	}
 	for _, v := range []string{"duplicate", "stale"} {
 		m.duplicates.WithLabelValues(v)
@@ -139,6 +153,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		m.routeDropped.WithLabelValues(drp.DropReason(r).String())
 	}
 	m.routeDropped.WithLabelValues(routeDropLinkDown)
+	// Rare and worth a panel: exported at zero so it shows a zero.
+	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})

@@ -16,6 +16,7 @@ import (
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
 )
@@ -30,6 +31,14 @@ type Link interface {
 	// PushBundle queues a bundle in its wire form and reports whether it
 	// was queued; the link counts what it refuses.
 	PushBundle(b []byte) bool
+	// PushUrgent is PushBundle for a bundle with a deadline: it leaves as
+	// its urgency says, and its budget is set as it leaves.
+	PushUrgent(b []byte, u transport.Urgency) bool
+	// Now reads the link's clock, the clock of transport.Urgency.
+	Now() int64
+	// SetOneWay tells the link the neighbour's one-way delay, which the
+	// budgets of leaving bundles are reduced by.
+	SetOneWay(time.Duration)
 }
 
 // Node is one broker's logic with no goroutine, socket or timer of its own:
@@ -72,11 +81,21 @@ type Node struct {
 	// Per other router, its advertised filters that match every message.
 	matchAll      map[uint32]int
 	matchAllTotal int
+	// Per router, its QoS classes (docs/design.md §11), and whether the
+	// data plane's qos.Table is behind them.
+	classes      map[uint32][]linkstate.QoSClass
+	classesDirty bool
+	lastBudgets  time.Time
 
 	// Data plane snapshots, replaced whole by the control plane.
 	routes atomic.Pointer[linkstate.Table]
 	preds  atomic.Pointer[encoding.Snapshot]
+	qos    atomic.Pointer[qos.Table]
 	links  atomic.Pointer[map[uint32]Link]
+	// budgets collects, per neighbour, the least delay budget of the
+	// deadline bundles the data plane sent it since the control plane
+	// last looked (SetDelayBudget, reactive rerouting).
+	budgets delayBudgets
 
 	subs      *subscriptions
 	dups      *dedup.Filter
@@ -121,6 +140,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		current:  map[uint32]Link{},
 		heldSeq:  map[uint32]uint64{},
 		matchAll: map[uint32]int{},
+		classes:  map[uint32][]linkstate.QoSClass{},
 		dups:     dups,
 		drain:    make(chan struct{}),
 	}
@@ -131,6 +151,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 	}, n.m, n.subscriptionsChanged)
 	n.routes.Store(ls.Routes())
 	n.preds.Store(n.table.Snapshot())
+	n.qos.Store(qos.NewTable(nil))
 	n.links.Store(&map[uint32]Link{})
 	return n, nil
 }
@@ -228,6 +249,10 @@ func (n *Node) Control(l Link, cs []*dripv1.Control) error {
 func (n *Node) Tick() {
 	n.ls.Tick(n.now())
 	now := n.clock.Now()
+	if now.Sub(n.lastBudgets) >= n.cfg.DelayBudgetInterval {
+		n.lastBudgets = now
+		n.setDelayBudgets()
+	}
 	if now.Sub(n.lastRTTExport) >= time.Second {
 		n.lastRTTExport = now
 		n.exportNeighbors()
@@ -260,6 +285,10 @@ func (n *Node) flush() {
 	if n.predsDirty && now.Sub(n.lastBuild) >= n.cfg.PredicateRebuildInterval {
 		n.preds.Store(n.table.Snapshot())
 		n.predsDirty, n.lastBuild = false, now
+		if n.classesDirty {
+			n.qos.Store(qos.NewTable(n.classes))
+			n.classesDirty = false
+		}
 	}
 }
 
@@ -292,6 +321,7 @@ func (n *Node) processReady() {
 			} else {
 				n.table.Set(u.Router, u.Filters)
 			}
+			n.setClasses(u)
 			n.countMatchAll(u)
 			n.predsDirty = true
 		}
@@ -337,6 +367,21 @@ func (n *Node) countMatchAll(u linkstate.PredicateUpdate) {
 		n.log.Info("router advertises filters that match every message; every message goes to it",
 			zap.Uint32("router", u.Router), zap.Int("filters", k))
 	}
+}
+
+// setClasses keeps the QoS classes of the update's router for the next
+// PREDICATES rebuild, which publishes them with the filters they refine.
+func (n *Node) setClasses(u linkstate.PredicateUpdate) {
+	old := n.classes[u.Router]
+	if u.Removed || len(u.Classes) == 0 {
+		if old == nil {
+			return
+		}
+		delete(n.classes, u.Router)
+	} else {
+		n.classes[u.Router] = u.Classes
+	}
+	n.classesDirty = true
 }
 
 // finisher is a Link that can tell its neighbour that nothing more will
@@ -413,6 +458,10 @@ func (n *Node) observe(ev linkstate.Event) {
 	case linkstate.EventCostChanged:
 		n.log.Info("link cost changed", zap.String("peer", name), zap.Uint32("from", ev.OldCost), zap.Uint32("to", ev.Cost), zap.Duration("rtt", ev.RTT))
 		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
+	case linkstate.EventBudgetViolation:
+		n.log.Info("link delay broke a deadline flow's budget; advertised at once",
+			zap.String("peer", name), zap.Duration("rtt", ev.RTT), zap.Duration("budget", ev.Budget), zap.Uint32("cost", ev.Cost))
+		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
 	case linkstate.EventSeqFlush:
 		// Only a forged or corrupt copy gets there: worth an operator's eye.
 		n.log.Warn("own advertisement reached the largest sequence number; flushed it and restarted at 1",
@@ -425,11 +474,13 @@ func (n *Node) observe(ev linkstate.Event) {
 }
 
 // exportNeighbors exports each neighbour's smoothed RTT, which hellos
-// refresh every HelloInterval whatever the cost mode.
+// refresh every HelloInterval whatever the cost mode, and tells each link
+// its one-way delay for the budgets of deadline bundles.
 func (n *Node) exportNeighbors() {
 	for _, nb := range n.ls.Neighbors() {
 		if l := n.current[nb.ID]; l != nil && nb.Samples > 0 {
 			n.m.linkRTT.WithLabelValues(l.Name()).Set(nb.RTT.Seconds())
+			l.SetOneWay(nb.RTT / 2)
 		}
 	}
 }
@@ -455,10 +506,11 @@ func (n *Node) peerName(id uint32) string {
 // subscriptions, deduplicated and with covered filters removed
 // (docs/design.md §2).
 func (n *Node) setLocalPredicate() {
-	filters := encoding.Advertise(n.subs.encodedFilters())
+	all, classes := n.subs.advertisement()
+	filters := encoding.Advertise(all)
 	n.m.advertised.Set(float64(len(filters)))
 	n.m.advertisements.Inc()
-	if err := n.ls.SetLocalPredicate(filters); err != nil {
+	if err := n.ls.SetLocalPredicate(filters, classes...); err != nil {
 		n.log.Error("cannot advertise local predicate", zap.Error(err))
 	}
 }
@@ -473,9 +525,12 @@ func (n *Node) subscriptionsChanged() {
 }
 
 // Subscribe installs a local subscription (Carzaniga09 §2.2's
-// LOCAL-PREDICATES). It fails with codes.Unavailable once the node drains.
-func (n *Node) Subscribe(p content.Predicate, client string) (*Subscription, error) {
-	return n.subs.add(p, client)
+// LOCAL-PREDICATES) with what it asks of delivery: a deadline, two paths
+// (docs/design.md §11), or nothing (the zero Flow). It fails with
+// codes.Unavailable once the node drains, and codes.InvalidArgument for a
+// deadline out of range.
+func (n *Node) Subscribe(p content.Predicate, f qos.Flow, client string) (*Subscription, error) {
+	return n.subs.add(p, f, client)
 }
 
 // Subscriptions counts the local subscriptions.

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -62,7 +65,10 @@ func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts,
 		if inRequest++; !batches && inRequest > 1 {
 			return status.Error(codes.InvalidArgument, "Publish takes one message per request; send batches with PublishStream")
 		}
-		m, err := wire.DecodeMessage(raw, c.n.cfg.Messages)
+		m, deadline, err := wire.DecodeMessageDeadline(raw, c.n.cfg.Messages)
+		if err == nil && deadline > MaxDeadline {
+			err = fmt.Errorf("message deadline is %v, at most %v", deadline, MaxDeadline)
+		}
 		if err != nil {
 			c.n.m.publishRejected.Inc()
 			return status.Errorf(codes.InvalidArgument, "message %d: %v", counts.accepted, err)
@@ -71,7 +77,7 @@ func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts,
 		if _, ok := m.Get(wire.CongestionTo); ok {
 			c.n.m.congestionFeedback.Inc()
 		}
-		if !fwd.Publish(m, raw) {
+		if !fwd.Publish(m, raw, deadline) {
 			counts.unmatched++
 		}
 		return nil
@@ -193,7 +199,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	sub, err := n.Subscribe(pred, req.GetClientName())
+	sub, err := n.Subscribe(pred, flowOf(req), req.GetClientName())
 	if err != nil {
 		return err
 	}
@@ -220,7 +226,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
 				return
 			}
-			if err := sub.Replace(pred); err != nil {
+			if err := sub.Replace(pred, flowOf(req)); err != nil {
 				recvErr <- err
 				return
 			}
@@ -282,6 +288,11 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			return stream.Context().Err()
 		}
 	}
+}
+
+// flowOf is what a subscription request asks of delivery.
+func flowOf(req *dripv1.SubscribeRequest) qos.Flow {
+	return qos.Flow{Deadline: time.Duration(req.GetDeadlineNs()), TwoPaths: req.GetTwoPaths()}
 }
 
 // maxBatchBytes bounds the deliveries sent in one DeliveryBatch event.

@@ -12,7 +12,9 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/match"
+	"github.com/dripmesh/drip/internal/qos"
 )
 
 type subscriptionsConfig struct {
@@ -57,6 +59,11 @@ type Subscription struct {
 	notice  atomic.Pointer[dripv1.Delivery]
 	encoded []encoding.Bloom
 	pred    content.Predicate
+	flow    qos.Flow // deadline and two paths (docs/design.md §11)
+	// deadline is flow.Deadline for the data plane, which reads it
+	// without the lock; missed counts deliveries queued after it.
+	deadline atomic.Int64
+	missed   atomic.Uint64
 
 	// Backpressure: while a sender is attached, a full queue makes
 	// publishers wait for room, unless the subscriber is stalled.
@@ -86,7 +93,7 @@ var (
 	errDraining     = status.Error(codes.Unavailable, "broker is draining: subscribe at another broker")
 )
 
-func (s *subscriptions) add(p content.Predicate, client string) (*Subscription, error) {
+func (s *subscriptions) add(p content.Predicate, f qos.Flow, client string) (*Subscription, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -108,14 +115,17 @@ func (s *subscriptions) add(p content.Predicate, client string) (*Subscription, 
 		drain:  make(chan struct{}),
 		room:   make(chan struct{}, 1),
 	}
-	if err := s.setLocked(sub, p, true); err != nil {
+	if err := s.setLocked(sub, p, f, true); err != nil {
 		return nil, err
 	}
 	s.byID[sub.id] = sub
 	return sub, nil
 }
 
-func (s *subscriptions) setLocked(sub *Subscription, p content.Predicate, isNew bool) error {
+func (s *subscriptions) setLocked(sub *Subscription, p content.Predicate, f qos.Flow, isNew bool) error {
+	if err := checkFlow(f); err != nil {
+		return err
+	}
 	var err error
 	if isNew {
 		err = s.index.Add(sub.id, p)
@@ -127,6 +137,8 @@ func (s *subscriptions) setLocked(sub *Subscription, p content.Predicate, isNew 
 	}
 	s.filters += len(p) - len(sub.pred)
 	sub.pred = p
+	sub.flow = f
+	sub.deadline.Store(int64(f.Deadline))
 	sub.encoded = s.cfg.enc.EncodePredicate(p)
 	s.m.subscriptions.Set(float64(s.index.Len()))
 	s.m.filters.Set(float64(s.filters))
@@ -164,8 +176,22 @@ func (s *subscriptions) closeAll() {
 	}
 }
 
-// encodedFilters returns the Bloom filters of every local filter.
-func (s *subscriptions) encodedFilters() []encoding.Bloom {
+// MaxDeadline bounds a subscription's deadline: beyond an hour a deadline
+// says nothing a WAN path could break, and the bound keeps budget
+// arithmetic far from overflow.
+const MaxDeadline = time.Hour
+
+// checkFlow refuses a deadline no broker could keep or compute with.
+func checkFlow(f qos.Flow) error {
+	if f.Deadline < 0 || f.Deadline > MaxDeadline {
+		return status.Errorf(codes.InvalidArgument, "deadline_ns = %d (%v): want 0 (none) or a duration up to %v", int64(f.Deadline), f.Deadline, MaxDeadline)
+	}
+	return nil
+}
+
+// advertisement returns the Bloom filters of every local filter and the
+// QoS classes of the subscriptions with a deadline or two paths.
+func (s *subscriptions) advertisement() ([]encoding.Bloom, []linkstate.QoSClass) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ids := make([]match.SubscriberID, 0, len(s.byID))
@@ -176,10 +202,15 @@ func (s *subscriptions) encodedFilters() []encoding.Bloom {
 	// advertisements (and the simulator replays byte for byte).
 	slices.Sort(ids)
 	all := make([]encoding.Bloom, 0, s.filters)
+	var reqs []qos.Request
 	for _, id := range ids {
-		all = append(all, s.byID[id].encoded...)
+		sub := s.byID[id]
+		all = append(all, sub.encoded...)
+		if sub.flow != (qos.Flow{}) {
+			reqs = append(reqs, qos.Request{Flow: sub.flow, Filters: sub.encoded})
+		}
 	}
-	return all
+	return all, qos.Classes(reqs)
 }
 
 // matching appends to targets every local subscriber m matches, exactly.
@@ -197,17 +228,28 @@ func (s *subscriptions) matching(m content.Message, ids []match.SubscriberID, ta
 // ID identifies the subscription in the broker's logs.
 func (sub *Subscription) ID() uint64 { return uint64(sub.id) }
 
-// Replace swaps the predicate atomically: every message is matched against
-// either the old or the new predicate, never both.
-func (sub *Subscription) Replace(p content.Predicate) error {
+// Replace swaps the predicate and the flow atomically: every message is
+// matched against either the old or the new predicate, never both.
+func (sub *Subscription) Replace(p content.Predicate, f qos.Flow) error {
 	s := sub.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errShuttingDown
 	}
-	return s.setLocked(sub, p, false)
+	return s.setLocked(sub, p, f, false)
 }
+
+// Flow is what the subscription asks of its messages' delivery.
+func (sub *Subscription) Flow() qos.Flow {
+	sub.s.mu.Lock()
+	defer sub.s.mu.Unlock()
+	return sub.flow
+}
+
+// DeadlineMisses counts the deliveries queued for the subscription after
+// its deadline, as the mesh measured their time since acceptance.
+func (sub *Subscription) DeadlineMisses() uint64 { return sub.missed.Load() }
 
 // Close removes the subscription.
 func (sub *Subscription) Close() {
@@ -232,6 +274,7 @@ func (sub *Subscription) Acknowledgement() *dripv1.Delivery {
 	defer s.mu.Unlock()
 	return &dripv1.Delivery{Event: &dripv1.Delivery_Subscribed{Subscribed: &dripv1.Subscribed{
 		SubscriptionId: uint64(sub.id), Predicate: sub.pred.String(), Broker: s.cfg.broker,
+		DeadlineNs: int64(sub.flow.Deadline), TwoPaths: sub.flow.TwoPaths,
 	}}}
 }
 

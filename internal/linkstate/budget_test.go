@@ -214,7 +214,7 @@ func TestQoSClassValidation(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
-	many := make([]QoSClass, maxQoSClasses+1)
+	many := make([]QoSClass, MaxQoSClasses+1)
 	for i := range many {
 		many[i] = QoSClass{Deadline: time.Duration(i + 1), Filters: []encoding.Bloom{f}}
 	}

@@ -29,10 +29,10 @@ type QoSClass struct {
 	Filters []encoding.Bloom
 }
 
-// maxQoSClasses bounds the classes of one advertisement: each class costs
+// MaxQoSClasses bounds the classes of one advertisement: each class costs
 // every ingress router a scan of its filters per matching message, so a
 // router may not advertise more than a handful of distinct deadlines.
-const maxQoSClasses = 16
+const MaxQoSClasses = 16
 
 // CompareQoS orders classes as advertisements list them: by deadline (none
 // last), then without two paths before with.
@@ -57,8 +57,8 @@ func CompareQoS(a, b QoSClass) int {
 }
 
 func validateClasses(p *PredAd) error {
-	if len(p.Classes) > maxQoSClasses {
-		return fmt.Errorf("predicate advertisement of router %d has %d QoS classes, at most %d", p.Origin, len(p.Classes), maxQoSClasses)
+	if len(p.Classes) > MaxQoSClasses {
+		return fmt.Errorf("predicate advertisement of router %d has %d QoS classes, at most %d", p.Origin, len(p.Classes), MaxQoSClasses)
 	}
 	if p.Withdrawn && len(p.Classes) > 0 {
 		return fmt.Errorf("withdrawn predicate advertisement of router %d has %d QoS classes", p.Origin, len(p.Classes))

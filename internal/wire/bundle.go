@@ -34,12 +34,18 @@ type BundleQoS struct {
 	// sender estimated it (nanoseconds; negative once passed). Valid only
 	// with a Deadline.
 	Budget int64
-	// Path is PathSecond for a two-path message's second copy, else 0.
+	// Path is PathFirst or PathSecond for the copies of a two-path
+	// message, else 0.
 	Path uint32
 }
 
-// PathSecond marks the second copy of a two-path message (Bundle.path).
-const PathSecond = 2
+// Bundle.path values: the copies of a message sent on two paths.
+const (
+	// PathFirst marks the copy on the shortest-path tree.
+	PathFirst = 1
+	// PathSecond marks the copy on the second path.
+	PathSecond = 2
+)
 
 func lastSet(s *bitset.BitSet) (uint, bool) {
 	w := s.Words()
@@ -265,8 +271,8 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 	if out.QoS.Deadline < 0 {
 		return out, words, fmt.Errorf("bundle from router %d: negative deadline %d ns", out.Source, out.QoS.Deadline)
 	}
-	if p := out.QoS.Path; p != 0 && p != PathSecond {
-		return out, words, fmt.Errorf("bundle from router %d: path %d, want 0 or %d", out.Source, p, PathSecond)
+	if p := out.QoS.Path; p > PathSecond {
+		return out, words, fmt.Errorf("bundle from router %d: path %d, want 0, %d or %d", out.Source, p, PathFirst, PathSecond)
 	}
 	out.Bundle.Dest, out.HopsLeft = dest, uint8(hopsLeft)
 	out.Stamp.Origin = out.Source

@@ -43,8 +43,8 @@ func referenceBundle(raw []byte, maxRouter uint32) (Bundle, error) {
 	if b.GetDeadlineNs() < 0 {
 		return Bundle{}, fmt.Errorf("bundle from router %d: negative deadline %d ns", b.GetSource(), b.GetDeadlineNs())
 	}
-	if p := b.GetPath(); p != 0 && p != PathSecond {
-		return Bundle{}, fmt.Errorf("bundle from router %d: path %d, want 0 or %d", b.GetSource(), p, PathSecond)
+	if p := b.GetPath(); p > PathSecond {
+		return Bundle{}, fmt.Errorf("bundle from router %d: path %d, want 0, %d or %d", b.GetSource(), p, PathFirst, PathSecond)
 	}
 	return Bundle{
 		QoS:         BundleQoS{Deadline: b.GetDeadlineNs(), Budget: b.GetBudgetNs(), Path: b.GetPath()},
@@ -134,7 +134,7 @@ func TestParseBundleRejects(t *testing.T) {
 		{"hops left beyond a byte", func(b *dripv1.Bundle) { b.HopsLeft = 256 }, "hops left 256"},
 		{"no message", func(b *dripv1.Bundle) { b.Message = nil }, "no message"},
 		{"negative deadline", func(b *dripv1.Bundle) { b.DeadlineNs = -1 }, "negative deadline -1 ns"},
-		{"unknown path", func(b *dripv1.Bundle) { b.Path = 3 }, "path 3, want 0 or 2"},
+		{"unknown path", func(b *dripv1.Bundle) { b.Path = 3 }, "path 3, want 0, 1 or 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := ok()

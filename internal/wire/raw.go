@@ -33,12 +33,13 @@ const (
 	fieldRequestMessage = 1 // PublishRequest.message
 	fieldRequestBatch   = 2 // PublishRequest.batch
 
-	fieldPublishedMessage = 1 // Published.message
-	fieldPublishedIngress = 2 // Published.ingress_router
-	fieldPublishedAt      = 3 // Published.published_unix_nano
-	fieldPublishedHops    = 4 // Published.hops
-	fieldPublishedEpoch   = 5 // Published.ingress_epoch
-	fieldPublishedSeq     = 6 // Published.seq
+	fieldPublishedMessage = 1  // Published.message
+	fieldPublishedIngress = 2  // Published.ingress_router
+	fieldPublishedAt      = 3  // Published.published_unix_nano
+	fieldPublishedHops    = 4  // Published.hops
+	fieldPublishedEpoch   = 5  // Published.ingress_epoch
+	fieldPublishedSeq     = 6  // Published.seq
+	fieldPublishedElapsed = 30 // Published.elapsed_ns
 
 	fieldDeliveryMessage = 2 // Delivery.message
 	fieldDeliveryBatch   = 5 // Delivery.batch
@@ -313,30 +314,45 @@ func PublishRequestMessages(b []byte, f func(msg []byte) error) (batched bool, e
 	return batched, nil
 }
 
+// PublishedHeader is what a drip.v1.Published says about its message.
+type PublishedHeader struct {
+	Ingress     uint32
+	PublishedAt int64 // Unix nanoseconds on the ingress broker's clock
+	Hops        uint32
+	Epoch, Seq  uint64
+	// Elapsed is the time since acceptance, measured along a deadline
+	// message's path (nanoseconds); 0: not measured.
+	Elapsed int64
+}
+
 // AppendPublished appends the wire form of a drip.v1.Published carrying
 // the message whose wire form is msg.
-func AppendPublished(dst, msg []byte, ingress uint32, publishedAt int64, hops uint32, epoch, seq uint64) []byte {
+func AppendPublished(dst, msg []byte, h PublishedHeader) []byte {
 	dst = protowire.AppendTag(dst, fieldPublishedMessage, protowire.BytesType)
 	dst = protowire.AppendBytes(dst, msg)
-	if ingress != 0 {
+	if h.Ingress != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedIngress, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(ingress))
+		dst = protowire.AppendVarint(dst, uint64(h.Ingress))
 	}
-	if publishedAt != 0 {
+	if h.PublishedAt != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedAt, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(publishedAt))
+		dst = protowire.AppendVarint(dst, uint64(h.PublishedAt))
 	}
-	if hops != 0 {
+	if h.Hops != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedHops, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(hops))
+		dst = protowire.AppendVarint(dst, uint64(h.Hops))
 	}
-	if epoch != 0 {
+	if h.Epoch != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedEpoch, protowire.Fixed64Type)
-		dst = protowire.AppendFixed64(dst, epoch)
+		dst = protowire.AppendFixed64(dst, h.Epoch)
 	}
-	if seq != 0 {
+	if h.Seq != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedSeq, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, seq)
+		dst = protowire.AppendVarint(dst, h.Seq)
+	}
+	if h.Elapsed != 0 {
+		dst = protowire.AppendTag(dst, fieldPublishedElapsed, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(h.Elapsed))
 	}
 	return dst
 }

@@ -173,8 +173,9 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 	var want []*dripv1.Published
 	for range 5 {
 		p := &dripv1.Published{Message: msg, IngressRouter: rng.Uint32N(4), PublishedUnixNano: rng.Int64(), Hops: rng.Uint32N(3),
-			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3)}
-		b := AppendPublished(nil, raw, p.IngressRouter, p.PublishedUnixNano, p.Hops, p.IngressEpoch, p.Seq)
+			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3), ElapsedNs: rng.Int64N(3) - 1}
+		b := AppendPublished(nil, raw, PublishedHeader{Ingress: p.IngressRouter, PublishedAt: p.PublishedUnixNano, Hops: p.Hops,
+			Epoch: p.IngressEpoch, Seq: p.Seq, Elapsed: p.ElapsedNs})
 		var back dripv1.Published
 		require.NoError(t, proto.Unmarshal(b, &back))
 		require.True(t, proto.Equal(p, &back), "%v != %v", p, &back)

@@ -1,9 +1,11 @@
 package brokertest
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -12,6 +14,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
@@ -26,6 +29,7 @@ const reconnectDelay = 300 * time.Millisecond
 type subscriber struct {
 	idx   int
 	pred  content.Predicate
+	flow  qos.Flow
 	home  int
 	conns []*subConn
 	dedup *dedup.Filter
@@ -81,8 +85,11 @@ func (s *Sim) addClients() error {
 			return err
 		}
 		sub := &subscriber{idx: j, pred: gen.Predicate(), home: homes[j%len(homes)], dedup: d, gapStart: 0}
+		if s.opts.Flow != nil {
+			sub.flow = s.opts.Flow(j)
+		}
 		s.subs = append(s.subs, sub)
-		s.ledger.subs = append(s.ledger.subs, &subRecord{pred: sub.pred, received: map[uint64]int{}})
+		s.ledger.subs = append(s.ledger.subs, &subRecord{pred: sub.pred, received: map[uint64]int{}, first: map[uint64]Delivery{}})
 		s.subscribe(sub)
 	}
 	for i := range s.opts.Publishers {
@@ -129,7 +136,7 @@ func (s *Sim) subscribe(sub *subscriber) bool {
 		return false
 	}
 	n := s.nodes[i]
-	bs, err := n.node.Subscribe(sub.pred, fmt.Sprintf("sub%d", sub.idx))
+	bs, err := n.node.Subscribe(sub.pred, sub.flow, fmt.Sprintf("sub%d", sub.idx))
 	if err != nil {
 		s.errs = append(s.errs, fmt.Errorf("subscriber %d at %s: %w", sub.idx, n.name, err))
 		return false
@@ -207,6 +214,10 @@ func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 			}
 			id := binary.BigEndian.Uint64(p.GetMessage().GetPayload())
 			rec.received[id]++
+			if id < uint64(len(s.ledger.msgs)) {
+				at := s.ledger.msgs[id].at
+				rec.first[id] = Delivery{Msg: id, PublishedAt: at, Latency: s.now - at, Elapsed: time.Duration(p.GetElapsedNs())}
+			}
 		default:
 			if l := c.sub.Lost(); l > c.lost {
 				rec.lost += l - c.lost
@@ -278,7 +289,7 @@ func (s *Sim) publish(p *publisher) {
 		s.errs = append(s.errs, err)
 		return
 	}
-	p.fwd.Publish(decoded, raw)
+	p.fwd.Publish(decoded, raw, 0)
 	s.dirty = true
 }
 
@@ -299,7 +310,8 @@ type msgRecord struct {
 
 type subRecord struct {
 	pred             content.Predicate
-	received         map[uint64]int     // message ID → copies passed to the application
+	received         map[uint64]int // message ID → copies passed to the application
+	first            map[uint64]Delivery
 	gaps             [][2]time.Duration // [lost, back]; a gap still open has no entry
 	streamDuplicates int
 	clientSuppressed int
@@ -307,3 +319,37 @@ type subRecord struct {
 }
 
 func newLedger() *Ledger { return &Ledger{} }
+
+// Delivery is a message a subscriber's application received (its first
+// copy).
+type Delivery struct {
+	Msg         uint64
+	PublishedAt time.Duration
+	// Latency is the virtual time from publication to the application.
+	Latency time.Duration
+	// Elapsed is the time since acceptance the mesh measured on the way
+	// (Published.elapsed_ns; 0: not measured).
+	Elapsed time.Duration
+}
+
+// Received lists what subscriber sub's application received, by message.
+func (l *Ledger) Received(sub int) []Delivery {
+	out := make([]Delivery, 0, len(l.subs[sub].first))
+	for _, d := range l.subs[sub].first {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Delivery) int { return cmp.Compare(a.Msg, b.Msg) })
+	return out
+}
+
+// Expected lists the messages published in [from, to) that subscriber
+// sub's predicate matches.
+func (l *Ledger) Expected(sub int, from, to time.Duration) []uint64 {
+	var out []uint64
+	for id, m := range l.msgs {
+		if m.at >= from && m.at < to && slices.Contains(m.expected, sub) {
+			out = append(out, uint64(id))
+		}
+	}
+	return out
+}

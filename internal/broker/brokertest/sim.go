@@ -15,6 +15,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/pq"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/sim"
 	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
@@ -37,6 +38,9 @@ type Options struct {
 	Subscribers, Publishers int
 	Rate                    float64
 	ClientBrokers           []uint32
+	// Flow, if set, gives subscriber i's deadline and two-path option
+	// (docs/design.md §11).
+	Flow func(i int) qos.Flow
 	// Logger receives the brokers' logs (default: none).
 	Logger *zap.Logger
 }
@@ -310,6 +314,8 @@ func (s *Sim) connect(l *simLink) {
 		node, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression, Dialed: side == 0,
+			// Urgency and budgets in virtual time.
+			Backpressure: transport.Backpressure{Now: func() int64 { return int64(s.now) + 1 }},
 		}, func(tl *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
 			if n.inc != inc {
 				return errors.New("broker is down")

@@ -257,18 +257,19 @@ type SubscribeRequest struct {
 	// which would ignore the event, lose nothing.
 	AcceptBatches bool `protobuf:"varint,3,opt,name=accept_batches,json=acceptBatches,proto3" json:"accept_batches,omitempty"`
 	// Delivery deadline of every message this subscription matches, in
-	// nanoseconds from when the ingress broker accepts the message; 0: none.
-	// Brokers advertise it with the predicate, so that ingress brokers stamp
-	// each message's bundles with the time left, links send urgent bundles
-	// first, and a link whose measured delay breaks the deadline is routed
-	// around at once (docs/design.md §11). A later request replaces it with
-	// the predicate. Not honoured yet: brokers accept it, ignore it and
-	// acknowledge 0 in Subscribed.
+	// nanoseconds from when the ingress broker accepts the message; 0: none;
+	// at most one hour. Brokers advertise it with the predicate, so that
+	// ingress brokers give each message's bundles the time left, links send
+	// urgent bundles first, and a link whose measured delay breaks the
+	// deadline is routed around at once (docs/design.md §11). A delivery
+	// later than the deadline is counted as a miss (Published.elapsed_ns,
+	// drip_deadline_missed_total). A later request replaces it with the
+	// predicate.
 	DeadlineNs int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
 	// Every message this subscription matches travels two link-disjoint
 	// paths (least-overlapping where none exist) and the first copy is
-	// delivered: a path failure then loses nothing, at the cost of the
-	// second copy's bytes. Not honoured yet (acknowledged false).
+	// delivered: a link failure on one path then loses nothing, at the cost
+	// of the second copy's bytes.
 	TwoPaths      bool `protobuf:"varint,31,opt,name=two_paths,json=twoPaths,proto3" json:"two_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -669,8 +670,16 @@ type Published struct {
 	// The ingress stamp (ingress_router, ingress_epoch, seq) names the
 	// message in the mesh: a client that subscribes on several brokers in
 	// turn (failover) passes each stamp on once. seq 0: unstamped.
-	IngressEpoch  uint64 `protobuf:"fixed64,5,opt,name=ingress_epoch,json=ingressEpoch,proto3" json:"ingress_epoch,omitempty"`
-	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	IngressEpoch uint64 `protobuf:"fixed64,5,opt,name=ingress_epoch,json=ingressEpoch,proto3" json:"ingress_epoch,omitempty"`
+	Seq          uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// For a message that travelled with a delivery deadline, the time from
+	// its acceptance at the ingress broker to its queueing for this
+	// subscriber, in nanoseconds, as the mesh measured it hop by hop (each
+	// link's one-way delay estimate and the time queued at each broker; no
+	// synchronised clocks needed). 0: not measured (no deadline on the way,
+	// or delivered at the ingress). A subscription with a deadline missed it
+	// when this exceeds it (docs/design.md §11).
+	ElapsedNs     int64 `protobuf:"varint,30,opt,name=elapsed_ns,json=elapsedNs,proto3" json:"elapsed_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -743,6 +752,13 @@ func (x *Published) GetIngressEpoch() uint64 {
 func (x *Published) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *Published) GetElapsedNs() int64 {
+	if x != nil {
+		return x.ElapsedNs
 	}
 	return 0
 }
@@ -851,14 +867,16 @@ const file_drip_v1_broker_proto_rawDesc = "" +
 	"\x06broker\x18\x03 \x01(\tR\x06broker\x12\x1f\n" +
 	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
 	"deadlineNs\x12\x1b\n" +
-	"\ttwo_paths\x18\x1f \x01(\bR\btwoPaths\"\xd9\x01\n" +
+	"\ttwo_paths\x18\x1f \x01(\bR\btwoPaths\"\xf8\x01\n" +
 	"\tPublished\x12*\n" +
 	"\amessage\x18\x01 \x01(\v2\x10.drip.v1.MessageR\amessage\x12%\n" +
 	"\x0eingress_router\x18\x02 \x01(\rR\ringressRouter\x12.\n" +
 	"\x13published_unix_nano\x18\x03 \x01(\x03R\x11publishedUnixNano\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12#\n" +
 	"\ringress_epoch\x18\x05 \x01(\x06R\fingressEpoch\x12\x10\n" +
-	"\x03seq\x18\x06 \x01(\x04R\x03seq\"2\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1d\n" +
+	"\n" +
+	"elapsed_ns\x18\x1e \x01(\x03R\telapsedNs\"2\n" +
 	"\x04Lost\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x04R\x05total2\xce\x01\n" +

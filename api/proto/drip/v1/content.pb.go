@@ -278,8 +278,8 @@ type Message struct {
 	// Delivery deadline the publisher sets for this message, in nanoseconds
 	// from when the ingress broker accepts it; 0: none. It applies to every
 	// subscriber, beside any deadline the subscriptions carry (the tighter
-	// one counts). No predicate reads it. Not honoured yet (docs/design.md
-	// §11): brokers carry it unread.
+	// one counts) for the urgency and budgets of its bundles; at most one
+	// hour. No predicate reads it (docs/design.md §11).
 	DeadlineNs int64 `protobuf:"varint,30,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
 	// A drip.v1.CongestionHeader from the publishing client (congestion.proto,
 	// docs/design.md §12). Brokers pass it on unread; it must be at most

@@ -1043,8 +1043,11 @@ type Bundle struct {
 	// when the bundle leaves.
 	BudgetNs int64 `protobuf:"fixed64,31,opt,name=budget_ns,json=budgetNs,proto3" json:"budget_ns,omitempty"`
 	// Which of a message's two paths this bundle follows (two-path
-	// redundancy, docs/design.md §11): 0 the shortest-path tree, 2 the
-	// second path to each destination.
+	// redundancy, docs/design.md §11): 0 the shortest-path tree of a
+	// message sent once, 1 the shortest-path tree of a message also sent on
+	// a second path, 2 the second path to each destination. Receivers
+	// count a suppressed copy of a two-path message (1 or 2) apart from the
+	// duplicates that disagreeing routes make.
 	Path          uint32 `protobuf:"varint,32,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
