@@ -12,6 +12,11 @@ type Attrs map[string]any
 type Message struct {
 	Attrs   Attrs
 	Payload []byte // opaque to the mesh; no predicate reads it
+	// Deadline, if not zero, is the delivery deadline the publisher sets,
+	// from when the ingress broker accepts the message (at most an hour):
+	// the mesh sends it with that urgency to every subscriber, beside the
+	// deadlines subscriptions ask for (docs/design.md §11).
+	Deadline time.Duration
 }
 
 // Delivery is a message delivered to a subscription.
@@ -25,6 +30,12 @@ type Delivery struct {
 	PublishedAt time.Time
 	// Hops is the number of broker-to-broker hops the message travelled.
 	Hops int
+	// Elapsed is the time from acceptance at the ingress to delivery at
+	// the subscriber's broker, as the mesh measured it hop by hop, for a
+	// message that travelled with a deadline (zero: not measured). A
+	// subscription with a deadline counts a delivery later than it as a
+	// miss (Subscription.DeadlineMisses).
+	Elapsed time.Duration
 	// IngressEpoch and Seq complete the message's stamp (Ingress,
 	// IngressEpoch, Seq), which names it in the mesh; the client delivers
 	// each stamp once. Seq 0: a broker too old to stamp.

@@ -62,9 +62,36 @@ type Subscription struct {
 	closed    bool // Close was called
 	gaps      []Gap
 
-	lost atomic.Uint64
-	dups atomic.Uint64
-	cc   *subCC // congestion control, if on; run's
+	lost   atomic.Uint64
+	dups   atomic.Uint64
+	misses atomic.Uint64
+	cc     *subCC // congestion control, if on; run's
+	// What the subscription asks of delivery (docs/design.md §11); fixed
+	// for its life.
+	deadline time.Duration
+	twoPaths bool
+}
+
+// SubscribeOption asks something of a subscription's delivery.
+type SubscribeOption func(*Subscription)
+
+// WithDeadline asks that every message the subscription matches reach its
+// broker within d of its acceptance at the ingress broker (at most an
+// hour): the mesh sends such messages first at every link, and routes
+// around a link whose measured delay breaks the deadline at once instead
+// of at its next periodic check. A delivery later than d is counted
+// (Subscription.DeadlineMisses); it is still delivered. Brokers that
+// predate deadlines install the subscription without one.
+func WithDeadline(d time.Duration) SubscribeOption {
+	return func(s *Subscription) { s.deadline = d }
+}
+
+// WithTwoPaths asks that every message the subscription matches travel two
+// link-disjoint paths (the least overlapping where the mesh has none),
+// the first copy delivered: a link failure on one path then loses nothing,
+// at the cost of the second copy's bytes on every link it crosses.
+func WithTwoPaths() SubscribeOption {
+	return func(s *Subscription) { s.twoPaths = true }
 }
 
 // subStream is one Subscribe stream to one broker; a subscription has one,
@@ -114,11 +141,14 @@ type streamEvent struct {
 // when its broker fails it subscribes again (WithGapHandler reports the
 // gap), and when its broker drains it moves to another before leaving, so
 // nothing is lost; each message is delivered once.
-func (c *Client) Subscribe(ctx context.Context, predicate string) (*Subscription, error) {
-	return c.subscribe(ctx, predicate, c.opts.congestionFeedback)
+//
+// Options ask for a delivery deadline (WithDeadline) or two paths
+// (WithTwoPaths).
+func (c *Client) Subscribe(ctx context.Context, predicate string, opts ...SubscribeOption) (*Subscription, error) {
+	return c.subscribe(ctx, predicate, c.opts.congestionFeedback, opts...)
 }
 
-func (c *Client) subscribe(ctx context.Context, predicate string, controlled bool) (*Subscription, error) {
+func (c *Client) subscribe(ctx context.Context, predicate string, controlled bool, opts ...SubscribeOption) (*Subscription, error) {
 	if err := checkPredicate(predicate); err != nil {
 		return nil, fmt.Errorf("drip client: %w", err)
 	}
@@ -130,6 +160,13 @@ func (c *Client) subscribe(ctx context.Context, predicate string, controlled boo
 		wakeup: make(chan struct{}, 1),
 		exited: make(chan struct{}),
 		pred:   predicate, gen: 1, ackCh: make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.deadline < 0 || s.deadline > maxDeadline {
+		cancel()
+		return nil, fmt.Errorf("drip client: %w", invalidArgument{fmt.Errorf("deadline %v: want 0 (none) or a duration up to %v", s.deadline, maxDeadline)})
 	}
 	if controlled {
 		s.cc = newSubCC()
@@ -247,7 +284,7 @@ func (s *Subscription) start(avoid string) (*subStream, error) {
 	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}}
 	// A Send error (io.EOF when the broker ended the stream) carries no
 	// status; the Recv that follows returns it.
-	_ = stream.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name, AcceptBatches: true})
+	_ = stream.Send(s.request(pred))
 	return st, nil
 }
 
@@ -324,6 +361,11 @@ func (s *Subscription) Broker() string {
 // Lost returns the number of matching messages brokers have dropped over
 // the subscription's life because it was read too slowly.
 func (s *Subscription) Lost() uint64 { return s.lost.Load() }
+
+// DeadlineMisses is the number of deliveries later than the subscription's
+// deadline (WithDeadline), by the time since acceptance the mesh measured
+// (Delivery.Elapsed).
+func (s *Subscription) DeadlineMisses() uint64 { return s.misses.Load() }
 
 // Duplicates returns the number of copies the client dropped because it had
 // delivered the same message before (while moving between brokers).
@@ -612,6 +654,9 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		if s.cc != nil && d.congestion != nil {
 			s.cc.receive(&d, now)
 		}
+		if s.deadline != 0 && d.Elapsed > s.deadline {
+			s.misses.Add(1)
+		}
 		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
 		rs.lostCount = 0
 		d.Gap, rs.gap = rs.gap, nil
@@ -836,8 +881,14 @@ func (s *Subscription) sendUpdate(rs *runState) {
 		}
 		st.sentGens = append(st.sentGens, gen)
 		// A failed Send means the stream is over; its receiver reports why.
-		_ = st.grpc.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name, AcceptBatches: true})
+		_ = st.grpc.Send(s.request(pred))
 	}
+}
+
+// request is the SubscribeRequest for predicate pred.
+func (s *Subscription) request(pred string) *dripv1.SubscribeRequest {
+	return &dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred}, ClientName: s.c.opts.name, AcceptBatches: true,
+		DeadlineNs: int64(s.deadline), TwoPaths: s.twoPaths}
 }
 
 // flush hands the backlog to Next after the subscription has ended, unless

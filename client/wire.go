@@ -18,6 +18,7 @@ const (
 	fieldMessageAttributes = 1
 	fieldMessagePayload    = 2
 	fieldMessageCongestion = 20
+	fieldMessageDeadline   = 30
 	fieldAttributeName     = 1
 	fieldAttributeValue    = 2
 	fieldValueString       = 1
@@ -31,10 +32,14 @@ const (
 	fieldPublishedHops     = 4
 	fieldPublishedEpoch    = 5
 	fieldPublishedSeq      = 6
+	fieldPublishedElapsed  = 30
 	fieldDeliveryMessage   = 2 // Delivery.message
 	fieldDeliveryBatch     = 5 // Delivery.batch
 	fieldBatchMessages     = 1 // DeliveryBatch.messages
 )
+
+// maxDeadline is the longest deadline brokers accept (broker.MaxDeadline).
+const maxDeadline = time.Hour
 
 // appendBatchEntry appends m as one entry of a PublishRequest's batch, with
 // congestion-control header cc if not nil. names is scratch space,
@@ -65,6 +70,10 @@ func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte,
 	if len(m.Payload) > 0 {
 		dst = protowire.AppendTag(dst, fieldMessagePayload, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, m.Payload)
+	}
+	if m.Deadline != 0 {
+		dst = protowire.AppendTag(dst, fieldMessageDeadline, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(m.Deadline))
 	}
 	if cc != nil {
 		dst = protowire.AppendTag(dst, fieldMessageCongestion, protowire.BytesType)
@@ -106,6 +115,12 @@ func messageSize(m Message, names []string) ([]string, int, error) {
 	}
 	if len(m.Payload) > 0 {
 		size += protowire.SizeTag(fieldMessagePayload) + protowire.SizeBytes(len(m.Payload))
+	}
+	if m.Deadline < 0 || m.Deadline > maxDeadline {
+		return names, 0, fmt.Errorf("deadline %v: want 0 (none) or a duration up to %v", m.Deadline, maxDeadline)
+	}
+	if m.Deadline != 0 {
+		size += protowire.SizeTag(fieldMessageDeadline) + protowire.SizeVarint(uint64(m.Deadline))
 	}
 	return names, size, nil
 }
@@ -244,6 +259,12 @@ func deliveryFromWire(b []byte) (Delivery, error) {
 			case fieldPublishedSeq:
 				d.Seq = v
 			}
+		case num == fieldPublishedElapsed && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return d, errMalformed
+			}
+			b, d.Elapsed = b[n:], max(time.Duration(v), 0)
 		case num == fieldPublishedEpoch && typ == protowire.Fixed64Type:
 			v, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
@@ -315,6 +336,9 @@ func messageFromWire(b []byte) (Message, []byte, error) {
 		case num == fieldMessageCongestion && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			b, cc = b[n:], v
+		case num == fieldMessageDeadline && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			b, m.Deadline = b[n:], time.Duration(v)
 		default:
 			b = b[protowire.ConsumeFieldValue(num, typ, b):]
 		}

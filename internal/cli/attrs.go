@@ -291,6 +291,10 @@ func appendDeliveryJSON(b []byte, d client.Delivery, latencyMS *float64) []byte 
 		b = append(b, `,"latency_ms":`...)
 		b = strconv.AppendFloat(b, *latencyMS, 'f', 3, 64)
 	}
+	if d.Elapsed > 0 {
+		b = append(b, `,"mesh_ms":`...)
+		b = strconv.AppendFloat(b, float64(d.Elapsed.Microseconds())/1000, 'f', 3, 64)
+	}
 	return append(b, "}\n"...)
 }
 

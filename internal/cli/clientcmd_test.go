@@ -403,3 +403,26 @@ func TestBenchSummaryShowsCongestionControl(t *testing.T) {
 	printBenchSummary(&busy, rep)
 	assert.Contains(t, busy.String(), "congestion control: 3 loss events seen, 12 feedback messages taken, 400 messages in limited flows, 150 held (2500 ms in all)")
 }
+
+func TestSubWithDeadline(t *testing.T) {
+	// --deadline and --two-paths reach the broker; each delivery says how
+	// long the mesh took (mesh_ms), and the summary counts the deliveries
+	// later than the deadline: all of them at 1ns, none with pub's own.
+	noLeaks(t)
+	m := testMesh(t, 2, benchtest.Fault{})
+	ctx := testCtx(t)
+	wait := subscribeVia(t, ctx, m, "--broker", m.Addrs()[1], "--count", "2", "--deadline", "1ns", "--two-paths", `n >= 0`)
+	_, _, err := execute(ctx, "", "pub", "--broker", m.Addrs()[0], "-a", "n=1", "--count", "2", "--deadline", "5s")
+	require.NoError(t, err)
+	out, subErr, err := wait()
+	require.NoError(t, err)
+	assert.Contains(t, subErr, "received 2 messages, 0 lost, 2 later than the 1ns deadline")
+	for _, l := range decodeLines(t, out) {
+		assert.Contains(t, l, "mesh_ms")
+	}
+
+	_, _, err = execute(ctx, "", "sub", "--broker", m.Addrs()[1], "--deadline", "2h", `n >= 0`)
+	require.ErrorContains(t, err, "--deadline 2h0m0s: want 0 (none) or a duration up to 1h")
+	_, _, err = execute(ctx, "", "pub", "--broker", m.Addrs()[1], "-a", "n=1", "--deadline", "-1s")
+	require.ErrorContains(t, err, "--deadline -1s: want 0 (none) or a duration up to 1h")
+}

@@ -21,12 +21,13 @@ const maxLineBytes = 4 << 20
 
 func newPubCmd() *cobra.Command {
 	var (
-		conn    connFlags
-		broker  string
-		attrs   []string
-		payload string
-		count   int
-		perSec  rateValue
+		conn     connFlags
+		broker   string
+		attrs    []string
+		payload  string
+		count    int
+		perSec   rateValue
+		deadline time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "pub --broker ADDR [--attr name=value ...] [--payload TEXT] [--count N] [--rate R/s]",
@@ -43,6 +44,9 @@ Without --attr, reads messages from standard input, one JSON object per line:
 
 A JSON number with no '.' or exponent is an int, any other a float. Binary
 payloads go in base64 under "payload_b64". Blank lines are skipped.
+
+--deadline gives every message a delivery deadline: the mesh sends it first at
+every link, beside the deadlines subscribers ask for (docs/design.md §11).
 
 A one-line summary goes to standard error. SIGINT or SIGTERM stops publishing
 and still reports what the broker accepted.
@@ -65,6 +69,8 @@ counts them, and publishing goes on at the next broker.`,
 				return errors.New("--count needs --attr: without --attr, every JSON line on standard input is published once")
 			case count < 0:
 				return fmt.Errorf("--count %d: want 0 (until interrupted) or more", count)
+			case deadline < 0 || deadline > time.Hour:
+				return fmt.Errorf("--deadline %v: want 0 (none) or a duration up to 1h", deadline)
 			}
 			var next func(context.Context) (client.Message, bool, error)
 			if jsonMode {
@@ -86,6 +92,14 @@ counts them, and publishing goes on at the next broker.`,
 					return msg, true, nil
 				}
 			}
+			if deadline > 0 {
+				inner := next
+				next = func(ctx context.Context) (client.Message, bool, error) {
+					m, ok, err := inner(ctx)
+					m.Deadline = deadline
+					return m, ok, err
+				}
+			}
 			return publish(cmd, &conn, broker, float64(perSec), next)
 		},
 	}
@@ -94,6 +108,7 @@ counts them, and publishing goes on at the next broker.`,
 	cmd.Flags().StringVar(&payload, "payload", "", "message payload `text` (with --attr)")
 	cmd.Flags().IntVarP(&count, "count", "n", 1, "how many times to publish the --attr message (0: until interrupted)")
 	cmd.Flags().Var(&perSec, "rate", "messages per second, like 100 or 2.5/s (0: as fast as possible)")
+	cmd.Flags().DurationVar(&deadline, "deadline", 0, "deliver every message within this time of its publication (0: no deadline)")
 	conn.register(cmd, "drip-pub")
 	_ = cmd.MarkFlagRequired("broker")
 	cmd.Flags().SortFlags = false

@@ -21,9 +21,11 @@ func newSubCmd() *cobra.Command {
 	var (
 		conn   connFlags
 		broker string
-		count  int
-		buffer int
-		file   string
+		count    int
+		buffer   int
+		file     string
+		deadline time.Duration
+		twoPaths bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sub --broker ADDR ('PREDICATE' | --file PATH | -)",
@@ -36,7 +38,9 @@ standard output as one JSON line:
 Attribute types are kept (floats always have a '.' or exponent); a payload that
 is not UTF-8 is printed in base64 under "payload_b64"; latency_ms is measured
 from the ingress broker's publication time, so it includes the clock offset
-between that broker and this machine. When the broker reports messages it
+between that broker and this machine. With --deadline, messages that travelled
+with one also carry mesh_ms, the time from the ingress to this subscriber's
+broker as the mesh measured it hop by hop (no clock offset). When the broker reports messages it
 dropped because this subscriber read too slowly, a line {"lost":N,"total":T}
 comes before the next message.
 
@@ -51,9 +55,17 @@ The predicate is in drip's predicate language, for example
 It is the argument, or read from a file (--file PATH), or from standard input
 (-): long predicates do not fit on a command line.
 
+--deadline asks the mesh to deliver each matching message within that time of its
+publication: such messages are sent first at every link, and a link whose
+delay breaks the deadline is routed around at once; deliveries later than it
+are still printed, and counted at the end. --two-paths sends every matching
+message over two link-disjoint paths, so that one failed link loses nothing, at
+the cost of the second copy's bytes (docs/design.md §11).
+
 Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 		Example: `  drip sub --broker localhost:7000 'agency = "AP" && priority >= 2'
-  drip sub --broker localhost:7000 --count 10 'price > 20.5 || stock prefix "XY"' | jq .payload`,
+  drip sub --broker localhost:7000 --count 10 'price > 20.5 || stock prefix "XY"' | jq .payload
+  drip sub --broker localhost:7000 --deadline 50ms --two-paths 'alarm = true'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case file != "" && len(args) > 0:
@@ -66,6 +78,16 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 0 {
 				return fmt.Errorf("--count %d: want 0 (no limit) or more", count)
+			}
+			if deadline < 0 || deadline > time.Hour {
+				return fmt.Errorf("--deadline %v: want 0 (none) or a duration up to 1h", deadline)
+			}
+			var opts []client.SubscribeOption
+			if deadline > 0 {
+				opts = append(opts, client.WithDeadline(deadline))
+			}
+			if twoPaths {
+				opts = append(opts, client.WithTwoPaths())
 			}
 			pred, err := readPredicate(cmd.InOrStdin(), file, args)
 			if err != nil {
@@ -82,7 +104,7 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 				return interrupted(ctx, logw, err)
 			}
 			defer c.Close()
-			sub, err := c.Subscribe(ctx, pred)
+			sub, err := c.Subscribe(ctx, pred, opts...)
 			if err != nil {
 				return interrupted(ctx, logw, err)
 			}
@@ -126,7 +148,12 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 			if err := out.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(logw, "drip sub: received %s, %d lost\n", Plural(int64(received), "message", "messages"), sub.Lost())
+			if deadline > 0 {
+				fmt.Fprintf(logw, "drip sub: received %s, %d lost, %d later than the %v deadline\n",
+					Plural(int64(received), "message", "messages"), sub.Lost(), sub.DeadlineMisses(), deadline)
+			} else {
+				fmt.Fprintf(logw, "drip sub: received %s, %d lost\n", Plural(int64(received), "message", "messages"), sub.Lost())
+			}
 			switch {
 			case endErr == nil, ctx.Err() != nil:
 				return nil
@@ -141,6 +168,8 @@ Stops after --count messages, or cleanly on SIGINT or SIGTERM.`,
 	cmd.Flags().IntVarP(&count, "count", "n", 0, "exit after this many messages (0: no limit)")
 	cmd.Flags().IntVar(&buffer, "buffer", client.DefaultBufferSize, "deliveries to buffer before the broker must hold or drop them")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "read the predicate from this file (- for standard input)")
+	cmd.Flags().DurationVar(&deadline, "deadline", 0, "deliver each matching message within this time of its publication (0: no deadline)")
+	cmd.Flags().BoolVar(&twoPaths, "two-paths", false, "send each matching message over two link-disjoint paths")
 	conn.register(cmd, "drip-sub")
 	_ = cmd.MarkFlagRequired("broker")
 	cmd.Flags().SortFlags = false
