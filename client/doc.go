@@ -71,6 +71,20 @@
 // keeps reading (setting deliveries aside) so that acknowledgements cannot
 // be stuck behind a full buffer.
 //
+// # Deadlines and two paths
+//
+// A subscription made with WithDeadline asks the mesh to deliver each
+// message it matches within that time of the message's acceptance at its
+// ingress broker: brokers send such messages first at every link, by their
+// share of the time left, and route around a link whose measured delay
+// breaks the deadline as soon as an RTT sample shows it. Each delivery
+// carries the time the mesh measured along its path (Delivery.Elapsed, no
+// synchronised clocks needed), and DeadlineMisses counts those later than
+// the deadline; they are still delivered. WithTwoPaths sends every matching
+// message over two link-disjoint paths, so that one failed link loses
+// nothing; the broker passes the first copy on. A publisher may give a
+// message its own deadline (Message.Deadline). See docs/design.md §11.
+//
 // # Congestion control
 //
 // A subscription made with WithCongestionFeedback(true) tells the
