@@ -26,6 +26,16 @@ import (
 // (linkstate.Table.Second), which every broker on the way follows; the
 // delivering broker passes the first copy on by stamp.
 
+// saneQoS bounds what a neighbour says of a bundle's deadline, so that no
+// value can overflow the arithmetic of budgets and urgencies: a deadline
+// is at most MaxDeadline, and the budget lies between −MaxDeadline (long
+// late) and the deadline (nothing spent).
+func saneQoS(q wire.BundleQoS) wire.BundleQoS {
+	q.Deadline = min(q.Deadline, int64(MaxDeadline))
+	q.Budget = min(max(q.Budget, -int64(MaxDeadline)), q.Deadline)
+	return q
+}
+
 // qosPlan is the QoS of one message at one broker: the flow of each of its
 // destinations that asks for something, and the message's budget here.
 type qosPlan struct {

@@ -141,6 +141,7 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 			n.log.Debug("malformed bundle", zap.String("peer", from.Name()), zap.Error(err))
 			continue
 		}
+		b.QoS = saneQoS(b.QoS)
 		routes := n.routes.Load()
 		var d drp.Decision
 		if b.QoS.Path == wire.PathSecond {
