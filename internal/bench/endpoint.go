@@ -47,13 +47,19 @@ type Publisher interface {
 	Close() (client.Summary, error)
 }
 
-// DripEndpoint adapts a drip client connection.
-func DripEndpoint(c *client.Client) Endpoint { return dripEndpoint{c} }
+// DripEndpoint adapts a drip client connection; its subscriptions are made
+// with opts (a deadline, two paths).
+func DripEndpoint(c *client.Client, opts ...client.SubscribeOption) Endpoint {
+	return dripEndpoint{c, opts}
+}
 
-type dripEndpoint struct{ c *client.Client }
+type dripEndpoint struct {
+	c    *client.Client
+	opts []client.SubscribeOption
+}
 
 func (e dripEndpoint) Subscribe(ctx context.Context, p content.Predicate) (Subscriber, error) {
-	s, err := e.c.Subscribe(ctx, p.String())
+	s, err := e.c.Subscribe(ctx, p.String(), e.opts...)
 	if err != nil {
 		return nil, err
 	}

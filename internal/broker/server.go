@@ -141,10 +141,11 @@ type ServerConfig struct {
 	// StopTimeout bounds how long open client streams may take to finish
 	// after the broker has drained, before they are cut.
 	StopTimeout time.Duration
-	// ClientListener and PeerListener, when set, are used instead of
-	// binding ClientAddr and PeerAddr (tests bind every broker's listeners
-	// before configuring peers).
-	ClientListener, PeerListener net.Listener
+	// ClientListener, PeerListener and MetricsListener, when set, are
+	// used instead of binding ClientAddr, PeerAddr and MetricsAddr (tests
+	// bind every broker's listeners before configuring peers; the lab
+	// binds them in a site's network namespace).
+	ClientListener, PeerListener, MetricsListener net.Listener
 }
 
 // Server runs a Broker behind real listeners.
@@ -232,12 +233,14 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 			return nil, fmt.Errorf("peer listener: %w", err)
 		}
 	}
-	if sc.MetricsAddr != "" {
+	if s.metricsLis = sc.MetricsListener; s.metricsLis == nil && sc.MetricsAddr != "" {
 		if s.metricsLis, err = net.Listen("tcp", sc.MetricsAddr); err != nil {
 			s.clientLis.Close()
 			s.peerLis.Close()
 			return nil, fmt.Errorf("metrics listener: %w", err)
 		}
+	}
+	if s.metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

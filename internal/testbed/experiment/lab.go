@@ -93,12 +93,13 @@ func labPlacementName(l *lab.Lab, t *topology.Topology, delay time.Duration) str
 		l.Name(), len(t.Brokers), bw, delay)
 }
 
-// labPlacement runs a site's processes and connections in its namespace.
-type labPlacement struct{ *lab.Lab }
+// LabPlacement runs a site's processes and connections in its namespace
+// (systems.Placement over a lab).
+type LabPlacement struct{ *lab.Lab }
 
 // Host implements systems.Placement; an unknown site has no address, and
 // listening or dialling there then fails with the lab's error.
-func (p labPlacement) Host(site string) string {
+func (p LabPlacement) Host(site string) string {
 	s, err := p.Site(site)
 	if err != nil {
 		return ""

@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 				cfg.logf("%s: removing lab %s: %v", cfg.Scenario.Name, l.Name(), err)
 			}
 		}()
-		cfg.lab, cfg.Placement, cfg.Links = l, labPlacement{l}, labLinks{l}
+		cfg.lab, cfg.Placement, cfg.Links = l, LabPlacement{l}, labLinks{l}
 		cfg.PlacementName = labPlacementName(l, cfg.Scenario.Topology, cfg.Lab.Delay)
 	}
 	if cfg.Placement == nil {

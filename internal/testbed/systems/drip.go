@@ -42,6 +42,9 @@ type DripOptions struct {
 	NoPeerCompression bool
 	// Configure adjusts each in-process broker's configuration.
 	Configure func(*broker.Config)
+	// Subscribe are the options of every subscription clients make (a
+	// deadline, two paths).
+	Subscribe []client.SubscribeOption
 }
 
 // NewDrip returns the drip system.
@@ -113,7 +116,7 @@ func (s *dripSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
 func (d *dripDeployment) start(ctx context.Context) error {
 	t := d.spec.Topology
 	// Addresses first: every broker dials its neighbours' peer addresses.
-	listeners := map[string][2]net.Listener{}
+	listeners := map[string][3]net.Listener{}
 	defer func() {
 		for _, ls := range listeners {
 			for _, l := range ls {
@@ -128,7 +131,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 		host := d.place.Host(b.Name)
 		site := &dripSite{name: b.Name, id: *b.ID, serveErr: make(chan error, 1)}
 		if d.opts.Binary == "" {
-			var ls [2]net.Listener
+			var ls [3]net.Listener
 			for i := range ls {
 				l, err := d.place.Listen(ctx, b.Name, "tcp", net.JoinHostPort(host, "0"))
 				if err != nil {
@@ -137,8 +140,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 				ls[i] = l
 			}
 			listeners[b.Name] = ls
-			site.client, site.peer = ls[0].Addr().String(), ls[1].Addr().String()
-			site.metrics = net.JoinHostPort(host, "0")
+			site.client, site.peer, site.metrics = ls[0].Addr().String(), ls[1].Addr().String(), ls[2].Addr().String()
 		} else {
 			ports, err := freePorts(ctx, d.place, b.Name, 3)
 			if err != nil {
@@ -183,7 +185,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 		dialer := transport.GRPCDialer{Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.place.DialContext(ctx, name, "tcp", addr)
 		})}}
-		srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientListener: ls[0], PeerListener: ls[1], MetricsAddr: site.metrics}, broker.WithDialer(dialer))
+		srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientListener: ls[0], PeerListener: ls[1], MetricsListener: ls[2]}, broker.WithDialer(dialer))
 		if err != nil {
 			return fmt.Errorf("site %s: %w", name, err)
 		}
@@ -264,7 +266,7 @@ func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoi
 	if err != nil {
 		return nil, err
 	}
-	return bench.DripEndpoint(c), nil
+	return bench.DripEndpoint(c, d.opts.Subscribe...), nil
 }
 
 // Ready waits until every broker knows every router, holds the predicate
@@ -300,9 +302,12 @@ func (d *dripDeployment) Ready(ctx context.Context) error {
 			routers, n, lsdb, advertised, digests, pending)
 		for i := range routers {
 			// One LSA per router and one predicate advertisement per
-			// broker that has subscribers. A lone broker never runs a
-			// shortest-path computation, so it reports no routers.
-			if (routers[i] != n && n > 1) || lsdb[i] != n+advertisers || digests[i] != digests[0] || pending[i] != 0 {
+			// broker that has subscribers, at least: a broker without
+			// subscribers may advertise an empty predicate (its
+			// refresh), which equal digests then show everywhere. A lone
+			// broker never runs a shortest-path computation, so it
+			// reports no routers.
+			if (routers[i] != n && n > 1) || lsdb[i] < n+advertisers || digests[i] != digests[0] || pending[i] != 0 {
 				stable = 0
 				return false, status, nil
 			}
