@@ -76,6 +76,14 @@ experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the 
 	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
 	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD4_ARGS) --out $(EXPERIMENTS_OUT)/overload4
 
+.PHONY: experiments-harmony
+# Kim10 §4 (issue 14): dynamic path delays and path failures on drip's four
+# deadline variants and NATS, in the lab (root); about 25 minutes.
+HARMONY_OUT ?= docs/results/harmony
+HARMONY_ARGS ?=
+experiments-harmony: build ## Run Kim10 §4's delay and failure experiments on drip's deadline variants and NATS in the lab (root, ~25 min) into HARMONY_OUT.
+	$(LAB_BIN) harmony --scenario all --out $(HARMONY_OUT) $(HARMONY_ARGS)
+
 .PHONY: churn
 # Three runs of about 70 s each (40 s of sending, start-up, drain) on 12
 # broker processes; not part of make test. CHURN_ARGS adds flags (--seed, --keep DIR).

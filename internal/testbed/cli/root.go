@@ -22,6 +22,6 @@ the broker package in this process on loopback.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd(), newPerfCmd())
+	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd(), newPerfCmd(), newHarmonyCmd())
 	return root
 }
