@@ -97,21 +97,28 @@ func share(routes *linkstate.Table, dest *bitset.BitSet, budget time.Duration, m
 	return best, ok
 }
 
-// sendQoS queues the bundles of a decision that carries deadlines or
-// second copies (path: wire.PathFirst, wire.PathSecond or 0), each with
-// its urgency, and notes each link's delay budget for reactive rerouting.
+// sendQoS queues one bundle per next hop of a decision and counts what
+// cannot leave. With a plan (p not nil), bundles carry deadlines or second
+// copies (path: wire.PathFirst, wire.PathSecond or 0), each queued with its
+// urgency, and each link's delay budget is noted for reactive rerouting;
+// without one they are plain bundles.
 func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
 	n := f.n
 	f.countDrops(d)
 	if len(d.Forwards) == 0 {
 		return
 	}
-	measured := n.cfg.LinkState.CostMode == linkstate.CostRTT
 	links := *n.links.Load()
 	for _, fw := range d.Forwards {
 		l := links[fw.Next]
 		if l == nil {
-			n.m.routeDropped.WithLabelValues("link_down").Add(float64(fw.Bundle.Dest.Count()))
+			// The routing snapshot is ahead of or behind the links.
+			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(fw.Bundle.Dest.Count()))
+			continue
+		}
+		size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
+		if p == nil {
+			l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
 			continue
 		}
 		deadline, two := p.bundleDeadline(fw.Bundle.Dest)
@@ -127,6 +134,7 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 			q.Deadline, q.Budget = int64(deadline), int64(budget)
 			now := l.Now()
 			u.Deadline = now + int64(budget)
+			measured := n.cfg.LinkState.CostMode == linkstate.CostRTT
 			if s, ok := share(routes, fw.Bundle.Dest, budget, measured); ok && s >= 0 {
 				// A share below zero cannot be kept: the bundle keeps its
 				// place rather than push ahead of bundles that can.
@@ -134,8 +142,7 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 				n.budgets.note(fw.Next, linkDelay(routes, fw.Next, measured)+s)
 			}
 		}
-		b := wire.AppendBundleQoS(make([]byte, 0, wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))),
-			fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, q)
+		b := wire.AppendBundleQoS(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, q)
 		if path == wire.PathSecond {
 			n.m.secondPathBytes.Add(float64(len(b)))
 		}

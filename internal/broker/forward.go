@@ -236,20 +236,5 @@ func (f *Forwarder) countDrops(d drp.Decision) {
 
 // send queues one bundle per next hop and counts what cannot leave.
 func (f *Forwarder) send(d drp.Decision, raw []byte, h bundleHeader) {
-	n := f.n
-	f.countDrops(d)
-	if len(d.Forwards) == 0 {
-		return
-	}
-	links := *n.links.Load()
-	for _, fw := range d.Forwards {
-		l := links[fw.Next]
-		if l == nil {
-			// The routing snapshot is ahead of or behind the links.
-			n.m.routeDropped.WithLabelValues("link_down").Add(float64(fw.Bundle.Dest.Count()))
-			continue
-		}
-		l.PushBundle(wire.AppendBundle(make([]byte, 0, wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))),
-			fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
-	}
+	f.sendQoS(d, nil, nil, 0, raw, h)
 }
