@@ -19,8 +19,8 @@ import (
 
 func newSubCmd() *cobra.Command {
 	var (
-		conn   connFlags
-		broker string
+		conn     connFlags
+		broker   string
 		count    int
 		buffer   int
 		file     string
