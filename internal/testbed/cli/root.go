@@ -16,7 +16,8 @@ without it. lab runs a topology as an emulated wide-area network in network
 namespaces (root only; docs/lab.md); experiment runs Carzaniga09 §5's
 scenarios on drip, ActiveMQ and NATS and plots them (docs/experiments.md);
 perf measures the data plane against nats-server and ActiveMQ on this
-machine (docs/results/perf.md).
+machine (docs/results/perf.md); harmony runs Kim10 §4's deadline and
+two-path experiments (docs/results/harmony.md).
 The brokers it measures are drip's own: drip broker processes in the lab, or
 the broker package in this process on loopback.`,
 		SilenceUsage:  true,

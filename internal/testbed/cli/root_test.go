@@ -42,7 +42,15 @@ func TestRootCommands(t *testing.T) {
 	for _, c := range NewRoot().Commands() {
 		names = append(names, c.Name())
 	}
-	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf"}, names)
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony"}, names)
+}
+
+func TestHarmonyFlagErrors(t *testing.T) {
+	// Refused before any lab is started.
+	_, _, err := execute(testCtx(t), "", "harmony", "--scenario", "storm", "--out", t.TempDir())
+	assert.ErrorContains(t, err, `--scenario "storm": want delay, failure or all`)
+	_, _, err = execute(testCtx(t), "", "harmony", "--scenario", "delay")
+	assert.ErrorContains(t, err, "--out: a directory for the results is required")
 }
 
 func TestVersion(t *testing.T) {
