@@ -55,7 +55,7 @@ func benchMessage(b *testing.B) []byte {
 // so the allocations per message are the broker's (issue 12 asks ≤ 3).
 func BenchmarkBroker1to1(b *testing.B) {
 	api := rawClient(b, benchBroker(b))
-	runRaw(b, api, api, func() {})
+	runRaw(b, api, api, 0, func() {})
 }
 
 // countDeliveries counts the messages of a Delivery event (one, or a
@@ -139,10 +139,17 @@ func benchClient1to1(b *testing.B, opts ...client.Option) {
 
 // BenchmarkBroker2 is the path through two brokers: published at b0,
 // carried in a bundle over the peer link, delivered at b1; with and without
-// link compression (on by default, for WAN links).
+// link compression (on by default, for WAN links), and with a subscription
+// that has a deadline, so that every message takes the deadline path
+// (class lookup, urgency, budget) on a plain link.
 func BenchmarkBroker2(b *testing.B) {
-	for _, compress := range []bool{false, true} {
-		b.Run(map[bool]string{false: "plain", true: "deflate"}[compress], func(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		compress bool
+		deadline time.Duration
+	}{{"plain", false, 0}, {"deflate", true, 0}, {"deadline", false, time.Second}} {
+		compress := tc.compress
+		b.Run(tc.name, func(b *testing.B) {
 			c0, p0, c1, p1 := listen(b), listen(b), listen(b), listen(b)
 			start := func(id int, cl, pl net.Listener, peers []broker.Peer) {
 				cfg := brokertest.FastConfig(uint32(id))
@@ -157,7 +164,7 @@ func BenchmarkBroker2(b *testing.B) {
 			start(0, c0, p0, []broker.Peer{{ID: 1, Addr: p1.Addr().String(), Weight: 1}})
 			start(1, c1, p1, nil)
 			pubAPI, subAPI := rawClient(b, c0.Addr().String()), rawClient(b, c1.Addr().String())
-			runRaw(b, pubAPI, subAPI, func() {
+			runRaw(b, pubAPI, subAPI, tc.deadline, func() {
 				// The subscription must be known at b0 before publishing.
 				time.Sleep(300 * time.Millisecond)
 			})
@@ -174,14 +181,15 @@ func rawClient(b *testing.B, addr string) dripv1.BrokerClient {
 }
 
 // runRaw publishes b.N messages in requests of 64 through pub and counts
-// their deliveries through sub, whose subscription is made first; settle
-// runs between the two.
-func runRaw(b *testing.B, pub, subAPI dripv1.BrokerClient, settle func()) {
+// their deliveries through sub, whose subscription (with the deadline, if
+// not 0) is made first; settle runs between the two.
+func runRaw(b *testing.B, pub, subAPI dripv1.BrokerClient, deadline time.Duration, settle func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sub, err := subAPI.Subscribe(ctx)
 	require.NoError(b, err)
-	require.NoError(b, sub.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: `symbol = "DRIP"`}, AcceptBatches: true}))
+	require.NoError(b, sub.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: `symbol = "DRIP"`}, AcceptBatches: true,
+		DeadlineNs: int64(deadline)}))
 	_, err = sub.Recv()
 	require.NoError(b, err)
 	settle()

@@ -40,7 +40,10 @@ func saneQoS(q wire.BundleQoS) wire.BundleQoS {
 // destinations that asks for something, and the message's budget here.
 type qosPlan struct {
 	table *qos.Table
-	bloom *encoding.Bloom // the message's; nil in transit
+	// bloom is the message's Bloom filter at the ingress (unused in
+	// transit). A copy, not a pointer: a pointer into this heap scratch
+	// would move every message's filter to the heap, deadline or not.
+	bloom encoding.Bloom
 	// deadline is the message's deadline (the publisher's at the ingress,
 	// the bundle's in transit) and budget the time left of it now; 0: none.
 	deadline, budget time.Duration
@@ -54,7 +57,7 @@ func (p *qosPlan) lookup(dest *bitset.BitSet) {
 		if !dest.Test(uint(r)) {
 			continue
 		}
-		if f := p.table.Lookup(r, p.bloom); f != (qos.Flow{}) {
+		if f := p.table.Lookup(r, &p.bloom); f != (qos.Flow{}) {
 			p.flows[r] = f
 			if f.TwoPaths {
 				p.two.Set(uint(r))

@@ -9,7 +9,6 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
-	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/match"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
@@ -92,7 +91,8 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 	routes := n.routes.Load()
 	d := f.fwd.Ingress(routes, &f.dest)
 	if t := n.qos.Load(); !t.Empty() || deadline != 0 {
-		p := f.plan(t, &bm, deadline, deadline)
+		p := f.plan(t, deadline, deadline)
+		p.bloom = bm
 		p.lookup(&f.dest)
 		f.sendQoS(d, routes, p, 0, raw, h)
 		if p.two.Any() {
@@ -115,14 +115,14 @@ type bundleHeader struct {
 }
 
 // plan readies the Forwarder's QoS scratch for one message.
-func (f *Forwarder) plan(t *qos.Table, bm *encoding.Bloom, deadline, budget time.Duration) *qosPlan {
+func (f *Forwarder) plan(t *qos.Table, deadline, budget time.Duration) *qosPlan {
 	p := &f.qos
 	if p.flows == nil {
 		p.flows = map[uint32]qos.Flow{}
 	}
 	clear(p.flows)
 	p.two.ClearAll()
-	p.table, p.bloom, p.deadline, p.budget = t, bm, deadline, budget
+	p.table, p.deadline, p.budget = t, deadline, budget
 	return p
 }
 
@@ -170,7 +170,7 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 			f.send(d, b.Message, h)
 			continue
 		}
-		p := f.plan(nil, nil, time.Duration(b.QoS.Deadline), time.Duration(b.QoS.Budget))
+		p := f.plan(nil, time.Duration(b.QoS.Deadline), time.Duration(b.QoS.Budget))
 		f.sendQoS(d, routes, p, b.QoS.Path, b.Message, h)
 	}
 }
