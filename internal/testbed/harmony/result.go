@@ -122,15 +122,13 @@ func latencyStats(lat []time.Duration, deadline time.Duration) PairStats {
 
 // total fills All from the pairs.
 func (v *VariantResult) total(deadline time.Duration) {
-	var all []time.Duration
 	var published uint64
 	dups := 0
 	for _, p := range v.Pairs {
 		published += p.Published
 		dups += p.Duplicates
 	}
-	all = append(all, v.latencies...)
-	v.All = latencyStats(all, deadline)
+	v.All = latencyStats(v.latencies, deadline)
 	v.All.Pair, v.All.Published, v.All.Duplicates = "all", published, dups
 	for _, p := range v.Pairs {
 		v.All.Received += p.Received
