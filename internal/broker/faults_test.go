@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -343,4 +344,41 @@ func TestReadyOnceJoined(t *testing.T) {
 		require.Eventually(t, func() bool { return serving(t, m.nodes[0].client) }, 10*time.Second, 10*time.Millisecond)
 		assert.GreaterOrEqual(t, time.Since(start), timeout)
 	})
+}
+
+// TestReadyzFollowsReadiness: /readyz on the metrics listener answers as
+// the gRPC readiness does — 503 until the broker has joined, then 200 —
+// so a TLS broker, whose gRPC health kubelet cannot ask, still gets a
+// readiness probe that means "joined".
+func TestReadyzFollowsReadiness(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	cfg := fastConfig(0)
+	cfg.JoinTimeout = timeout // its neighbour never answers: ready after the join timeout
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.Peers = []broker.Peer{{ID: 1, Addr: dead.Addr().String(), Weight: 1}}
+	require.NoError(t, dead.Close())
+	srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+		MetricsAddr: "127.0.0.1:0", StopTimeout: time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	readyz := func() int {
+		resp, err := http.Get("http://" + srv.MetricsAddr() + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return readyz() != 0 }, 5*time.Second, 5*time.Millisecond)
+	if time.Since(start) < timeout {
+		assert.Equal(t, http.StatusServiceUnavailable, readyz(), "not ready before joining")
+	}
+	require.Eventually(t, func() bool { return readyz() == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), timeout)
 }

@@ -11,6 +11,8 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,6 +120,13 @@ func requireBrokerCertificate(cs tls.ConnectionState) error {
 	return fmt.Errorf("certificate %q is not a broker's: it does not allow serverAuth (a client certificate cannot open a peer link)", leaf.Subject.CommonName)
 }
 
+// The states of Server.readiness.
+const (
+	readyJoining int32 = iota
+	readyServing
+	readyDraining
+)
+
 // ServerConfig says where a broker listens.
 type ServerConfig struct {
 	ClientAddr  string // drip.v1.Broker, health, reflection
@@ -130,8 +139,9 @@ type ServerConfig struct {
 	ClientTLS TLSFiles
 	PeerTLS   TLSFiles // also used when dialling peers (mTLS)
 	// PeerIdentity requires each peer's certificate to name the router it
-	// claims: a URI SAN drip://<mesh>/router/<id> (PeerTLS must require
-	// client certificates). Without it any broker certificate may claim
+	// claims: a URI SAN drip://<mesh>/router/<id> or a DNS SAN
+	// <id>.router.<mesh>.drip.internal (PeerTLS must require client
+	// certificates). Without it any broker certificate may claim
 	// any router ID.
 	PeerIdentity bool
 	// PeerResolver, if set, resolves the host names of neighbours'
@@ -158,7 +168,10 @@ type Server struct {
 	clientSrv, peerSrv *grpc.Server
 	httpSrv            *http.Server
 	health             *health.Server
-	reg                *prometheus.Registry
+	// readiness is what /readyz says: readyJoining, readyServing (the
+	// broker joined), readyDraining (for good).
+	readiness atomic.Int32
+	reg       *prometheus.Registry
 }
 
 // NewServer validates sc, binds the listeners (so ":0" addresses are known
@@ -244,6 +257,17 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		// /readyz is the readiness of the gRPC health service
+		// ReadinessService, for probes that cannot speak gRPC over TLS
+		// (kubelet's): a TLS broker otherwise could only offer a TCP
+		// connect, which is ready long before the broker has joined.
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if s.readiness.Load() != readyServing {
+				http.Error(w, "not ready: joining the mesh or draining", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		})
 		if sc.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -262,6 +286,33 @@ func PeerIdentityURI(mesh string, id uint32) string {
 	return (&url.URL{Scheme: "drip", Host: mesh, Path: fmt.Sprintf("/router/%d", id)}).String()
 }
 
+// PeerIdentityDNS is the same name as a DNS SAN, <id>.router.<mesh>.drip.internal,
+// for issuers that cannot write URI SANs (Helm's genSignedCert, which the
+// chart's generated certificates come from). It needs a mesh name that is
+// a DNS label; ".internal" is reserved for private use, so the name never
+// resolves to anyone.
+func PeerIdentityDNS(mesh string, id uint32) string {
+	return fmt.Sprintf("%d.router.%s.drip.internal", id, mesh)
+}
+
+// CertificateNamesRouter reports whether a broker's certificate names
+// router id of mesh, in either form.
+func CertificateNamesRouter(leaf *x509.Certificate, mesh string, id uint32) bool {
+	want := PeerIdentityURI(mesh, id)
+	for _, u := range leaf.URIs {
+		if u.String() == want {
+			return true
+		}
+	}
+	dns := PeerIdentityDNS(mesh, id)
+	for _, d := range leaf.DNSNames {
+		if strings.EqualFold(d, dns) {
+			return true
+		}
+	}
+	return false
+}
+
 // peerIdentity admits a peer only if its certificate names the router ID
 // and mesh its Open claims, so that a broker holding a valid certificate
 // cannot speak for another router.
@@ -277,13 +328,12 @@ func peerIdentity(mesh string) func(context.Context, *dripv1.Open) error {
 			return &transport.IncompatibleError{Reason: "identity", Detail: "no peer certificate to check " + want + " against"}
 		}
 		leaf := info.State.PeerCertificates[0]
-		for _, u := range leaf.URIs {
-			if u.String() == want {
-				return nil
-			}
+		if CertificateNamesRouter(leaf, mesh, remote.GetRouterId()) {
+			return nil
 		}
 		return &transport.IncompatibleError{Reason: "identity",
-			Detail: fmt.Sprintf("certificate %q does not name router %d (URI SAN %s)", leaf.Subject.CommonName, remote.GetRouterId(), want)}
+			Detail: fmt.Sprintf("certificate %q does not name router %d (URI SAN %s or DNS SAN %s)",
+				leaf.Subject.CommonName, remote.GetRouterId(), want, PeerIdentityDNS(mesh, remote.GetRouterId()))}
 	}
 }
 
@@ -389,7 +439,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() {
 		select {
 		case <-s.b.Joined():
-			s.health.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_SERVING)
+			if s.readiness.CompareAndSwap(readyJoining, readyServing) {
+				s.health.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_SERVING)
+			}
 		case <-runCtx.Done():
 		}
 	}()
@@ -400,6 +452,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	case serveErr = <-errc:
 		s.log.Error("listener failed", zap.Error(serveErr))
 	}
+	s.readiness.Store(readyDraining)
 	s.health.Shutdown()
 	stop()
 	<-runDone

@@ -226,7 +226,7 @@ func TestPeerIdentity(t *testing.T) {
 	require.NoError(t, dial(5), "the router the certificate names")
 	err = dial(1)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `does not name router 1 (URI SAN drip://test/router/1)`)
+	assert.Contains(t, err.Error(), `does not name router 1 (URI SAN drip://test/router/1 or DNS SAN 1.router.test.drip.internal)`)
 	assert.Equal(t, 1.0, testutil.ToFloat64(srv.Broker().HandshakeFailures("identity")))
 
 	// It needs mutual TLS.
