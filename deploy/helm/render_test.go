@@ -97,8 +97,9 @@ func TestDefaults(t *testing.T) {
 	m := render(t)
 	assert.Equal(t, []string{
 		"ConfigMap/demo-drip-topology", "Pod/demo-drip-selftest", "Role/demo-drip-endpointslices", "RoleBinding/demo-drip-endpointslices",
+		"Secret/demo-drip-broker-tls", "Secret/demo-drip-client-tls", "Secret/demo-drip-tls-issuers",
 		"Service/demo-drip", "Service/demo-drip-headless", "ServiceAccount/demo-drip", "StatefulSet/demo-drip",
-	}, m.keys(), "no monitors, dashboards or PVCs by default")
+	}, m.keys(), "no monitors, dashboards or PVCs by default; generated certificates (TestGeneratedTLS)")
 
 	hs := get[*corev1.Service](t, m, "Service/"+headless)
 	assert.Equal(t, corev1.ClusterIPNone, hs.Spec.ClusterIP)
@@ -134,7 +135,9 @@ func TestDefaults(t *testing.T) {
 		"broker", "--topology=/etc/drip/topology.yaml", "--name=$(POD_NAME)",
 		"--client-addr=:7000", "--peer-addr=:7100", "--metrics-addr=:9100",
 		"--log-level=info", "--log-format=json", "--drain-timeout=10s", "--drain-overlap=2s", "--peer-endpointslices=" + headless,
-	}, b.Args)
+		"--tls-cert=/etc/drip-tls/$(POD_NAME).crt", "--tls-key=/etc/drip-tls/$(POD_NAME).key", "--tls-ca=/etc/drip-tls/ca.crt",
+		"--tls-peer-identity", "--tls-client-auth", "--tls-client-ca=/etc/drip-tls/client-ca.crt",
+	}, b.Args, "mutual TLS by default, each broker with its own certificate")
 	assert.Equal(t, fullname, pod.Spec.ServiceAccountName)
 	assert.Equal(t, new(true), pod.Spec.AutomountServiceAccountToken, "the EndpointSlices are read with the pod's token")
 	assert.GreaterOrEqual(t, *pod.Spec.TerminationGracePeriodSeconds, int64(10+15), "the drain and the servers' stop fit in the grace period")
@@ -143,17 +146,30 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "metadata.name", b.Env[0].ValueFrom.FieldRef.FieldPath)
 	for name, p := range map[string]*corev1.Probe{"liveness": b.LivenessProbe, "readiness": b.ReadinessProbe} {
 		require.NotNil(t, p, name)
-		require.NotNil(t, p.GRPC, "%s probe uses the gRPC health service", name)
-		assert.Equal(t, int32(7000), p.GRPC.Port, name)
-		assert.Nil(t, p.TCPSocket, name)
+		require.NotNil(t, p.HTTPGet, "%s probe: kubelet's gRPC probe cannot speak TLS, the metrics listener's HTTP can", name)
+		assert.Equal(t, "metrics", p.HTTPGet.Port.String(), name)
+		assert.Nil(t, p.GRPC, name)
 	}
-	assert.Nil(t, b.LivenessProbe.GRPC.Service, "alive: the server's overall health")
-	require.NotNil(t, b.ReadinessProbe.GRPC.Service)
-	assert.Equal(t, "drip.v1.Broker", *b.ReadinessProbe.GRPC.Service, "ready: the broker has joined the mesh")
+	assert.Equal(t, "/healthz", b.LivenessProbe.HTTPGet.Path, "alive: the server runs")
+	assert.Equal(t, "/readyz", b.ReadinessProbe.HTTPGet.Path, "ready: the broker has joined the mesh")
 	assertUnprivileged(t, "broker", b.SecurityContext)
 	assert.NotEmpty(t, b.Resources.Requests)
-	require.Len(t, b.VolumeMounts, 1)
+	require.Len(t, b.VolumeMounts, 2)
 	assert.Equal(t, "/etc/drip", b.VolumeMounts[0].MountPath)
+	assert.Equal(t, "/etc/drip-tls", b.VolumeMounts[1].MountPath)
+
+	// Plaintext, the probes ask the gRPC health service.
+	plainB := container(t, render(t, "--set", "tls.enabled=false").statefulSet(t).Spec.Template.Spec, "broker")
+	assert.NotContains(t, strings.Join(plainB.Args, " "), "--tls")
+	for name, p := range map[string]*corev1.Probe{"liveness": plainB.LivenessProbe, "readiness": plainB.ReadinessProbe} {
+		require.NotNil(t, p, name)
+		require.NotNil(t, p.GRPC, "%s probe uses the gRPC health service", name)
+		assert.Equal(t, int32(7000), p.GRPC.Port, name)
+		assert.Nil(t, p.HTTPGet, name)
+	}
+	assert.Nil(t, plainB.LivenessProbe.GRPC.Service, "alive: the server's overall health")
+	require.NotNil(t, plainB.ReadinessProbe.GRPC.Service)
+	assert.Equal(t, "drip.v1.Broker", *plainB.ReadinessProbe.GRPC.Service, "ready: the broker has joined the mesh")
 
 	topo := m.mesh(t)
 	assert.Equal(t, fullname, topo.Mesh, "mesh name defaults to the release's")
@@ -173,7 +189,7 @@ func TestDefaults(t *testing.T) {
 	assertUnprivileged(t, "selftest", tc.SecurityContext)
 	assert.Equal(t, []string{
 		"selftest", "--broker=" + dns(0, 7000), "--broker=" + dns(2, 7000), "--broker=" + dns(3, 7000),
-		"--messages=10", "--timeout=90s",
+		"--messages=10", "--timeout=90s", "--tls-ca=/etc/drip/tls/ca.crt", "--tls-cert=/etc/drip/tls/tls.crt", "--tls-key=/etc/drip/tls/tls.key",
 	}, tc.Args, "the first, middle and last broker, by DNS name")
 }
 
@@ -338,11 +354,13 @@ func TestTLS(t *testing.T) {
 	assert.Subset(t, b.Args, []string{
 		"--tls-cert=/etc/drip/tls/tls.crt", "--tls-key=/etc/drip/tls/tls.key", "--tls-ca=/etc/drip/tls/ca.crt", "--tls-client-auth",
 	})
+	assert.NotContains(t, b.Args, "--tls-peer-identity", "one certificate for every broker names no router")
 	for name, p := range map[string]*corev1.Probe{"liveness": b.LivenessProbe, "readiness": b.ReadinessProbe} {
 		assert.Nil(t, p.GRPC, "%s: kubelet's gRPC probe cannot speak TLS", name)
-		require.NotNil(t, p.TCPSocket, name)
-		assert.Equal(t, "client", p.TCPSocket.Port.String(), name)
+		require.NotNil(t, p.HTTPGet, name)
+		assert.Equal(t, "metrics", p.HTTPGet.Port.String(), name)
 	}
+	assert.NotContains(t, m.keys(), "Secret/demo-drip-broker-tls", "no generated certificates with tls.secretName")
 	cfg := volume(t, spec, b.VolumeMounts[0].Name)
 	require.NotNil(t, cfg.Projected)
 	var paths []string
@@ -536,7 +554,7 @@ func TestValueErrors(t *testing.T) {
 		{[]string{"topology.shape=explicit", "topology.links[0].b=2"}, "at '/topology/links/0': missing property 'a'", "a and b (broker ordinals) are required"},
 		{[]string{"topology.link.weight=0"}, "weight 0 is not a positive integer", ""},
 		{[]string{"replicaCount=0"}, "at '/replicaCount': minimum: got 0, want 1", "replicaCount 0: want at least 1 broker"},
-		{[]string{"tls.enabled=true"}, "tls.enabled needs tls.secretName", ""},
+		{[]string{"topology.mesh=Prod_1"}, `topology.mesh "Prod_1": the generated certificates name each router as the DNS name <id>.router.<mesh>.drip.internal, so the mesh must be a DNS label`, ""},
 		{[]string{"selftest.ordinals={0,4}"}, "selftest.ordinals: 4 is not a broker ordinal (0..3)", ""},
 		{[]string{"metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true"},
 			"metrics.podMonitor.enabled and metrics.serviceMonitor.enabled are both true: enable one of them, not both", ""},

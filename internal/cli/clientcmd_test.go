@@ -3,7 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -371,6 +378,19 @@ func TestTLSFlags(t *testing.T) {
 	opts, err = f.options()
 	require.NoError(t, err)
 	assert.Len(t, opts, 4, "TLS added")
+
+	// A client certificate, for brokers that require one.
+	f = connFlags{tlsCert: notPEM}
+	_, err = f.options()
+	assert.ErrorContains(t, err, "--tls-cert and --tls-key go together")
+	f = connFlags{tlsCert: notPEM, tlsKey: notPEM}
+	_, err = f.options()
+	assert.ErrorContains(t, err, "--tls-cert/--tls-key: tls: failed to find any PEM data in certificate input")
+	certFile, keyFile := selfSigned(t, dir)
+	f = connFlags{tlsCert: certFile, tlsKey: keyFile}
+	opts, err = f.options()
+	require.NoError(t, err)
+	assert.Len(t, opts, 4, "TLS with the client's certificate, verifying brokers against the system roots")
 }
 
 // Shell completion is cobra's default command, and flags with a fixed set of
@@ -425,4 +445,22 @@ func TestSubWithDeadline(t *testing.T) {
 	require.ErrorContains(t, err, "--deadline 2h0m0s: want 0 (none) or a duration up to 1h")
 	_, _, err = execute(ctx, "", "pub", "--broker", m.Addrs()[1], "-a", "n=1", "--deadline", "-1s")
 	require.ErrorContains(t, err, "--deadline -1s: want 0 (none) or a duration up to 1h")
+}
+
+// selfSigned writes a self-signed certificate and its key into dir.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return certFile, keyFile
 }

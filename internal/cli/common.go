@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -26,6 +27,8 @@ type connFlags struct {
 	tls           bool
 	tlsCA         string
 	tlsServerName string
+	tlsCert       string
+	tlsKey        string
 	congestion    bool
 	ccFeedback    bool
 }
@@ -41,6 +44,10 @@ func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, verifying the broker against the PEM certificates in this `file`")
 	fl.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify the broker's certificate against (default: the host of the address)")
 	_ = cmd.MarkFlagFilename("tls-ca", "pem", "crt")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate `file`, for brokers that require client certificates (the chart's default: the Secret <release>-client-tls)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key `file` of --tls-cert")
+	_ = cmd.MarkFlagFilename("tls-cert", "pem", "crt")
+	_ = cmd.MarkFlagFilename("tls-key", "pem", "key")
 	fl.BoolVar(&f.congestion, "congestion", true, "publishers slow the flows that subscriptions ask them to (content-aware congestion control, docs/design.md §12)")
 	fl.BoolVar(&f.ccFeedback, "congestion-feedback", false, "subscriptions measure loss and ask publishers to slow the flows that lose messages on their way")
 }
@@ -51,10 +58,20 @@ func (f *connFlags) options() ([]client.Option, error) {
 	if f.failoverWait > 0 {
 		opts = append(opts, client.WithFailoverWait(f.failoverWait))
 	}
-	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" && f.tlsCert == "" {
 		return opts, nil
 	}
 	cfg := &tls.Config{ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
+	if f.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
 	if f.tlsCA != "" {
 		pem, err := os.ReadFile(f.tlsCA)
 		if err != nil {

@@ -72,6 +72,29 @@ The fully qualified DNS name of one broker: call with (list $ ordinal).
 {{- printf "%s-%d.%s.%s.svc.%s" (include "drip.fullname" $) (int (index . 1)) (include "drip.headlessName" $) $.Release.Namespace $.Values.clusterDomain }}
 {{- end }}
 
+{{- define "drip.mesh" -}}
+{{- .Values.topology.mesh | default (include "drip.fullname" .) }}
+{{- end }}
+
+{{/*
+The Secrets of the generated certificates (tls.enabled without
+tls.secretName): the issuers' keys (never mounted), the brokers' key pairs
+and the CAs they trust (mounted by brokers), a client's key pair and the
+CA that verifies brokers (mounted by clients: the helm test, bench Jobs).
+*/}}
+{{- define "drip.tlsGenerated" -}}
+{{- and .Values.tls.enabled (not .Values.tls.secretName) }}
+{{- end }}
+{{- define "drip.tlsIssuersSecret" -}}
+{{- printf "%s-tls-issuers" (include "drip.fullname" .) }}
+{{- end }}
+{{- define "drip.tlsBrokerSecret" -}}
+{{- printf "%s-broker-tls" (include "drip.fullname" .) }}
+{{- end }}
+{{- define "drip.tlsClientSecret" -}}
+{{- printf "%s-client-tls" (include "drip.fullname" .) }}
+{{- end }}
+
 {{- define "drip.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
@@ -190,8 +213,8 @@ includes it, so the first one rendered reports the problem.
 {{- if lt (int .Values.replicaCount) 1 }}
 {{- fail (printf "replicaCount %v: want at least 1 broker" .Values.replicaCount) }}
 {{- end }}
-{{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
-{{- fail "tls.enabled needs tls.secretName: a Secret with tls.crt, tls.key and ca.crt" }}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" (include "drip.mesh" .))) }}
+{{- fail (printf "topology.mesh %q: the generated certificates name each router as the DNS name <id>.router.<mesh>.drip.internal, so the mesh must be a DNS label (lower case letters, digits, '-'); or bring your own tls.secretName" (include "drip.mesh" .)) }}
 {{- end }}
 {{- if and .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled }}
 {{- fail "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled are both true: enable one of them, not both; each scrapes every broker, so both would store every sample twice" }}
@@ -228,7 +251,7 @@ reads: broker i is the pod <fullname>-i with router ID i, at its DNS name.
 {{- range $p := include "drip.linkPairs" . | fromJsonArray }}
 {{- $links = append $links (include "drip.link" (list $ (index $p 0) (index $p 1) (index $p 2)) | fromJson) }}
 {{- end }}
-{{- toYaml (dict "mesh" (.Values.topology.mesh | default (include "drip.fullname" .)) "brokers" $brokers "links" $links) }}
+{{- toYaml (dict "mesh" (include "drip.mesh" .) "brokers" $brokers "links" $links) }}
 {{- end }}
 
 {{/*
