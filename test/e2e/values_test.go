@@ -226,8 +226,19 @@ func benchArgs(b benchSpec, brokers []string) []string {
 		// leaves out the progress lines and the summary.
 		"--json",
 		"-q",
+		// The chart's mutual TLS: the client certificate it generated.
+		"--tls-ca=" + clientTLSDir + "/ca.crt",
+		"--tls-cert=" + clientTLSDir + "/tls.crt",
+		"--tls-key=" + clientTLSDir + "/tls.key",
 	}
 }
+
+// clientTLSDir is where bench Jobs mount clientTLSSecret, the client
+// certificate and broker CA the chart generates (tls.enabled, its default).
+const (
+	clientTLSDir    = "/etc/drip/tls"
+	clientTLSSecret = release + "-client-tls"
+)
 
 // benchJob is the Job that runs the bench once, as unprivileged as the
 // brokers; a failed bench is not retried, its log is the result.
@@ -237,6 +248,7 @@ func benchJob(name string, img imageRef, pullPolicy corev1.PullPolicy, args []st
 	deadlineSeconds := int64(deadline / time.Second)
 	backoff := int32(0)
 	uid := int64(65532)
+	secretMode := int32(0o440) // owner and fsGroup read
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -252,6 +264,7 @@ func benchJob(name string, img imageRef, pullPolicy corev1.PullPolicy, args []st
 						RunAsNonRoot:   &yes,
 						RunAsUser:      &uid,
 						RunAsGroup:     &uid,
+						FSGroup:        &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Containers: []corev1.Container{{
@@ -268,7 +281,11 @@ func benchJob(name string, img imageRef, pullPolicy corev1.PullPolicy, args []st
 							ReadOnlyRootFilesystem:   &yes,
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: clientTLSDir, ReadOnly: true}},
 					}},
+					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{
+						Secret: &corev1.SecretVolumeSource{SecretName: clientTLSSecret, DefaultMode: &secretMode},
+					}}},
 				},
 			},
 		},
@@ -440,13 +457,14 @@ func checkRendered(t *testing.T, manifests []byte, m meshSpec) {
 					Containers []struct {
 						Name, Image     string
 						ImagePullPolicy string `yaml:"imagePullPolicy"`
+						Args            []string
 					}
 				}
 			}
 		}
 		Data map[string]string
 	}
-	var sts, cm *object
+	var sts, cm, clientTLS *object
 	dec := yaml.NewDecoder(bytes.NewReader(manifests))
 	for {
 		var o object
@@ -460,7 +478,13 @@ func checkRendered(t *testing.T, manifests []byte, m meshSpec) {
 			sts = &o
 		case o.Kind == "ConfigMap" && o.Metadata.Name == topologyCM:
 			cm = &o
+		case o.Kind == "Secret" && o.Metadata.Name == clientTLSSecret:
+			clientTLS = &o
 		}
+	}
+	require.NotNil(t, clientTLS, "no Secret %q for the bench Jobs in the rendered chart", clientTLSSecret)
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		assert.NotEmpty(t, clientTLS.Data[k], "%s of %s", k, clientTLSSecret)
 	}
 	require.NotNil(t, sts, "no StatefulSet %q in the rendered chart", release)
 	require.NotNil(t, cm, "no ConfigMap %q in the rendered chart", topologyCM)
@@ -469,6 +493,9 @@ func checkRendered(t *testing.T, manifests []byte, m meshSpec) {
 	var names []string
 	for _, c := range sts.Spec.Template.Spec.Containers {
 		names = append(names, c.Name)
+		if c.Name == "broker" {
+			assert.Subset(t, c.Args, []string{"--tls-peer-identity", "--tls-client-auth"}, "the suite runs the mesh with mutual TLS")
+		}
 		assert.Equal(t, "example.com/drip:e2e", c.Image, c.Name)
 		assert.Equal(t, "Never", c.ImagePullPolicy, c.Name)
 	}
@@ -507,6 +534,9 @@ func TestBenchJob(t *testing.T) {
 	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 	assert.Equal(t, job.Labels["drip-e2e/job"], job.Spec.Template.Labels["drip-e2e/job"], "the suite finds the pod by this label")
 	assert.Equal(t, "drip-3.drip-headless.ns.svc:7000", brokers[1])
+	require.Len(t, pod.Volumes, 1)
+	assert.Equal(t, "drip-client-tls", pod.Volumes[0].Secret.SecretName, "the chart's generated client certificate")
+	assert.Equal(t, "/etc/drip/tls", c.VolumeMounts[0].MountPath)
 
 	// The arguments must be ones drip bench accepts: parse them with the
 	// real command, without running it.
@@ -525,6 +555,7 @@ func TestBenchJob(t *testing.T) {
 		"quiet":       "true",
 		"json":        "true",
 		"report":      "", // standard output
+		"tls-cert":    "/etc/drip/tls/tls.crt",
 	} {
 		assert.Equal(t, want, cmd.Flags().Lookup(flag).Value.String(), "--%s", flag)
 	}
