@@ -28,6 +28,9 @@ type Config struct {
 	// ID is the router ID: unique in the mesh, and small, because
 	// destination sets are bitsets over router IDs (Carzaniga09 §2.3).
 	ID uint32
+	// MatchAll says what the broker does with other routers' filters that
+	// match every message (MatchAllPolicy; empty Mode: MatchAllAllow).
+	MatchAll MatchAllPolicy
 	// MaxRouterID is the largest router ID the mesh admits. Bundles naming
 	// a larger one are refused, so no peer can make per-message state grow
 	// with an arbitrary ID.
@@ -181,6 +184,7 @@ func DefaultConfig(id uint32, name string) Config {
 		DrainOverlap:     2 * time.Second,
 		RerouteGrace:     3 * time.Second,
 		JoinTimeout:      10 * time.Second,
+		MatchAll:         MatchAllPolicy{Mode: MatchAllAllow},
 	}
 }
 
@@ -195,6 +199,11 @@ func (c Config) Validate() error {
 	}
 	if c.ID > c.MaxRouterID {
 		errs = append(errs, fmt.Errorf("router ID %d is beyond the largest router ID %d", c.ID, c.MaxRouterID))
+	}
+	if c.MatchAll.Mode != "" {
+		if err := c.MatchAll.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	seen := map[uint32]bool{}
 	for i, p := range c.Peers {

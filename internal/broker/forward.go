@@ -77,6 +77,11 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 	f.dest.ClearAll()
 	preds.Match(bm, &f.dest)
 	f.dest.Clear(uint(n.cfg.ID))
+	if s := n.matchAllSnap.Load(); s != nil {
+		if k := s.add(&f.dest, n.cfg.ID); k > 0 {
+			n.m.routeDropped.WithLabelValues(routeDropMatchAll).Add(float64(k))
+		}
+	}
 	if sample {
 		n.m.matchEncoded.Observe(n.clock.Since(start).Seconds())
 	}

@@ -153,6 +153,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		m.routeDropped.WithLabelValues(drp.DropReason(r).String())
 	}
 	m.routeDropped.WithLabelValues(routeDropLinkDown)
+	m.routeDropped.WithLabelValues(routeDropMatchAll)
 	// Rare and worth a panel: exported at zero so it shows a zero.
 	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")

@@ -96,6 +96,7 @@ func TestDropReasonsAreDocumented(t *testing.T) {
 		assert.Contains(t, drops, "`"+drp.DropReason(r).String()+"`")
 	}
 	assert.Contains(t, drops, "`"+routeDropLinkDown+"`")
+	assert.Contains(t, drops, "`"+routeDropMatchAll+"`")
 	handshakes := line("drip_link_handshake_failures_total")
 	for _, r := range handshakeFailureReasons {
 		assert.Contains(t, handshakes, "`"+r+"`")

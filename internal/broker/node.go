@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -81,6 +82,9 @@ type Node struct {
 	// Per other router, its advertised filters that match every message.
 	matchAll      map[uint32]int
 	matchAllTotal int
+	// Per router whose match-all filters are limited or refused, its
+	// limiter; matchAllSnap is the data plane's copy.
+	matchAllLimiters map[uint32]*rate.Limiter
 	// Per router, its QoS classes (docs/design.md §11), and whether the
 	// data plane's qos.Table is behind them.
 	classes      map[uint32][]linkstate.QoSClass
@@ -91,7 +95,9 @@ type Node struct {
 	routes atomic.Pointer[linkstate.Table]
 	preds  atomic.Pointer[encoding.Snapshot]
 	qos    atomic.Pointer[qos.Table]
-	links  atomic.Pointer[map[uint32]Link]
+	// matchAllSnap is nil until a router is limited or refused.
+	matchAllSnap atomic.Pointer[matchAllRouters]
+	links        atomic.Pointer[map[uint32]Link]
 	// budgets collects, per neighbour, the least delay budget of the
 	// deadline bundles the data plane sent it since the control plane
 	// last looked (SetDelayBudget, reactive rerouting).
@@ -129,20 +135,21 @@ func newNode(cfg Config, o options) (*Node, error) {
 	}
 	now := o.clock.Now()
 	n := &Node{
-		cfg:      cfg,
-		log:      o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:        newMetrics(o.reg, cfg.Name),
-		clock:    o.clock,
-		start:    now,
-		epoch:    uint64(now.UnixNano()),
-		ls:       ls,
-		table:    encoding.NewTable(cfg.Encoding),
-		current:  map[uint32]Link{},
-		heldSeq:  map[uint32]uint64{},
-		matchAll: map[uint32]int{},
-		classes:  map[uint32][]linkstate.QoSClass{},
-		dups:     dups,
-		drain:    make(chan struct{}),
+		cfg:              cfg,
+		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
+		m:                newMetrics(o.reg, cfg.Name),
+		clock:            o.clock,
+		start:            now,
+		epoch:            uint64(now.UnixNano()),
+		ls:               ls,
+		table:            encoding.NewTable(cfg.Encoding),
+		current:          map[uint32]Link{},
+		heldSeq:          map[uint32]uint64{},
+		matchAll:         map[uint32]int{},
+		matchAllLimiters: map[uint32]*rate.Limiter{},
+		classes:          map[uint32][]linkstate.QoSClass{},
+		dups:             dups,
+		drain:            make(chan struct{}),
 	}
 	n.subs = newSubscriptions(subscriptionsConfig{
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
@@ -316,13 +323,13 @@ func (n *Node) processReady() {
 			if n.withdrawn {
 				break
 			}
+			filters := n.applyMatchAll(u)
 			if u.Removed {
 				n.table.Remove(u.Router)
 			} else {
-				n.table.Set(u.Router, u.Filters)
+				n.table.Set(u.Router, filters)
 			}
 			n.setClasses(u)
-			n.countMatchAll(u)
 			n.predsDirty = true
 		}
 		for _, ev := range rd.Events {
@@ -332,40 +339,6 @@ func (n *Node) processReady() {
 		// 48 bits survive the float64 exactly.
 		n.m.lsdbDigest.Set(float64(n.ls.Digest() & (1<<48 - 1)))
 		n.ls.Advance()
-	}
-}
-
-// countMatchAll keeps drip_match_all_filters: the filters of other
-// routers that match every message (the empty Bloom filter), which draw
-// every message published anywhere to their router. Subscriptions such as
-// 'k exists' encode to one legitimately; a peer may also advertise one to
-// see everything, so a router that starts to is logged.
-func (n *Node) countMatchAll(u linkstate.PredicateUpdate) {
-	if u.Router == n.cfg.ID {
-		return
-	}
-	k := 0
-	if !u.Removed {
-		for _, f := range u.Filters {
-			if f.IsZero() {
-				k++
-			}
-		}
-	}
-	old := n.matchAll[u.Router]
-	if k == old {
-		return
-	}
-	if k == 0 {
-		delete(n.matchAll, u.Router)
-	} else {
-		n.matchAll[u.Router] = k
-	}
-	n.matchAllTotal += k - old
-	n.m.matchAll.Set(float64(n.matchAllTotal))
-	if old == 0 {
-		n.log.Info("router advertises filters that match every message; every message goes to it",
-			zap.Uint32("router", u.Router), zap.Int("filters", k))
 	}
 }
 

@@ -50,6 +50,7 @@ type brokerFlags struct {
 	joinTimeout                time.Duration
 	dedupWindow                int
 	maxRouterID                uint32
+	matchAll                   string
 	pprof                      bool
 
 	tlsCert, tlsKey, tlsCA string
@@ -126,6 +127,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.DurationVar(&f.drainOverlap, "drain-overlap", def.DrainOverlap, "how long a moving subscriber keeps both subscriptions: the time the mesh needs to learn where it went")
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
+	fl.StringVar(&f.matchAll, "match-all", def.MatchAll.Mode, "what this broker, as an ingress, does with other brokers' filters that match every message ('k exists' subscriptions, or a peer asking for everything): allow, refuse, or limit:<messages per second per broker>; what it leaves out is counted as drip_route_dropped_destinations_total{reason=\"match_all\"}")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
 	fl.IntVar(&f.maxSubs, "max-subscriptions", def.MaxSubscriptions, "bound on subscriptions held by this broker")
 	fl.IntVar(&f.maxFilters, "max-filters", def.Predicates.MaxFilters, "bound on filters (|| terms) per predicate")
@@ -203,6 +205,9 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
 	cfg.SlowLinks.Behind = f.linkWait
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
+	if cfg.MatchAll, err = broker.ParseMatchAllPolicy(f.matchAll); err != nil {
+		return cfg, sc, err // names the policy, as --match-all's help does
+	}
 	cfg.JoinTimeout = f.joinTimeout
 	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr

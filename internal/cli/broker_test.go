@@ -106,6 +106,8 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-ca", "cc.pem"}, "--tls-client-ca needs --tls-client-auth"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
+		{[]string{"--name", "b0", "--match-all", "deny"}, `match-all policy "deny": want allow, limit or refuse`},
+		{[]string{"--name", "b0", "--match-all", "limit:0"}, `want a positive rate`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
