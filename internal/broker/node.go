@@ -75,6 +75,10 @@ type Node struct {
 	// acted on for its link, from when the link came up: a newer withdrawn
 	// one says the neighbour is leaving now (finishLeavers).
 	heldSeq map[uint32]uint64
+	// refusedLogged is when a refusal of a neighbour's advertisement was
+	// last logged, per neighbour and reason: a forger sending thousands
+	// gets one line per refusedLogInterval, the counter counts them all.
+	refusedLogged map[refusal]time.Time
 	// An adjacency has been advertised, the node holding the neighbour's
 	// database (HasRoutes).
 	adjacencyAdvertised bool
@@ -119,7 +123,9 @@ func newNode(cfg Config, o options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
-	ls, err := linkstate.New(cfg.linkStateConfig())
+	lsCfg := cfg.linkStateConfig()
+	lsCfg.Auth = o.auth
+	ls, err := linkstate.New(lsCfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
@@ -129,20 +135,22 @@ func newNode(cfg Config, o options) (*Node, error) {
 	}
 	now := o.clock.Now()
 	n := &Node{
-		cfg:      cfg,
-		log:      o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:        newMetrics(o.reg, cfg.Name),
-		clock:    o.clock,
-		start:    now,
-		epoch:    uint64(now.UnixNano()),
-		ls:       ls,
-		table:    encoding.NewTable(cfg.Encoding),
-		current:  map[uint32]Link{},
-		heldSeq:  map[uint32]uint64{},
-		matchAll: map[uint32]int{},
-		classes:  map[uint32][]linkstate.QoSClass{},
-		dups:     dups,
-		drain:    make(chan struct{}),
+		cfg:     cfg,
+		log:     o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
+		m:       newMetrics(o.reg, cfg.Name),
+		clock:   o.clock,
+		start:   now,
+		epoch:   uint64(now.UnixNano()),
+		ls:      ls,
+		table:   encoding.NewTable(cfg.Encoding),
+		current: map[uint32]Link{},
+		heldSeq: map[uint32]uint64{},
+
+		refusedLogged: map[refusal]time.Time{},
+		matchAll:      map[uint32]int{},
+		classes:       map[uint32][]linkstate.QoSClass{},
+		dups:          dups,
+		drain:         make(chan struct{}),
 	}
 	n.subs = newSubscriptions(subscriptionsConfig{
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
@@ -200,6 +208,11 @@ func (n *Node) LinkDown(l Link) {
 	}
 	delete(n.current, peer)
 	delete(n.heldSeq, peer)
+	for r := range n.refusedLogged {
+		if r.peer == peer {
+			delete(n.refusedLogged, r)
+		}
+	}
 	n.publishLinks()
 	n.ls.LinkDown(peer, n.now())
 	n.flush()
@@ -236,12 +249,41 @@ func (n *Node) Control(l Link, cs []*dripv1.Control) error {
 				f.Finish()
 			}
 		}
-		if err := n.ls.Step(l.Peer(), msg, now); err != nil && !errors.Is(err, linkstate.ErrShutdown) {
+		err = n.ls.Step(l.Peer(), msg, now)
+		var refused *linkstate.AuthError
+		switch {
+		case errors.As(err, &refused):
+			n.refused(l, refused.Reason, err)
+		case err != nil && !errors.Is(err, linkstate.ErrShutdown):
 			n.log.Debug("control message ignored", zap.String("peer", l.Name()), zap.Error(err))
 		}
 	}
 	n.flush()
 	return nil
+}
+
+// refusal keys the log rate limit of refused advertisements.
+type refusal struct {
+	peer   uint32
+	reason string
+}
+
+// refusedLogInterval is how often refusals of one reason from one
+// neighbour are logged.
+const refusedLogInterval = time.Minute
+
+// refused counts an advertisement the link-state core refused (its
+// signature, certificate or identity did not check out, or it had none)
+// and logs it once per neighbour, reason and refusedLogInterval.
+func (n *Node) refused(l Link, reason string, err error) {
+	n.m.adsRefused.WithLabelValues(reason).Inc()
+	k, now := refusal{l.Peer(), reason}, n.clock.Now()
+	if last, ok := n.refusedLogged[k]; ok && now.Sub(last) < refusedLogInterval {
+		return
+	}
+	n.refusedLogged[k] = now
+	n.log.Warn("advertisement refused: a neighbour sent one its origin did not sign (more of this reason from it are counted, not logged, for a minute)",
+		zap.String("peer", l.Name()), zap.String("reason", reason), zap.Error(err))
 }
 
 // Tick drives the protocol's timers (hellos, dead intervals, refresh,
@@ -623,6 +665,12 @@ func (n *Node) Inspect() Inspection {
 // (tests and diagnostics).
 func (n *Node) HandshakeFailures(reason string) prometheus.Counter {
 	return n.m.linkHandshakeFails.WithLabelValues(reason)
+}
+
+// AdvertisementsRefused returns the counter of neighbours' advertisements
+// refused for a reason (linkstate.RefusedReasons).
+func (n *Node) AdvertisementsRefused(reason string) prometheus.Counter {
+	return n.m.adsRefused.WithLabelValues(reason)
 }
 
 // PublishedCounter counts messages accepted from local publishers.
