@@ -174,7 +174,11 @@ func (n *Node) check(e *entry) error {
 		if ae := (*AuthError)(nil); !errors.As(err, &ae) {
 			err = &AuthError{Reason: RefusedSignature, Err: err}
 		}
-		return fmt.Errorf("%s of router %d seq %d refused: %w", e.key.Kind, e.key.Origin, e.seq, err)
+		what := "LSA"
+		if e.key.Kind == KindPredicate {
+			what = "predicate advertisement"
+		}
+		return fmt.Errorf("%s of router %d seq %d refused: %w", what, e.key.Origin, e.seq, err)
 	}
 	return nil
 }

@@ -9,7 +9,9 @@
 // advertisement is accepted only if
 //
 //   - its certificate chains to the peer CA, allows serverAuth (a broker's,
-//     not a client's) and is valid at the injected time;
+//     not a client's) and is valid at the injected time — or has expired
+//     since, if the advertisement is this router's own from an earlier
+//     incarnation, which the core only re-originates past;
 //   - the certificate names the advertisement's origin and the mesh as the
 //     URI SAN drip://<mesh>/router/<id> (IdentityURI), the same identity
 //     the peer handshake checks (broker.ServerConfig.PeerIdentity);

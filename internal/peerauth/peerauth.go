@@ -166,7 +166,7 @@ func (a *Authenticator) Check(key linkstate.Key, signed []byte, s linkstate.Seal
 	if len(s.Cert) == 0 {
 		return refuse(linkstate.RefusedCertificate, "no certificate")
 	}
-	v, err := a.certificate(s.Cert, key.Origin)
+	v, err := a.certificate(s.Cert, key.Origin, key.Origin == a.router)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,13 @@ func (a *Authenticator) Check(key linkstate.Key, signed []byte, s linkstate.Seal
 // before (its validity is checked again, against now), else after x509
 // verification against the peer CA. The latest certificate of a router
 // replaces its previous one in the cache.
-func (a *Authenticator) certificate(der []byte, origin uint32) (*verified, error) {
+//
+// own says the advertisement is this router's, from an earlier
+// incarnation: then a certificate that has expired since is accepted. The
+// copy only tells the router to re-originate past it (it is never
+// installed), and refusing it would leave the mesh preferring the old copy
+// to the restarted router's new ones until it aged out.
+func (a *Authenticator) certificate(der []byte, origin uint32, own bool) (*verified, error) {
 	sum := sha256.Sum256(der)
 	now := a.now()
 	a.mu.Lock()
@@ -206,7 +212,12 @@ func (a *Authenticator) certificate(der []byte, origin uint32) (*verified, error
 		if err != nil {
 			return nil, refuse(linkstate.RefusedCertificate, "certificate does not parse: %v", err)
 		}
-		chains, err := leaf.Verify(x509.VerifyOptions{Roots: a.roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		opts := x509.VerifyOptions{Roots: a.roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		chains, err := leaf.Verify(opts)
+		if ie := (x509.CertificateInvalidError{}); own && errors.As(err, &ie) && ie.Reason == x509.Expired && now.After(leaf.NotAfter) {
+			opts.CurrentTime = leaf.NotAfter
+			chains, err = leaf.Verify(opts)
+		}
 		if err != nil {
 			return nil, refuse(linkstate.RefusedCertificate, "certificate %q: %v", leaf.Subject.CommonName, err)
 		}
@@ -222,7 +233,7 @@ func (a *Authenticator) certificate(der []byte, origin uint32) (*verified, error
 		a.remember(sum, v, origin)
 		return v, nil
 	}
-	if now.Before(v.notBefore) || now.After(v.notAfter) {
+	if !own && (now.Before(v.notBefore) || now.After(v.notAfter)) {
 		return nil, refuse(linkstate.RefusedCertificate, "certificate %q: valid from %s to %s, not at %s",
 			v.leaf.Subject.CommonName, v.notBefore.Format(time.RFC3339), v.notAfter.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
