@@ -508,6 +508,11 @@ func (n *Node) observe(ev linkstate.Event) {
 		// Only a forged or corrupt copy gets there: worth an operator's eye.
 		n.log.Warn("own advertisement reached the largest sequence number; flushed it and restarted at 1",
 			zap.Stringer("kind", ev.Kind))
+	case linkstate.EventSealFailed:
+		// The key of the peer certificate could not sign (an external
+		// signer gone): neighbours refuse the unsigned advertisement.
+		n.log.Error("could not sign own advertisement; it went out unsigned and neighbours will refuse it",
+			zap.Stringer("kind", ev.Kind), zap.Uint64("seq", ev.Seq))
 	case linkstate.EventVersionMismatch, linkstate.EventParamsMismatch:
 		n.log.Warn("peer incompatible", zap.Stringer("event", ev.Type), zap.String("peer", name), zap.Uint64("seq", ev.Seq))
 	default:
