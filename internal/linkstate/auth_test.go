@@ -384,3 +384,23 @@ func TestAuthOffIsUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendSignedGolden pins the signed bytes: every router must produce
+// the same bytes for one advertisement (they are exchanged between brokers
+// in effect), so a change needs a new signedVersion.
+func TestAppendSignedGolden(t *testing.T) {
+	lsa := &LSA{Origin: 7, Seq: 0x0102030405060708, Age: time.Hour, Links: []Link{{Neighbor: 2, Cost: 10}, {Neighbor: 9, Cost: 1}}}
+	assert.Equal(t,
+		"0101"+"00000007"+"0102030405060708"+"00"+"00000002"+"00000002"+"0000000a"+"00000009"+"00000001",
+		fmt.Sprintf("%x", lsa.AppendSigned(nil)))
+	withdrawn := &LSA{Origin: 7, Seq: 3, Withdrawn: true}
+	assert.Equal(t, "0101"+"00000007"+"0000000000000003"+"01"+"00000000", fmt.Sprintf("%x", withdrawn.AppendSigned(nil)))
+	pred := &PredAd{Origin: 7, Seq: 2, Params: encoding.DefaultParams(), Filters: []encoding.Bloom{bloom(3, 300), {}},
+		Classes: []QoSClass{{Deadline: time.Millisecond, TwoPaths: true, Filters: []encoding.Bloom{bloom(5)}}}}
+	assert.Equal(t,
+		"0102"+"00000007"+"0000000000000002"+"00"+
+			"01"+"00000800"+"00000006"+ // cat-v2, M, K
+			"00000002"+"00000002"+"00000003"+"0000012c"+"00000000"+
+			"00000001"+"00000000000f4240"+"01"+"00000001"+"00000001"+"00000005",
+		fmt.Sprintf("%x", pred.AppendSigned(nil)))
+}

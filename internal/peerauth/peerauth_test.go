@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/url"
 	"testing"
@@ -371,4 +372,18 @@ func BenchmarkCheck(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestDigestGolden pins what a broker signs for given signed bytes: every
+// broker must compute the same digest (it is exchanged between brokers in
+// effect), and the mesh is part of it.
+func TestDigestGolden(t *testing.T) {
+	a := &Authenticator{mesh: "drip"}
+	// SHA-256("drip advertisement v1\x00" || uvarint(4) || "drip" || 01 02 03)
+	assert.Equal(t, "17b795682b5eca726b5c4a4fcd101128bc60a97da77535c4ab3c9c14c3816874", fmt.Sprintf("%x", a.digest([]byte{1, 2, 3})))
+	b := &Authenticator{mesh: "dripx"}
+	assert.NotEqual(t, a.digest([]byte{1, 2, 3}), b.digest([]byte{1, 2, 3}))
+	// The mesh name is length-prefixed: mesh "a" with bytes "bc" is not
+	// mesh "ab" with bytes "c".
+	assert.NotEqual(t, (&Authenticator{mesh: "a"}).digest([]byte("bc")), (&Authenticator{mesh: "ab"}).digest([]byte("c")))
 }
