@@ -16,6 +16,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
 )
@@ -28,6 +29,7 @@ type options struct {
 	reg    prometheus.Registerer
 	dialer transport.Dialer
 	clock  clock.WithTicker
+	auth   linkstate.Authenticator
 }
 
 func defaults() options {
@@ -42,6 +44,11 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { 
 
 // WithDialer sets how neighbours are dialled (default: plaintext gRPC).
 func WithDialer(d transport.Dialer) Option { return func(o *options) { o.dialer = d } }
+
+// WithAuthenticator signs the advertisements the broker originates and
+// checks every received one before it is installed (linkstate.Config.Auth;
+// NewServer sets it from the peer certificate when PeerIdentity is on).
+func WithAuthenticator(a linkstate.Authenticator) Option { return func(o *options) { o.auth = a } }
 
 // WithClock sets the clock every timer of the broker runs on (default: the
 // real one); tests pass a fake clock to run in virtual time.
@@ -132,6 +139,12 @@ func (b *Broker) Open() *dripv1.Open { return b.open }
 
 // Config returns the broker's configuration.
 func (b *Broker) Config() Config { return b.node.cfg }
+
+// AdvertisementsRefused returns the counter of neighbours' advertisements
+// refused for a reason (linkstate.RefusedReasons).
+func (b *Broker) AdvertisementsRefused(reason string) prometheus.Counter {
+	return b.node.AdvertisementsRefused(reason)
+}
 
 // HandshakeFailures returns the counter of refused links for a reason.
 func (b *Broker) HandshakeFailures(reason string) prometheus.Counter {

@@ -28,11 +28,14 @@ import (
 // testMesh runs brokers on loopback with real listeners, as production
 // does, with timers shortened so tests converge in well under a second.
 type testMesh struct {
-	t       *testing.T
-	n       int
-	edges   [][2]int
-	mutate  func(*broker.Config)
-	opts    []broker.Option
+	t      *testing.T
+	n      int
+	edges  [][2]int
+	mutate func(*broker.Config)
+	opts   []broker.Option
+	// server, if set, edits broker i's ServerConfig (TLS, peer identity)
+	// each time it starts.
+	server  func(i int, sc *broker.ServerConfig)
 	nodes   []*meshNode
 	clients []*grpc.ClientConn
 	subs    []*testSub
@@ -77,7 +80,13 @@ func dialAs(t *testing.T, b *broker.Broker, addr string, id uint32, creds creden
 // startMesh starts n brokers; for every edge, the lower ID dials.
 func startMesh(t *testing.T, n int, edges [][2]int, mutate func(*broker.Config), opts ...broker.Option) *testMesh {
 	t.Helper()
-	m := &testMesh{t: t, n: n, edges: edges, mutate: mutate, opts: opts, nodes: make([]*meshNode, n), clients: make([]*grpc.ClientConn, n)}
+	return startMeshWith(t, n, edges, mutate, nil, opts...)
+}
+
+// startMeshWith is startMesh whose brokers' ServerConfigs server edits.
+func startMeshWith(t *testing.T, n int, edges [][2]int, mutate func(*broker.Config), server func(int, *broker.ServerConfig), opts ...broker.Option) *testMesh {
+	t.Helper()
+	m := &testMesh{t: t, n: n, edges: edges, mutate: mutate, server: server, opts: opts, nodes: make([]*meshNode, n), clients: make([]*grpc.ClientConn, n)}
 	listeners := make([][2]net.Listener, n)
 	for i := range n {
 		for j := range 2 {
@@ -114,7 +123,11 @@ func (m *testMesh) config(i int) broker.Config {
 }
 
 func (m *testMesh) startNode(i int, cl, pl net.Listener) {
-	srv, err := broker.NewServer(m.config(i), broker.ServerConfig{ClientListener: cl, PeerListener: pl, StopTimeout: time.Second}, m.opts...)
+	sc := broker.ServerConfig{ClientListener: cl, PeerListener: pl, StopTimeout: time.Second}
+	if m.server != nil {
+		m.server(i, &sc)
+	}
+	srv, err := broker.NewServer(m.config(i), sc, m.opts...)
 	require.NoError(m.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	nd := m.nodes[i]

@@ -29,6 +29,7 @@ type metrics struct {
 	linkRTT            *prometheus.GaugeVec
 	linkCost           *prometheus.GaugeVec
 	linkHandshakeFails *prometheus.CounterVec // reason
+	adsRefused         *prometheus.CounterVec // reason
 
 	// Per broker.
 	published         prometheus.Counter
@@ -130,6 +131,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
 		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
 		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
+		adsRefused:       f.counterVec("advertisements_refused_total", "Link-state and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
 		deadlineBundles: f.counter("deadline_bundles_total",
 			"Bundles this broker sent with a delivery deadline, queued by urgency (their share of the latency margin)."),
@@ -148,6 +150,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 	// data until the first failure.
 	for _, r := range handshakeFailureReasons {
 		m.linkHandshakeFails.WithLabelValues(r)
+	}
+	for _, r := range linkstate.RefusedReasons {
+		m.adsRefused.WithLabelValues(r)
 	}
 	for r := range drp.NumDropReasons {
 		m.routeDropped.WithLabelValues(drp.DropReason(r).String())

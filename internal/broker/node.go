@@ -76,6 +76,10 @@ type Node struct {
 	// acted on for its link, from when the link came up: a newer withdrawn
 	// one says the neighbour is leaving now (finishLeavers).
 	heldSeq map[uint32]uint64
+	// refusedLogged is when a refusal of a neighbour's advertisement was
+	// last logged, per neighbour and reason: a forger sending thousands
+	// gets one line per refusedLogInterval, the counter counts them all.
+	refusedLogged map[refusal]time.Time
 	// An adjacency has been advertised, the node holding the neighbour's
 	// database (HasRoutes).
 	adjacencyAdvertised bool
@@ -125,7 +129,9 @@ func newNode(cfg Config, o options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
-	ls, err := linkstate.New(cfg.linkStateConfig())
+	lsCfg := cfg.linkStateConfig()
+	lsCfg.Auth = o.auth
+	ls, err := linkstate.New(lsCfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
@@ -145,6 +151,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		table:            encoding.NewTable(cfg.Encoding),
 		current:          map[uint32]Link{},
 		heldSeq:          map[uint32]uint64{},
+		refusedLogged:    map[refusal]time.Time{},
 		matchAll:         map[uint32]int{},
 		matchAllLimiters: map[uint32]*rate.Limiter{},
 		classes:          map[uint32][]linkstate.QoSClass{},
@@ -207,6 +214,11 @@ func (n *Node) LinkDown(l Link) {
 	}
 	delete(n.current, peer)
 	delete(n.heldSeq, peer)
+	for r := range n.refusedLogged {
+		if r.peer == peer {
+			delete(n.refusedLogged, r)
+		}
+	}
 	n.publishLinks()
 	n.ls.LinkDown(peer, n.now())
 	n.flush()
@@ -243,12 +255,41 @@ func (n *Node) Control(l Link, cs []*dripv1.Control) error {
 				f.Finish()
 			}
 		}
-		if err := n.ls.Step(l.Peer(), msg, now); err != nil && !errors.Is(err, linkstate.ErrShutdown) {
+		err = n.ls.Step(l.Peer(), msg, now)
+		var refused *linkstate.AuthError
+		switch {
+		case errors.As(err, &refused):
+			n.refused(l, refused.Reason, err)
+		case err != nil && !errors.Is(err, linkstate.ErrShutdown):
 			n.log.Debug("control message ignored", zap.String("peer", l.Name()), zap.Error(err))
 		}
 	}
 	n.flush()
 	return nil
+}
+
+// refusal keys the log rate limit of refused advertisements.
+type refusal struct {
+	peer   uint32
+	reason string
+}
+
+// refusedLogInterval is how often refusals of one reason from one
+// neighbour are logged.
+const refusedLogInterval = time.Minute
+
+// refused counts an advertisement the link-state core refused (its
+// signature, certificate or identity did not check out, or it had none)
+// and logs it once per neighbour, reason and refusedLogInterval.
+func (n *Node) refused(l Link, reason string, err error) {
+	n.m.adsRefused.WithLabelValues(reason).Inc()
+	k, now := refusal{l.Peer(), reason}, n.clock.Now()
+	if last, ok := n.refusedLogged[k]; ok && now.Sub(last) < refusedLogInterval {
+		return
+	}
+	n.refusedLogged[k] = now
+	n.log.Warn("advertisement refused: a neighbour sent one its origin did not sign (more of this reason from it are counted, not logged, for a minute)",
+		zap.String("peer", l.Name()), zap.String("reason", reason), zap.Error(err))
 }
 
 // Tick drives the protocol's timers (hellos, dead intervals, refresh,
@@ -439,6 +480,11 @@ func (n *Node) observe(ev linkstate.Event) {
 		// Only a forged or corrupt copy gets there: worth an operator's eye.
 		n.log.Warn("own advertisement reached the largest sequence number; flushed it and restarted at 1",
 			zap.Stringer("kind", ev.Kind))
+	case linkstate.EventSealFailed:
+		// The key of the peer certificate could not sign (an external
+		// signer gone): neighbours refuse the unsigned advertisement.
+		n.log.Error("could not sign own advertisement; it went out unsigned and neighbours will refuse it",
+			zap.Stringer("kind", ev.Kind), zap.Uint64("seq", ev.Seq))
 	case linkstate.EventVersionMismatch, linkstate.EventParamsMismatch:
 		n.log.Warn("peer incompatible", zap.Stringer("event", ev.Type), zap.String("peer", name), zap.Uint64("seq", ev.Seq))
 	default:
@@ -596,6 +642,12 @@ func (n *Node) Inspect() Inspection {
 // (tests and diagnostics).
 func (n *Node) HandshakeFailures(reason string) prometheus.Counter {
 	return n.m.linkHandshakeFails.WithLabelValues(reason)
+}
+
+// AdvertisementsRefused returns the counter of neighbours' advertisements
+// refused for a reason (linkstate.RefusedReasons).
+func (n *Node) AdvertisementsRefused(reason string) prometheus.Counter {
+	return n.m.adsRefused.WithLabelValues(reason)
 }
 
 // PublishedCounter counts messages accepted from local publishers.

@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/peerauth"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -201,6 +200,15 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		dialer = resolvingDialer{grpc: peerDial, resolver: sc.PeerResolver}
 	}
 	opts = append([]Option{WithRegisterer(reg), WithDialer(dialer)}, opts...)
+	if sc.PeerIdentity {
+		// One knob: per-router certificates name the router for the
+		// handshake and sign its advertisements.
+		auth, err := sc.advertisementAuth(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, WithAuthenticator(auth))
+	}
 	b, err := New(cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -282,35 +290,34 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 
 // PeerIdentityURI is the URI SAN that names router id of mesh in a
 // broker's certificate (ServerConfig.PeerIdentity).
-func PeerIdentityURI(mesh string, id uint32) string {
-	return (&url.URL{Scheme: "drip", Host: mesh, Path: fmt.Sprintf("/router/%d", id)}).String()
+func PeerIdentityURI(mesh string, id uint32) string { return peerauth.IdentityURI(mesh, id) }
+
+// advertisementAuth signs the broker's advertisements with the key of its
+// peer certificate and verifies others' against the peer CA (peerauth).
+func (sc ServerConfig) advertisementAuth(cfg Config) (*peerauth.Authenticator, error) {
+	cert, err := tls.LoadX509KeyPair(sc.PeerTLS.CertFile, sc.PeerTLS.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("peer identity: load TLS key pair %s, %s: %w", sc.PeerTLS.CertFile, sc.PeerTLS.KeyFile, err)
+	}
+	roots, err := loadPool(sc.PeerTLS.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("peer identity: %w", err)
+	}
+	a, err := peerauth.New(peerauth.Config{Mesh: cfg.Mesh, Router: cfg.ID, Certificate: cert, Roots: roots})
+	if err != nil {
+		return nil, fmt.Errorf("peer identity: %w", err)
+	}
+	return a, nil
 }
 
-// PeerIdentityDNS is the same name as a DNS SAN, <id>.router.<mesh>.drip.internal,
-// for issuers that cannot write URI SANs (Helm's genSignedCert, which the
-// chart's generated certificates come from). It needs a mesh name that is
-// a DNS label; ".internal" is reserved for private use, so the name never
-// resolves to anyone.
-func PeerIdentityDNS(mesh string, id uint32) string {
-	return fmt.Sprintf("%d.router.%s.drip.internal", id, mesh)
-}
+// PeerIdentityDNS is the DNS SAN form of PeerIdentityURI,
+// <id>.router.<mesh>.drip.internal (peerauth.IdentityDNS).
+func PeerIdentityDNS(mesh string, id uint32) string { return peerauth.IdentityDNS(mesh, id) }
 
 // CertificateNamesRouter reports whether a broker's certificate names
-// router id of mesh, in either form.
+// router id of mesh, by either form (peerauth.NamesRouter).
 func CertificateNamesRouter(leaf *x509.Certificate, mesh string, id uint32) bool {
-	want := PeerIdentityURI(mesh, id)
-	for _, u := range leaf.URIs {
-		if u.String() == want {
-			return true
-		}
-	}
-	dns := PeerIdentityDNS(mesh, id)
-	for _, d := range leaf.DNSNames {
-		if strings.EqualFold(d, dns) {
-			return true
-		}
-	}
-	return false
+	return peerauth.NamesRouter(leaf, mesh, id)
 }
 
 // peerIdentity admits a peer only if its certificate names the router ID

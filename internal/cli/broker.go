@@ -139,7 +139,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
 	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-client-ca (default --tls-ca)")
-	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id> (needs --tls-ca)")
+	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id>, and sign every advertisement this broker originates with its certificate's key and verify every received one (needs --tls-ca, and per-router certificates on every broker of the mesh)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA that signs clients' certificates, if not --tls-ca: a client certificate from its own issuer can never open a peer link")
 	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")

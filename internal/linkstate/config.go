@@ -103,6 +103,12 @@ type Config struct {
 	// of a link in one. Per-message state in the data plane is sized by
 	// the largest ID known, so a peer must not choose it.
 	MaxRouterID uint32
+	// Auth, if not nil, signs the advertisements this router originates
+	// and checks every received one before it is installed, flooded or
+	// acted on, so a neighbour cannot speak for other routers. Nil: no
+	// signatures, as before (a forged maximum sequence number is then
+	// undone by premature aging, flushOwn).
+	Auth Authenticator
 }
 
 // DefaultConfig is for routers on one site or region: one-second hellos, a

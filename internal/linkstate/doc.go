@@ -60,6 +60,15 @@
 //     so the mesh forgets a leaving router at once. A router that becomes
 //     unreachable leaves the published PREDICATES table at once and comes
 //     back when reachable again; its LSDB entries wait for MaxAge.
+//   - Origin authentication (auth.go): with Config.Auth set, a router seals
+//     every advertisement it originates (a signature over AppendSigned,
+//     everything but the age, and the certificate that vouches for the
+//     key) and checks a received copy before it installs, floods, jumps
+//     past or flushes with it; a refused copy does nothing and Step
+//     returns an *AuthError naming the reason. Seals travel with the
+//     advertisement unchanged. The core never looks inside them: the
+//     Authenticator (internal/peerauth in brokers, an HMAC stand-in in the
+//     tests) does.
 //
 // # Deadlines and two paths (Kim10 §2.2–2.3, docs/design.md §11)
 //

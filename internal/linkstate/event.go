@@ -49,6 +49,9 @@ const (
 	// corrupt copy carried it); the router flushed it from the mesh and
 	// started its sequence again at 1.
 	EventSeqFlush
+	// EventSealFailed: Config.Auth could not sign the own entry of Kind
+	// with Seq; it went out unsigned and neighbours will refuse it.
+	EventSealFailed
 )
 
 var eventNames = [...]string{
@@ -66,6 +69,7 @@ var eventNames = [...]string{
 	EventLoadTimeout:         "load_timeout",
 	EventBudgetViolation:     "budget_violation",
 	EventSeqFlush:            "seq_flush",
+	EventSealFailed:          "seal_failed",
 }
 
 // String returns a snake_case name usable as a metric label.
@@ -136,6 +140,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("seq_jump kind=%s seq=%d", e.Kind, e.Seq)
 	case EventSeqFlush:
 		return fmt.Sprintf("seq_flush kind=%s", e.Kind)
+	case EventSealFailed:
+		return fmt.Sprintf("seal_failed kind=%s seq=%d", e.Kind, e.Seq)
 	case EventExpired:
 		return fmt.Sprintf("expired origin=%d kind=%s seq=%d", e.Peer, e.Kind, e.Seq)
 	case EventAntiEntropy:

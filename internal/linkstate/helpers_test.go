@@ -82,6 +82,8 @@ type mesh struct {
 	drop func(from, to uint32, m Message) bool
 	// log keeps everything drained, for assertions.
 	log map[uint32]*Ready
+	// stepErr, if set, sees every error Step returns while pumping.
+	stepErr func(from, to uint32, err error)
 }
 
 func newMesh(t testing.TB, nodes ...*Node) *mesh {
@@ -128,7 +130,9 @@ func (m *mesh) pump(now time.Duration) {
 		if dst == nil || m.drop != nil && m.drop(q.from, q.env.To, q.env.Msg) {
 			continue
 		}
-		_ = dst.Step(q.from, q.env.Msg, now)
+		if err := dst.Step(q.from, q.env.Msg, now); err != nil && m.stepErr != nil {
+			m.stepErr(q.from, q.env.To, err)
+		}
 		m.collect()
 	}
 }

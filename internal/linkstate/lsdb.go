@@ -164,34 +164,46 @@ func (n *Node) sortedEntries() []*entry {
 // one is answered with ours, so the sender catches up; our own entry in a
 // newer copy means an earlier incarnation of this router is still
 // remembered, and we originate past it (OSPF's sequence number jump).
-func (n *Node) receive(nb *neighbor, in *entry) {
+func (n *Node) receive(nb *neighbor, in *entry) error {
 	cur := n.lsdb[in.key]
+	// Only a copy that would change something is checked (Config.Auth):
+	// the duplicates flooding brings and older copies cost nothing.
 	if n.now-in.bornAt >= n.cfg.MaxAge {
 		// A copy about to expire everywhere: installing it would revive
 		// it. One with MaxSeq is its origin flushing that number
 		// (flushOwn): it removes a copy held with it, and passes on.
 		if in.seq == MaxSeq && cur != nil && cur.seq == MaxSeq && in.key.Origin != n.cfg.ID {
+			if err := n.check(in); err != nil {
+				return err
+			}
 			n.remove(cur)
 			n.flood(in, nb.id)
 		}
-		return
+		return nil
 	}
 	if in.key.Origin == n.cfg.ID {
 		switch {
 		case in.seq > cur.seq || in.seq == cur.seq && in.sum != cur.sum:
+			if err := n.check(in); err != nil {
+				return err
+			}
 			n.jump(in.key.Kind, in.seq)
 		case in.seq < cur.seq:
 			n.sendEntry(nb.id, cur)
 		}
-		return
+		return nil
 	}
 	switch {
 	case cur == nil || newer(in.seq, in.sum, cur.seq, cur.sum):
+		if err := n.check(in); err != nil {
+			return err
+		}
 		n.install(in)
 		n.flood(in, nb.id)
 	case newer(cur.seq, cur.sum, in.seq, in.sum):
 		n.sendEntry(nb.id, cur)
 	}
+	return nil
 }
 
 // MaxSeq is the largest sequence number. A router originating a thousand
@@ -224,6 +236,7 @@ func (n *Node) flushOwn(key Key) {
 	} else {
 		e = newPredEntry(&PredAd{Origin: n.cfg.ID, Seq: MaxSeq, Age: n.cfg.MaxAge, Params: n.cfg.Encoding}, n.now)
 	}
+	n.seal(e) // routers refuse an unsigned flush as any other forgery
 	n.flood(e, n.cfg.ID)
 	if cur := n.lsdb[key]; cur != nil {
 		n.remove(cur)
@@ -307,6 +320,7 @@ func (n *Node) originateLSA() {
 	a.Seq = seq
 	n.lsaDirty, n.lsaForce = false, false
 	e := newLSAEntry(a, n.now)
+	n.seal(e)
 	n.install(e)
 	n.flood(e, n.cfg.ID)
 }
@@ -330,6 +344,7 @@ func (n *Node) originatePred(filters []encoding.Bloom, classes []QoSClass, minSe
 	}
 	p.Seq = seq
 	e := newPredEntry(p, n.now)
+	n.seal(e)
 	n.install(e)
 	n.flood(e, n.cfg.ID)
 }
@@ -357,10 +372,17 @@ func (n *Node) stepSummary(nb *neighbor, m *DBSummary) {
 		cur := n.lsdb[k]
 		switch {
 		case s.Origin == n.cfg.ID:
-			if s.Seq > cur.seq || s.Seq == cur.seq && s.Sum != cur.sum {
-				n.jump(k.Kind, s.Seq)
-			} else if s.Seq < cur.seq {
+			switch {
+			case s.Seq < cur.seq:
 				n.sendEntry(nb.id, cur)
+			case s.Seq == cur.seq && s.Sum == cur.sum:
+			case n.cfg.Auth != nil:
+				// A summary is not signed: jump only past a copy that
+				// proves an earlier incarnation signed it (receive), or
+				// a neighbour could make us flush at will.
+				want, wantSeq = append(want, k), append(wantSeq, s.Seq)
+			default:
+				n.jump(k.Kind, s.Seq)
 			}
 		case cur == nil || newer(s.Seq, s.Sum, cur.seq, cur.sum):
 			want, wantSeq = append(want, k), append(wantSeq, s.Seq)

@@ -120,6 +120,9 @@ type LSA struct {
 	Withdrawn bool
 	// Links are sorted by neighbour ID.
 	Links []Link
+	// Seal is the origin's signature (Config.Auth); empty when
+	// advertisements are not signed.
+	Seal Seal
 }
 
 // PredAd is a router's predicate advertisement: the Bloom filters of all
@@ -136,6 +139,8 @@ type PredAd struct {
 	// Classes are the filters of subscriptions with a deadline or the
 	// two-path option, in CompareQoS order (docs/design.md §11).
 	Classes []QoSClass
+	// Seal is the origin's signature (Config.Auth).
+	Seal Seal
 }
 
 // DBSummary lists every entry of the sender's LSDB. The receiver requests
@@ -216,7 +221,7 @@ func (a *LSA) WireSize() int {
 	for _, l := range a.Links {
 		n += l.wireSize()
 	}
-	return framed(n)
+	return framed(n + a.Seal.wireSize())
 }
 
 // WireSize implements Message.
@@ -231,7 +236,7 @@ func (p *PredAd) WireSize() int {
 	for _, c := range p.Classes {
 		n += 1 + c.wireSize(p.Params) // a two-byte tag: field 30
 	}
-	return framed(n)
+	return framed(n + p.Seal.wireSize())
 }
 
 func (s Summary) wireSize() int {

@@ -198,14 +198,14 @@ func (n *Node) Step(from uint32, msg Message, now time.Duration) error {
 			err = n.admitLSA(m)
 		}
 		if err == nil {
-			n.receive(nb, newLSAEntry(m, n.now))
+			err = n.receive(nb, newLSAEntry(m, n.now))
 		}
 	case *PredAd:
 		if err = validatePredAd(m); err == nil {
 			err = n.admitID("predicate advertisement", m.Origin)
 		}
 		if err == nil {
-			n.receive(nb, newPredEntry(m, n.now))
+			err = n.receive(nb, newPredEntry(m, n.now))
 		}
 	case *DBSummary:
 		n.stepSummary(nb, n.admitSummary(m))

@@ -25,6 +25,7 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 		}
 		return &dripv1.Control{Msg: &dripv1.Control_Lsa{Lsa: &dripv1.Lsa{
 			Origin: m.Origin, Seq: m.Seq, AgeNs: int64(m.Age), Withdrawn: m.Withdrawn, Links: links,
+			Signature: m.Seal.Sig, Certificate: m.Seal.Cert,
 		}}}, nil
 	case *linkstate.PredAd:
 		if err := m.Params.Validate(); err != nil {
@@ -42,6 +43,7 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 			BloomBits: uint32(m.Params.M), BloomHashes: uint32(m.Params.K), BloomScheme: m.Params.Scheme.String(),
 			Filters:    m.Params.AppendFilters(make([]byte, 0, m.Params.FiltersSize(m.Filters)), m.Filters),
 			QosClasses: classes,
+			Signature:  m.Seal.Sig, Certificate: m.Seal.Cert,
 		}}}, nil
 	case *linkstate.DBSummary:
 		entries := make([]*dripv1.EntrySummary, len(m.Entries))
@@ -90,7 +92,8 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 				return nil, fmt.Errorf("LSA of router %d: links not in ascending neighbour order at %d", l.Origin, i)
 			}
 		}
-		return &linkstate.LSA{Origin: l.Origin, Seq: l.Seq, Age: time.Duration(l.AgeNs), Withdrawn: l.Withdrawn, Links: links}, nil
+		return &linkstate.LSA{Origin: l.Origin, Seq: l.Seq, Age: time.Duration(l.AgeNs), Withdrawn: l.Withdrawn, Links: links,
+			Seal: linkstate.Seal{Sig: l.Signature, Cert: l.Certificate}}, nil
 	case *dripv1.Control_PredicateAd:
 		p := m.PredicateAd
 		if p.AgeNs < 0 {
@@ -116,7 +119,8 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 			}
 			classes = append(classes, linkstate.QoSClass{Deadline: time.Duration(c.GetDeadlineNs()), TwoPaths: c.GetTwoPaths(), Filters: f})
 		}
-		return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters, Classes: classes}, nil
+		return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters, Classes: classes,
+			Seal: linkstate.Seal{Sig: p.Signature, Cert: p.Certificate}}, nil
 	case *dripv1.Control_DbSummary:
 		entries := make([]linkstate.Summary, len(m.DbSummary.Entries))
 		for i, e := range m.DbSummary.Entries {

@@ -45,6 +45,12 @@ func sampleControl() []linkstate.Message {
 			{Deadline: 50 * time.Millisecond, TwoPaths: true, Filters: []encoding.Bloom{f}},
 			{TwoPaths: true, Filters: filters[5:6]},
 		}},
+		// Sealed (peer identity on): a P-256 ECDSA signature and a
+		// certificate's worth of bytes.
+		&linkstate.LSA{Origin: 1, Seq: 8, Links: []linkstate.Link{{Neighbor: 2, Cost: 10}},
+			Seal: linkstate.Seal{Sig: make([]byte, 71), Cert: make([]byte, 480)}},
+		&linkstate.PredAd{Origin: 6, Seq: 3, Params: p, Filters: filters[:2],
+			Seal: linkstate.Seal{Sig: []byte{1, 2, 3}, Cert: []byte{4}}},
 		&linkstate.DBSummary{Entries: []linkstate.Summary{{Kind: linkstate.KindRouter, Origin: 1, Seq: 2, Sum: 3}, {Kind: linkstate.KindPredicate, Origin: 4, Seq: 5, Sum: 6}}},
 		&linkstate.DBRequest{Keys: []linkstate.Key{{Kind: linkstate.KindPredicate, Origin: 9}}},
 	}
@@ -61,6 +67,11 @@ func TestControlRoundTrip(t *testing.T) {
 		got, err := ControlFromProto(&back)
 		require.NoError(t, err)
 		assert.Equal(t, msg, got)
+		// What an origin signed is what every receiver verifies.
+		type signed interface{ AppendSigned([]byte) []byte }
+		if m, ok := msg.(signed); ok {
+			assert.Equal(t, m.AppendSigned(nil), got.(signed).AppendSigned(nil), "%T", msg)
+		}
 		// linkstate's estimate of the encoded size is what the control
 		// traffic budget was measured with: keep it honest.
 		assert.InDelta(t, len(raw), msg.WireSize(), float64(len(raw))*0.25+4, "%T", msg)

@@ -538,9 +538,15 @@ type Lsa struct {
 	Origin uint32                 `protobuf:"varint,1,opt,name=origin,proto3" json:"origin,omitempty"`
 	Seq    uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Nanoseconds since the origin created this copy.
-	AgeNs         int64       `protobuf:"varint,3,opt,name=age_ns,json=ageNs,proto3" json:"age_ns,omitempty"`
-	Withdrawn     bool        `protobuf:"varint,4,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
-	Links         []*LinkCost `protobuf:"bytes,5,rep,name=links,proto3" json:"links,omitempty"`
+	AgeNs     int64       `protobuf:"varint,3,opt,name=age_ns,json=ageNs,proto3" json:"age_ns,omitempty"`
+	Withdrawn bool        `protobuf:"varint,4,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
+	Links     []*LinkCost `protobuf:"bytes,5,rep,name=links,proto3" json:"links,omitempty"`
+	// The origin's signature over the advertisement's signed bytes
+	// (internal/linkstate AppendSigned, hashed with the mesh name by
+	// internal/peerauth), and the DER of the certificate whose key made it.
+	// Sent when peer identity is on; forwarded unchanged by every broker.
+	Signature     []byte `protobuf:"bytes,40,opt,name=signature,proto3" json:"signature,omitempty"`
+	Certificate   []byte `protobuf:"bytes,41,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -610,6 +616,20 @@ func (x *Lsa) GetLinks() []*LinkCost {
 	return nil
 }
 
+func (x *Lsa) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Lsa) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
 // PredicateAd is a router's encoded predicate: its Bloom filters,
 // concatenated, in the wire form of its scheme (internal/encoding):
 // cat-v1 each bloom_bits/8 bytes, little-endian bit order; cat-v2 each a
@@ -629,7 +649,13 @@ type PredicateAd struct {
 	// by class (docs/design.md §11). Every filter here is also covered by
 	// filters: the classes say how urgent a match is, never whether the
 	// router is a destination. Brokers before the field send none.
-	QosClasses    []*QosClass `protobuf:"bytes,30,rep,name=qos_classes,json=qosClasses,proto3" json:"qos_classes,omitempty"`
+	QosClasses []*QosClass `protobuf:"bytes,30,rep,name=qos_classes,json=qosClasses,proto3" json:"qos_classes,omitempty"`
+	// The origin's signature over the advertisement's signed bytes
+	// (internal/linkstate AppendSigned, hashed with the mesh name by
+	// internal/peerauth), and the DER of the certificate whose key made it.
+	// Sent when peer identity is on; forwarded unchanged by every broker.
+	Signature     []byte `protobuf:"bytes,40,opt,name=signature,proto3" json:"signature,omitempty"`
+	Certificate   []byte `protobuf:"bytes,41,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +749,20 @@ func (x *PredicateAd) GetBloomScheme() string {
 func (x *PredicateAd) GetQosClasses() []*QosClass {
 	if x != nil {
 		return x.QosClasses
+	}
+	return nil
+}
+
+func (x *PredicateAd) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *PredicateAd) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
 	}
 	return nil
 }
@@ -1212,13 +1252,15 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x06digest\x18\t \x01(\x06R\x06digest\":\n" +
 	"\bLinkCost\x12\x1a\n" +
 	"\bneighbor\x18\x01 \x01(\rR\bneighbor\x12\x12\n" +
-	"\x04cost\x18\x02 \x01(\rR\x04cost\"\x8d\x01\n" +
+	"\x04cost\x18\x02 \x01(\rR\x04cost\"\xcd\x01\n" +
 	"\x03Lsa\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\rR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06age_ns\x18\x03 \x01(\x03R\x05ageNs\x12\x1c\n" +
 	"\twithdrawn\x18\x04 \x01(\bR\twithdrawn\x12'\n" +
-	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\"\x9f\x02\n" +
+	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\x12\x1c\n" +
+	"\tsignature\x18( \x01(\fR\tsignature\x12 \n" +
+	"\vcertificate\x18) \x01(\fR\vcertificate\"\xdf\x02\n" +
 	"\vPredicateAd\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\rR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
@@ -1230,7 +1272,9 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\afilters\x18\a \x01(\fR\afilters\x12!\n" +
 	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\x122\n" +
 	"\vqos_classes\x18\x1e \x03(\v2\x11.drip.v1.QosClassR\n" +
-	"qosClasses\"b\n" +
+	"qosClasses\x12\x1c\n" +
+	"\tsignature\x18( \x01(\fR\tsignature\x12 \n" +
+	"\vcertificate\x18) \x01(\fR\vcertificate\"b\n" +
 	"\bQosClass\x12\x1f\n" +
 	"\vdeadline_ns\x18\x01 \x01(\x03R\n" +
 	"deadlineNs\x12\x1b\n" +
