@@ -25,13 +25,14 @@ const ackEvery = 64
 // clientService implements drip.v1.Broker over a Node.
 type clientService struct {
 	dripv1.UnimplementedBrokerServer
-	n *Node
+	n  *Node
+	az *authorizer
 }
 
 // ClientService returns the drip.v1.Broker service of this broker. Serve it
 // on a gRPC server made with ClientServerOptions: it exchanges deliveries
 // and publish requests in their wire form.
-func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{n: b.node} }
+func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{n: b.node, az: b.authz} }
 
 // ClientServerOptions are the gRPC server options the client service
 // needs: the codec that passes wire.Raw through.
@@ -58,8 +59,14 @@ type publishCounts struct{ accepted, unmatched uint64 }
 // order, and says whether they came as a batch. An invalid message is an
 // InvalidArgument naming its index on the stream; the ones before it were
 // published. batches says whether the request may carry several messages
-// (PublishStream) or one (Publish, whose clients predate batches).
-func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts, batches bool) (bool, error) {
+// (PublishStream) or one (Publish, whose clients predate batches). Under
+// an authorization rule every message of the request is checked first: one
+// outside the rule is PermissionDenied, and none of the request is
+// published.
+func (c clientService) accept(fwd *Forwarder, g grant, req []byte, counts *publishCounts, batches bool) (bool, error) {
+	if err := c.checkPublish(g, req, counts.accepted); err != nil {
+		return false, err
+	}
 	inRequest := 0
 	batched, err := wire.PublishRequestMessages(req, func(raw []byte) error {
 		if inRequest++; !batches && inRequest > 1 {
@@ -93,6 +100,10 @@ func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts,
 // PublishStream. Requests are decoded from their wire form, as
 // PublishStream's are.
 func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
+	g, err := c.az.admit(stream.Context(), opPublish)
+	if err != nil {
+		return err
+	}
 	fwd := c.n.NewForwarder()
 	var counts publishCounts
 	for {
@@ -109,7 +120,7 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 			// summary says exactly how much was.
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
 		}
-		if _, err := c.accept(fwd, req.B, &counts, false); err != nil {
+		if _, err := c.accept(fwd, g, req.B, &counts, false); err != nil {
 			return err
 		}
 	}
@@ -121,6 +132,10 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 // is exact: every later request is discarded unpublished, and the client
 // sends those messages to another broker.
 func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) error {
+	g, err := c.az.admit(stream.Context(), opPublish)
+	if err != nil {
+		return err
+	}
 	fwd := c.n.NewForwarder()
 	var (
 		mu      sync.Mutex // serialises publishing and sending
@@ -171,7 +186,7 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 			mu.Unlock()
 			continue
 		}
-		batched, err := c.accept(fwd, req.B, &counts, true)
+		batched, err := c.accept(fwd, g, req.B, &counts, true)
 		if err != nil {
 			mu.Unlock()
 			return err
@@ -191,6 +206,10 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 
 func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	n := c.n
+	g, err := c.az.admit(stream.Context(), opSubscribe)
+	if err != nil {
+		return err
+	}
 	req, err := stream.Recv()
 	if err != nil {
 		return err
@@ -198,6 +217,11 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	// Under an authorization rule the subscription holds, and the broker
+	// advertises, the client's predicate narrowed to the rule's.
+	if pred, err = c.conjoin(g, pred); err != nil {
+		return err
 	}
 	sub, err := n.Subscribe(pred, flowOf(req), req.GetClientName())
 	if err != nil {
@@ -224,6 +248,10 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 			if err != nil {
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
+				return
+			}
+			if pred, err = c.conjoin(g, pred); err != nil {
+				recvErr <- err
 				return
 			}
 			if err := sub.Replace(pred, flowOf(req)); err != nil {
