@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
+	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
@@ -58,6 +61,10 @@ type brokerFlags struct {
 	tlsClientAuth          bool
 
 	endpointSlices string // --peer-endpointslices: the headless Service
+
+	authzPolicy string // --authz-policy: the policy file
+	// The metrics listener's TLS (--metrics-tls-*).
+	metricsCert, metricsKey, metricsClientCA string
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(&brokerFlags{}) }
@@ -97,6 +104,12 @@ The broker's identity and neighbours come either from a topology file
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if f.authzPolicy != "" {
+				hup := make(chan os.Signal, 1)
+				signal.Notify(hup, syscall.SIGHUP)
+				defer signal.Stop(hup)
+				go reloadPolicyOnHangup(ctx, hup, f.authzPolicy, srv.Broker(), log)
+			}
 			return srv.Serve(ctx)
 		},
 	}
@@ -140,6 +153,11 @@ The broker's identity and neighbours come either from a topology file
 	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id> (needs --tls-ca)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA that signs clients' certificates, if not --tls-ca: a client certificate from its own issuer can never open a peer link")
 	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
+	fl.StringVar(&f.authzPolicy, "authz-policy", "", "authorization policy `file` (YAML, docs/design.md §13): which clients may publish and see which messages; clients no rule matches are refused. SIGHUP reloads it for streams opened afterwards")
+	fl.StringVar(&f.metricsCert, "metrics-tls-cert", "", "PEM certificate to serve /metrics (and pprof) over HTTPS; a TLS mesh should set it: /metrics names subscribers and links")
+	fl.StringVar(&f.metricsKey, "metrics-tls-key", "", "PEM key of --metrics-tls-cert")
+	fl.StringVar(&f.metricsClientCA, "metrics-tls-client-ca", "", "PEM CA whose client certificates alone may read /metrics and pprof (needs --metrics-tls-cert)")
+	_ = cmd.MarkFlagFilename("authz-policy", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
 	return cmd
 }
@@ -228,6 +246,20 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	sc.PeerIdentity = f.tlsPeerIdentity
 	sc.ClientTLS = tlsFiles
 	sc.ClientTLS.RequireClientCert = f.tlsClientAuth
+	if (f.metricsCert == "") != (f.metricsKey == "") {
+		return cfg, sc, fmt.Errorf("--metrics-tls-cert and --metrics-tls-key go together")
+	}
+	if f.metricsClientCA != "" && f.metricsCert == "" {
+		return cfg, sc, fmt.Errorf("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key: client certificates are checked over HTTPS")
+	}
+	sc.MetricsTLS = broker.TLSFiles{CertFile: f.metricsCert, KeyFile: f.metricsKey, CAFile: f.metricsClientCA, RequireClientCert: f.metricsClientCA != ""}
+	if f.authzPolicy != "" {
+		p, err := authz.Load(f.authzPolicy)
+		if err != nil {
+			return cfg, sc, err
+		}
+		sc.AuthzPolicy = p
+	}
 	if f.tlsClientCA != "" {
 		if !f.tlsClientAuth {
 			return cfg, sc, fmt.Errorf("--tls-client-ca needs --tls-client-auth: it verifies client certificates")
@@ -235,6 +267,28 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		sc.ClientTLS.CAFile = f.tlsClientCA
 	}
 	return cfg, sc, cfg.Validate()
+}
+
+// reloadPolicyOnHangup loads the policy file again at each signal on hup
+// and installs it; a file that no longer parses leaves the policy in force
+// and says why.
+func reloadPolicyOnHangup(ctx context.Context, hup <-chan os.Signal, file string, b *broker.Broker, log *zap.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		p, err := authz.Load(file)
+		if err == nil {
+			err = b.SetAuthzPolicy(p)
+		}
+		if err != nil {
+			log.Error("authorization policy not reloaded; the previous one stays in force", zap.Error(err))
+			continue
+		}
+		log.Info("authorization policy reloaded", zap.String("file", file), zap.Int("rules", len(p.Rules)))
+	}
 }
 
 // fromTopology takes the broker's identity, addresses and neighbours from

@@ -28,9 +28,20 @@ type connFlags struct {
 	tlsServerName string
 	congestion    bool
 	ccFeedback    bool
+	// token is --token, else $DRIP_TOKEN; tokenPlaintext lets it travel
+	// without TLS (loopback tests).
+	token          string
+	tokenPlaintext bool
+	getenv         func(string) string // os.Getenv; tests replace it
 }
 
+// tokenEnv is the environment variable a client command reads its bearer
+// token from when --token is not given: a flag shows in ps and shell
+// history, the environment does not.
+const tokenEnv = "DRIP_TOKEN"
+
 func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
+	f.getenv = os.Getenv
 	fl := cmd.Flags()
 	fl.DurationVar(&f.timeout, "connect-timeout", 10*time.Second, "how long to wait for the broker connection")
 	if cmd.Flags().Lookup("failover-wait") == nil {
@@ -43,6 +54,8 @@ func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 	_ = cmd.MarkFlagFilename("tls-ca", "pem", "crt")
 	fl.BoolVar(&f.congestion, "congestion", true, "publishers slow the flows that subscriptions ask them to (content-aware congestion control, docs/design.md §12)")
 	fl.BoolVar(&f.ccFeedback, "congestion-feedback", false, "subscriptions measure loss and ask publishers to slow the flows that lose messages on their way")
+	fl.StringVar(&f.token, "token", "", "bearer token for brokers with an authorization policy (default $"+tokenEnv+", which keeps it out of ps and shell history); needs --tls or --tls-ca")
+	fl.BoolVar(&f.tokenPlaintext, "token-plaintext", false, "send the token without TLS: only to a broker on the loopback interface, anyone on the path can read it")
 }
 
 // options turns the flags into client options.
@@ -50,6 +63,20 @@ func (f *connFlags) options() ([]client.Option, error) {
 	opts := []client.Option{client.WithName(f.name), client.WithCongestionControl(f.congestion), client.WithCongestionFeedback(f.ccFeedback)}
 	if f.failoverWait > 0 {
 		opts = append(opts, client.WithFailoverWait(f.failoverWait))
+	}
+	token := f.token
+	if token == "" && f.getenv != nil {
+		token = f.getenv(tokenEnv)
+	}
+	if token != "" {
+		plaintext := !f.tls && f.tlsCA == "" && f.tlsServerName == ""
+		if plaintext && !f.tokenPlaintext {
+			return nil, fmt.Errorf("a token (--token or $%s) needs --tls or --tls-ca: over plaintext anyone on the path can read it (--token-plaintext for a broker on loopback)", tokenEnv)
+		}
+		opts = append(opts, client.WithToken(token))
+		if f.tokenPlaintext {
+			opts = append(opts, client.WithTokenOverPlaintext())
+		}
 	}
 	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" {
 		return opts, nil
