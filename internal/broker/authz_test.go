@@ -1,0 +1,320 @@
+package broker_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/authz"
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// testPolicy: two tenants, one by certificate and one by token, and an
+// operator who may do anything.
+var testPolicy = `
+rules:
+  - {name: tenant-a, client: {common_name: tenant-a}, publish: 'tenant = "a"', subscribe: 'tenant = "a"'}
+  - {name: tenant-b, client: {token_sha256: ` + authz.TokenHash("b-token") + `}, publish: 'tenant = "b"', subscribe: 'tenant = "b"'}
+  - {name: ops, client: {common_name: ops}, publish: all, subscribe: all}
+`
+
+// authzBroker runs one broker with the test policy on a TLS client port;
+// clientCerts says whether it requires client certificates.
+type authzBroker struct {
+	srv  *broker.Server
+	pki  *testPKI
+	pool *x509.CertPool
+}
+
+func startAuthzBroker(t *testing.T, clientCerts bool, sc broker.ServerConfig) *authzBroker {
+	t.Helper()
+	pki := newTestPKI(t)
+	cert, key := pki.issue(t, "b0")
+	policy, err := authz.Parse("test.yaml", []byte(testPolicy))
+	require.NoError(t, err)
+	lis := [2]net.Listener{}
+	for i := range lis {
+		lis[i], err = net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	sc.ClientListener, sc.PeerListener, sc.StopTimeout = lis[0], lis[1], time.Second
+	sc.ClientTLS = broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: clientCerts}
+	sc.AuthzPolicy = policy
+	srv, err := broker.NewServer(fastConfig(0), sc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	pool := x509.NewCertPool()
+	pool.AddCert(pki.ca)
+	return &authzBroker{srv: srv, pki: pki, pool: pool}
+}
+
+// tlsAs is a client TLS configuration with a certificate for cn ("" none).
+func (a *authzBroker) tlsAs(t *testing.T, cn string) *tls.Config {
+	cfg := &tls.Config{RootCAs: a.pool, MinVersion: tls.VersionTLS12}
+	if cn != "" {
+		certFile, keyFile := a.pki.issueFor(t, cn, x509.ExtKeyUsageClientAuth)
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		require.NoError(t, err)
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg
+}
+
+func (a *authzBroker) dial(t *testing.T, ctx context.Context, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, a.srv.ClientAddr(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (a *authzBroker) denied(t *testing.T, op string) float64 {
+	t.Helper()
+	families, err := a.srv.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "drip_authz_denied_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == op {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no drip_authz_denied_total{op=%q}", op)
+	return 0
+}
+
+func tenantMsg(tenant string, seq int) client.Message {
+	return client.Message{Attrs: client.Attrs{"tenant": tenant, "seq": seq}}
+}
+
+// nextTenant is the tenant of s's next delivery.
+func nextTenant(t *testing.T, ctx context.Context, s *client.Subscription) (string, int64) {
+	t.Helper()
+	d, err := s.Next(ctx)
+	require.NoError(t, err)
+	seq, _ := d.Attrs["seq"].(int64)
+	tenant, _ := d.Attrs["tenant"].(string)
+	return tenant, seq
+}
+
+// TestAuthzPublishOutsideRule: a tenant's batch holding one message outside
+// its rule is PermissionDenied naming the rule, and nothing of the batch
+// reaches a subscriber who may see everything.
+func TestAuthzPublishOutsideRule(t *testing.T) {
+	a := startAuthzBroker(t, true, broker.ServerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ops := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "ops")))
+	sub, err := ops.Subscribe(ctx, `tenant exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	// A batch in one request: tenant a's own message first, tenant b's after.
+	cc, err := grpc.NewClient(a.srv.ClientAddr(), grpc.WithTransportCredentials(credentials.NewTLS(a.tlsAs(t, "tenant-a"))))
+	require.NoError(t, err)
+	defer cc.Close()
+	stream, err := dripv1.NewBrokerClient(cc).PublishStream(ctx)
+	require.NoError(t, err)
+	msg := func(tenant string) *dripv1.Message {
+		return wire.MessageToProto(content.MessageFrom(map[string]content.Value{"tenant": content.String(tenant)}))
+	}
+	require.NoError(t, stream.Send(&dripv1.PublishRequest{Message: msg("a"), Batch: []*dripv1.Message{msg("a"), msg("b")}}))
+	_, err = stream.Recv()
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), `message 2 is outside what authorization rule "tenant-a" allows to publish (tenant = "a"); nothing of its request was published`)
+	assert.Equal(t, 1.0, a.denied(t, "publish"))
+
+	// The client library reports the same and publishes what is inside.
+	ta := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "tenant-a")))
+	_, err = ta.Publish(ctx, tenantMsg("b", 1))
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), `authorization rule "tenant-a"`)
+	_, err = ta.Publish(ctx, tenantMsg("a", 2))
+	require.NoError(t, err)
+	tenant, seq := nextTenant(t, ctx, sub)
+	assert.Equal(t, "a", tenant)
+	assert.Equal(t, int64(2), seq, "the first delivery is the allowed message: nothing of the refused ones arrived")
+}
+
+// TestAuthzSubscriptionNarrowedToRule: a tenant subscribing to everything
+// receives only its rule's messages, also after replacing its predicate.
+func TestAuthzSubscriptionNarrowedToRule(t *testing.T) {
+	a := startAuthzBroker(t, true, broker.ServerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ta := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "tenant-a")))
+	sub, err := ta.Subscribe(ctx, `seq exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+	ops := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "ops")))
+	var msgs []client.Message
+	for i := range 20 {
+		msgs = append(msgs, tenantMsg([]string{"a", "b", "c"}[i%3], i))
+	}
+	_, err = ops.Publish(ctx, msgs...)
+	require.NoError(t, err)
+	for want := 0; want < 20; want += 3 {
+		tenant, seq := nextTenant(t, ctx, sub)
+		require.Equal(t, "a", tenant)
+		require.Equal(t, int64(want), seq)
+	}
+
+	// A replaced predicate is narrowed as well.
+	require.NoError(t, sub.Update(`tenant != "x"`))
+	require.Eventually(t, func() bool {
+		_, err := ops.Publish(ctx, tenantMsg("b", 100), tenantMsg("a", 101))
+		require.NoError(t, err)
+		tenant, seq := nextTenant(t, ctx, sub)
+		require.Equal(t, "a", tenant, "seq %d", seq)
+		return seq == 101
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestAuthzToken: a token client is matched by its token's hash; a client
+// with none, or another, matches no rule; the client refuses to send a
+// token over plaintext.
+func TestAuthzToken(t *testing.T) {
+	a := startAuthzBroker(t, false, broker.ServerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tb := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "")), client.WithToken("b-token"))
+	sub, err := tb.Subscribe(ctx, `seq exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+	_, err = tb.Publish(ctx, tenantMsg("a", 1))
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), `authorization rule "tenant-b"`)
+	_, err = tb.Publish(ctx, tenantMsg("b", 2))
+	require.NoError(t, err)
+	tenant, seq := nextTenant(t, ctx, sub)
+	assert.Equal(t, "b", tenant)
+	assert.Equal(t, int64(2), seq)
+
+	for name, opts := range map[string][]client.Option{
+		"no token":    {client.WithTLS(a.tlsAs(t, ""))},
+		"wrong token": {client.WithTLS(a.tlsAs(t, "")), client.WithToken("a-token")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := a.dial(t, ctx, opts...)
+			before := a.denied(t, "subscribe")
+			_, err := c.Subscribe(ctx, `seq exists`)
+			require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+			assert.Contains(t, err.Error(), "no authorization rule matches")
+			assert.Equal(t, before+1, a.denied(t, "subscribe"))
+			_, err = c.Publish(ctx, tenantMsg("b", 3))
+			require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+		})
+	}
+
+	_, err = client.Dial(ctx, a.srv.ClientAddr(), client.WithToken("b-token"))
+	assert.ErrorContains(t, err, "WithToken needs WithTLS")
+}
+
+// TestMetricsOverTLS: with a client CA the metrics listener answers only
+// clients that present a certificate it signed.
+func TestMetricsOverTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	cert, key := pki.issue(t, "metrics")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	a := startAuthzBroker(t, false, broker.ServerConfig{MetricsListener: lis, Pprof: true,
+		MetricsTLS: broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: true}})
+	pool := x509.NewCertPool()
+	pool.AddCert(pki.ca)
+	get := func(cfg *tls.Config, scheme, path string) (string, error) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		defer hc.CloseIdleConnections()
+		resp, err := hc.Get(scheme + "://" + a.srv.MetricsAddr() + path)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	_, err = get(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, "https", "/metrics")
+	assert.Error(t, err, "no client certificate")
+	body, err := get(nil, "http", "/metrics")
+	if err == nil {
+		assert.Contains(t, body, "Client sent an HTTP request to an HTTPS server", "plain HTTP")
+	}
+	_, err = get(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, "https", "/debug/pprof/")
+	assert.Error(t, err, "pprof sits behind the same certificate")
+
+	certFile, keyFile := pki.issueFor(t, "prometheus", x509.ExtKeyUsageClientAuth)
+	scraper, err := tls.LoadX509KeyPair(certFile, keyFile)
+	require.NoError(t, err)
+	body, err = get(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{scraper}, MinVersion: tls.VersionTLS12}, "https", "/metrics")
+	require.NoError(t, err)
+	assert.Contains(t, body, `drip_authz_denied_total{op="publish"} 0`)
+
+	// A certificate from the client port's CA is not the metrics CA's.
+	other := a.tlsAs(t, "ops")
+	other.RootCAs = pool
+	_, err = get(other, "https", "/metrics")
+	assert.Error(t, err)
+
+	_, err = broker.NewServer(fastConfig(1), broker.ServerConfig{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+		MetricsTLS: broker.TLSFiles{CAFile: pki.caFile, RequireClientCert: true}})
+	assert.ErrorContains(t, err, "metrics TLS: requiring client certificates needs a certificate")
+}
+
+// TestNoReflectionOnThePeerPort: clients may browse the client port's
+// services; the peer port offers no reflection (peers need none, and it
+// would map the peer API for an attacker).
+func TestNoReflectionOnThePeerPort(t *testing.T) {
+	m := startMesh(t, 1, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list := func(addr string) ([]string, error) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer cc.Close()
+		stream, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := stream.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			return nil, err
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, s := range resp.GetListServicesResponse().GetService() {
+			names = append(names, s.GetName())
+		}
+		return names, nil
+	}
+	names, err := list(m.nodes[0].srv.ClientAddr())
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(names, " "), "drip.v1.Broker")
+	_, err = list(m.nodes[0].srv.PeerAddr())
+	require.Equal(t, codes.Unimplemented, status.Code(err), "%v", err)
+}
