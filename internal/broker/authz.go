@@ -167,4 +167,3 @@ func (c clientService) conjoin(g grant, p content.Predicate) (content.Predicate,
 	}
 	return q, nil
 }
-

@@ -139,7 +139,7 @@ type ServerConfig struct {
 	// Broker.SetAuthzPolicy replaces it while the server runs).
 	AuthzPolicy *authz.Policy
 	ClientTLS   TLSFiles
-	PeerTLS   TLSFiles // also used when dialling peers (mTLS)
+	PeerTLS     TLSFiles // also used when dialling peers (mTLS)
 	// PeerIdentity requires each peer's certificate to name the router it
 	// claims: a URI SAN drip://<mesh>/router/<id> (PeerTLS must require
 	// client certificates). Without it any broker certificate may claim
