@@ -53,6 +53,7 @@ func TestCountersTheDashboardsQueryStartAtZero(t *testing.T) {
 	slices.Sort(want)
 	assert.Equal(t, want, zeroSeries(t, families, "drip_link_handshake_failures_total", "reason"))
 	assert.Equal(t, []string{"hop_limit", "link_down", "no_route"}, zeroSeries(t, families, "drip_route_dropped_destinations_total", "reason"))
+	assert.Equal(t, []string{"publish", "subscribe"}, zeroSeries(t, families, "drip_authz_denied_total", "op"))
 }
 
 // TestHandshakeReasonsCoverTheTransport: every reason the transport gives a
