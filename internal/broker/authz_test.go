@@ -318,3 +318,30 @@ func TestNoReflectionOnThePeerPort(t *testing.T) {
 	_, err = list(m.nodes[0].srv.PeerAddr())
 	require.Equal(t, codes.Unimplemented, status.Code(err), "%v", err)
 }
+
+// TestAuthzPolicyOverLimits: a rule whose subscribe predicate alone breaks
+// the broker's predicate limits could never admit a subscription, so the
+// broker refuses it at start-up and on reload; a conjunction over them is
+// InvalidArgument naming the rule.
+func TestAuthzPolicyOverLimits(t *testing.T) {
+	policy, err := authz.Parse("p.yaml", []byte("rules:\n  - {name: wide, client: {any: true}, publish: all, subscribe: 'a = 1 || b = 2'}\n"))
+	require.NoError(t, err)
+	cfg := fastConfig(0)
+	cfg.Predicates.MaxFilters = 1
+	_, err = broker.NewServer(cfg, broker.ServerConfig{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", AuthzPolicy: policy})
+	assert.ErrorContains(t, err, `rule "wide" (line 2): field subscribe: 2 filters, over the broker's limit of 1`)
+
+	m := startMesh(t, 1, nil, func(c *broker.Config) { c.Predicates.MaxFilters = 3 })
+	require.NoError(t, m.nodes[0].srv.Broker().SetAuthzPolicy(policy))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, m.nodes[0].srv.ClientAddr(), client.WithCongestionControl(false))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Subscribe(ctx, `x = 1 || y = 2`)
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), `the predicate's 2 filters joined with the 2 of authorization rule "wide" make 4, over the limit of 3 filters`)
+	sub, err := c.Subscribe(ctx, `x = 1`)
+	require.NoError(t, err, "one filter joined with two fits")
+	sub.Close()
+}
