@@ -24,6 +24,10 @@ const (
 	None = "none"
 )
 
+// MaxFileBytes bounds a policy file, so that a mistaken path (a log, a
+// disk image) fails at once instead of filling the broker's memory.
+const MaxFileBytes = 4 << 20
+
 // MaxRules bounds the rules of one policy: a client's identity is checked
 // against them in order at every stream it opens.
 const MaxRules = 10000
@@ -118,7 +122,13 @@ type rawSelector struct {
 
 // Load reads and parses a policy file.
 func Load(file string) (*Policy, error) {
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("authorization policy: %w", err)
+	}
+	defer f.Close()
+	// One byte more than the limit, so that Parse sees a file over it.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("authorization policy: %w", err)
 	}
@@ -131,6 +141,9 @@ func Load(file string) (*Policy, error) {
 func Parse(file string, data []byte) (*Policy, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("authorization policy %s: %s", file, fmt.Sprintf(format, args...))
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fail("%d bytes, over the limit of %d", len(data), MaxFileBytes)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

@@ -44,6 +44,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad publish predicate", "rules:\n  - {name: a, client: {any: true}, publish: 'tenant = ', subscribe: all}\n", `rule "a" (line 2): field publish: predicate: at byte 9`},
 		{"bad subscribe predicate", "rules:\n  - {name: a, client: {any: true}, publish: all, subscribe: 'true'}\n", `field subscribe: predicate`},
 		{"not a list", "rules: {name: a}\n", `cannot unmarshal`},
+		{"too large", "# " + strings.Repeat("x", authz.MaxFileBytes), `bytes, over the limit of 4194304`},
 		{"boolean side", "rules:\n  - {name: a, client: {any: true}, publish: true, subscribe: all}\n", `field publish`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
