@@ -14,7 +14,6 @@ import (
 
 	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/content"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 // Authorization operations, the op label of drip_authz_denied_total.
@@ -126,31 +125,18 @@ func (a *authorizer) deny(op string, id authz.Identity, rule string, err error) 
 	}
 }
 
-// checkPublish checks every message of one publish request against the
-// rule before any of it is published, so that a refused request publishes
-// nothing. A message that does not decode ends the check: accept reports
-// it, and publishes none after it either.
-func (c clientService) checkPublish(g grant, req []byte, first uint64) error {
+// checkPublish checks the decoded messages of one publish request against
+// the stream's rule, before any of them is published; first is the first
+// one's index on the stream.
+func (c clientService) checkPublish(g grant, msgs []heldMessage, first uint64) error {
 	r := g.rule
 	if r == nil || r.Publish.IsAll() {
 		return nil
 	}
-	errStop := errors.New("stop")
-	i := first
-	_, err := wire.PublishRequestMessages(req, func(raw []byte) error {
-		m, _, err := wire.DecodeMessageDeadline(raw, c.n.cfg.Messages)
-		if err != nil {
-			return errStop
+	for i, h := range msgs {
+		if err := r.CheckPublish(h.m, first+uint64(i)); err != nil {
+			return c.az.refuse(opPublish, g.id, err)
 		}
-		if err := r.CheckPublish(m, i); err != nil {
-			return err
-		}
-		i++
-		return nil
-	})
-	var d *authz.DeniedError
-	if errors.As(err, &d) {
-		return c.az.refuse(opPublish, g.id, err)
 	}
 	return nil
 }

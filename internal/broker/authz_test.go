@@ -345,3 +345,43 @@ func TestAuthzPolicyOverLimits(t *testing.T) {
 	require.NoError(t, err, "one filter joined with two fits")
 	sub.Close()
 }
+
+// TestBatchWithInvalidMessagePublishesThoseBefore: without a policy a
+// batch is still published up to its first invalid message, which is
+// InvalidArgument naming its index on the stream (the request is decoded
+// whole before anything is published, for authorization's sake; that must
+// not change what an invalid message does).
+func TestBatchWithInvalidMessagePublishesThoseBefore(t *testing.T) {
+	m := startMesh(t, 1, nil, func(c *broker.Config) { c.Messages.MaxAttributes = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, m.nodes[0].srv.ClientAddr())
+	require.NoError(t, err)
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, `seq exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+	msg := func(seq int64, extra ...string) *dripv1.Message {
+		attrs := map[string]content.Value{"seq": content.Int(seq)}
+		for _, e := range extra {
+			attrs[e] = content.Int(0)
+		}
+		return wire.MessageToProto(content.MessageFrom(attrs))
+	}
+	stream, err := dripv1.NewBrokerClient(m.clients[0]).PublishStream(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&dripv1.PublishRequest{Message: msg(0), Batch: []*dripv1.Message{msg(1), msg(2, "x", "y"), msg(3)}}))
+	_, err = stream.Recv()
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "message 2: message has 3 attributes, over the limit of 2")
+	for want := range int64(2) {
+		d, err := sub.Next(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, want, d.Attrs["seq"])
+	}
+	_, err = c.Publish(ctx, client.Message{Attrs: client.Attrs{"seq": 9}})
+	require.NoError(t, err)
+	d, err := sub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(9), d.Attrs["seq"], "nothing after the invalid message was published")
+}
