@@ -37,15 +37,22 @@ rules:
   - {name: ops, client: {common_name: ops}, publish: all, subscribe: all}
 `
 
-// authzBroker runs one broker with the test policy on a TLS client port;
-// clientCerts says whether it requires client certificates.
+// Client certificate modes of the client port.
+const (
+	noClientCerts = iota
+	requireClientCerts
+	optionalClientCerts
+)
+
+// authzBroker runs one broker with the test policy on a TLS client port
+// whose clients present certificates as certs says.
 type authzBroker struct {
 	srv  *broker.Server
 	pki  *testPKI
 	pool *x509.CertPool
 }
 
-func startAuthzBroker(t *testing.T, clientCerts bool, sc broker.ServerConfig) *authzBroker {
+func startAuthzBroker(t *testing.T, certs int, sc broker.ServerConfig) *authzBroker {
 	t.Helper()
 	pki := newTestPKI(t)
 	cert, key := pki.issue(t, "b0")
@@ -57,7 +64,8 @@ func startAuthzBroker(t *testing.T, clientCerts bool, sc broker.ServerConfig) *a
 		require.NoError(t, err)
 	}
 	sc.ClientListener, sc.PeerListener, sc.StopTimeout = lis[0], lis[1], time.Second
-	sc.ClientTLS = broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: clientCerts}
+	sc.ClientTLS = broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile,
+		RequireClientCert: certs == requireClientCerts, VerifyClientCertIfGiven: certs == optionalClientCerts}
 	sc.AuthzPolicy = policy
 	srv, err := broker.NewServer(fastConfig(0), sc)
 	require.NoError(t, err)
@@ -126,7 +134,7 @@ func nextTenant(t *testing.T, ctx context.Context, s *client.Subscription) (stri
 // its rule is PermissionDenied naming the rule, and nothing of the batch
 // reaches a subscriber who may see everything.
 func TestAuthzPublishOutsideRule(t *testing.T) {
-	a := startAuthzBroker(t, true, broker.ServerConfig{})
+	a := startAuthzBroker(t, requireClientCerts, broker.ServerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	ops := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "ops")))
@@ -164,7 +172,7 @@ func TestAuthzPublishOutsideRule(t *testing.T) {
 // TestAuthzSubscriptionNarrowedToRule: a tenant subscribing to everything
 // receives only its rule's messages, also after replacing its predicate.
 func TestAuthzSubscriptionNarrowedToRule(t *testing.T) {
-	a := startAuthzBroker(t, true, broker.ServerConfig{})
+	a := startAuthzBroker(t, requireClientCerts, broker.ServerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	ta := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "tenant-a")))
@@ -199,7 +207,7 @@ func TestAuthzSubscriptionNarrowedToRule(t *testing.T) {
 // with none, or another, matches no rule; the client refuses to send a
 // token over plaintext.
 func TestAuthzToken(t *testing.T) {
-	a := startAuthzBroker(t, false, broker.ServerConfig{})
+	a := startAuthzBroker(t, noClientCerts, broker.ServerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	tb := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "")), client.WithToken("b-token"))
@@ -242,7 +250,7 @@ func TestMetricsOverTLS(t *testing.T) {
 	cert, key := pki.issue(t, "metrics")
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	a := startAuthzBroker(t, false, broker.ServerConfig{MetricsListener: lis, Pprof: true,
+	a := startAuthzBroker(t, noClientCerts, broker.ServerConfig{MetricsListener: lis, Pprof: true,
 		MetricsTLS: broker.TLSFiles{CertFile: cert, KeyFile: key, CAFile: pki.caFile, RequireClientCert: true}})
 	pool := x509.NewCertPool()
 	pool.AddCert(pki.ca)
@@ -384,4 +392,61 @@ func TestBatchWithInvalidMessagePublishesThoseBefore(t *testing.T) {
 	d, err := sub.Next(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(9), d.Attrs["seq"], "nothing after the invalid message was published")
+}
+
+// TestAuthzCertificateAndTokenClientsOnOnePort: with client certificates
+// optional, a certificate client and a token client share the client port,
+// each under its own rule; a certificate the CA did not sign is refused at
+// the handshake rather than treated as anonymous.
+func TestAuthzCertificateAndTokenClientsOnOnePort(t *testing.T) {
+	a := startAuthzBroker(t, optionalClientCerts, broker.ServerConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ta := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "tenant-a")))
+	tb := a.dial(t, ctx, client.WithTLS(a.tlsAs(t, "")), client.WithToken("b-token"))
+	for _, tc := range []struct {
+		c           *client.Client
+		own, others string
+		rule        string
+	}{{ta, "a", "b", "tenant-a"}, {tb, "b", "a", "tenant-b"}} {
+		_, err := tc.c.Publish(ctx, tenantMsg(tc.own, 1))
+		require.NoError(t, err, tc.rule)
+		_, err = tc.c.Publish(ctx, tenantMsg(tc.others, 2))
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+		assert.Contains(t, err.Error(), `authorization rule "`+tc.rule+`"`)
+	}
+
+	stranger := newTestPKI(t)
+	certFile, keyFile := stranger.issueFor(t, "tenant-a", x509.ExtKeyUsageClientAuth)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	require.NoError(t, err)
+	cfg := a.tlsAs(t, "")
+	cfg.Certificates = []tls.Certificate{cert}
+	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer dcancel()
+	if c, err := client.Dial(dctx, a.srv.ClientAddr(), client.WithTLS(cfg), client.WithFailoverWait(time.Second)); err == nil {
+		_, err = c.Publish(dctx, tenantMsg("a", 3))
+		assert.Error(t, err, "a certificate from another CA must not pass as tenant-a")
+		assert.NotEqual(t, codes.OK, status.Code(err))
+		c.Close()
+	}
+}
+
+// TestAuthzTokenOverPlaintext: WithTokenOverPlaintext sends the token
+// without TLS (loopback tests), and the broker matches it as over TLS.
+func TestAuthzTokenOverPlaintext(t *testing.T) {
+	m := startMesh(t, 1, nil, nil)
+	policy, err := authz.Parse("test.yaml", []byte(testPolicy))
+	require.NoError(t, err)
+	require.NoError(t, m.nodes[0].srv.Broker().SetAuthzPolicy(policy))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, m.nodes[0].srv.ClientAddr(), client.WithToken("b-token"), client.WithTokenOverPlaintext())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Publish(ctx, tenantMsg("b", 1))
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, tenantMsg("a", 2))
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), `authorization rule "tenant-b"`)
 }

@@ -38,6 +38,11 @@ type TLSFiles struct {
 	// RequireClientCert is set (mTLS), peers' certificates when dialling.
 	CAFile            string
 	RequireClientCert bool
+	// VerifyClientCertIfGiven, on a listener that does not require client
+	// certificates, verifies against CAFile those that clients present and
+	// admits clients without one: certificate and token clients of an
+	// authorization policy on one port.
+	VerifyClientCertIfGiven bool
 }
 
 // Enabled reports whether TLS is configured.
@@ -50,12 +55,15 @@ func (t TLSFiles) ServerTLS() (*tls.Config, error) {
 		return nil, fmt.Errorf("load TLS key pair %s, %s: %w", t.CertFile, t.KeyFile, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.RequireClientCert {
+	if t.RequireClientCert || t.VerifyClientCertIfGiven {
 		pool, err := loadPool(t.CAFile)
 		if err != nil {
 			return nil, err
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		if !t.RequireClientCert {
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
 	}
 	return cfg, nil
 }

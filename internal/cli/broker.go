@@ -59,6 +59,7 @@ type brokerFlags struct {
 	tlsClientCA            string
 	tlsPeerIdentity        bool
 	tlsClientAuth          bool
+	tlsClientAuthOptional  bool
 
 	endpointSlices string // --peer-endpointslices: the headless Service
 
@@ -150,6 +151,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
 	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-client-ca (default --tls-ca)")
+	fl.BoolVar(&f.tlsClientAuthOptional, "tls-client-auth-optional", false, "verify the certificates clients present against --tls-client-ca (default --tls-ca) but admit clients without one: certificate and token clients of --authz-policy on one port")
 	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id> (needs --tls-ca)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA that signs clients' certificates, if not --tls-ca: a client certificate from its own issuer can never open a peer link")
 	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
@@ -233,6 +235,9 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	if f.tlsClientAuth && f.tlsCA == "" {
 		return cfg, sc, fmt.Errorf("--tls-client-auth needs --tls-ca")
 	}
+	if f.tlsClientAuthOptional && (f.tlsClientAuth || f.tlsCA == "") {
+		return cfg, sc, fmt.Errorf("--tls-client-auth-optional needs --tls-ca and excludes --tls-client-auth")
+	}
 	if f.tlsCert != "" && f.tlsCA == "" {
 		// Without a CA the peer listener could verify no neighbour, and
 		// any process that reached the port would join the mesh.
@@ -246,6 +251,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	sc.PeerIdentity = f.tlsPeerIdentity
 	sc.ClientTLS = tlsFiles
 	sc.ClientTLS.RequireClientCert = f.tlsClientAuth
+	sc.ClientTLS.VerifyClientCertIfGiven = f.tlsClientAuthOptional
 	if (f.metricsCert == "") != (f.metricsKey == "") {
 		return cfg, sc, fmt.Errorf("--metrics-tls-cert and --metrics-tls-key go together")
 	}
@@ -261,8 +267,8 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		sc.AuthzPolicy = p
 	}
 	if f.tlsClientCA != "" {
-		if !f.tlsClientAuth {
-			return cfg, sc, fmt.Errorf("--tls-client-ca needs --tls-client-auth: it verifies client certificates")
+		if !f.tlsClientAuth && !f.tlsClientAuthOptional {
+			return cfg, sc, fmt.Errorf("--tls-client-ca needs --tls-client-auth or --tls-client-auth-optional: it verifies client certificates")
 		}
 		sc.ClientTLS.CAFile = f.tlsClientCA
 	}

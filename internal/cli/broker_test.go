@@ -108,6 +108,8 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-ca", "cc.pem"}, "--tls-client-ca needs --tls-client-auth"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
+		{[]string{"--name", "b0", "--tls-client-auth-optional"}, "--tls-client-auth-optional needs --tls-ca"},
+		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-auth", "--tls-client-auth-optional"}, "excludes --tls-client-auth"},
 		{[]string{"--name", "b0", "--metrics-tls-cert", "m.pem"}, "--metrics-tls-cert and --metrics-tls-key go together"},
 		{[]string{"--name", "b0", "--metrics-tls-client-ca", "ca.pem"}, "--metrics-tls-client-ca needs --metrics-tls-cert"},
 		{[]string{"--name", "b0", "--authz-policy", "/nonexistent.yaml"}, "authorization policy: open /nonexistent.yaml"},
@@ -230,6 +232,14 @@ func TestBrokerClientCA(t *testing.T) {
 	assert.Equal(t, "clients.pem", sc.ClientTLS.CAFile)
 	assert.True(t, sc.ClientTLS.RequireClientCert)
 	assert.False(t, sc.PeerIdentity)
+	_, sc, err = brokerConfig(t, "--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem",
+		"--tls-client-auth-optional", "--tls-client-ca", "clients.pem")
+	require.NoError(t, err)
+	assert.Equal(t, "clients.pem", sc.ClientTLS.CAFile)
+	assert.False(t, sc.ClientTLS.RequireClientCert)
+	assert.True(t, sc.ClientTLS.VerifyClientCertIfGiven)
+	assert.True(t, sc.PeerTLS.RequireClientCert, "peers always need a certificate")
+	assert.False(t, sc.PeerTLS.VerifyClientCertIfGiven)
 	_, sc, err = brokerConfig(t, "--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-peer-identity")
 	require.NoError(t, err)
 	assert.True(t, sc.PeerIdentity)
