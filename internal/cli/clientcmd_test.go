@@ -394,6 +394,8 @@ func TestTokenFlags(t *testing.T) {
 		{"environment over TLS", connFlags{getenv: env("t"), tls: true}, 5, ""},
 		{"plaintext allowed", connFlags{token: "t", tokenPlaintext: true}, 5, ""},
 		{"no token", connFlags{getenv: env("")}, 3, ""},
+		{"certificate without key", connFlags{tlsCert: "c.pem"}, 0, "--tls-cert and --tls-key go together"},
+		{"missing certificate", connFlags{tlsCert: "/nonexistent/c.pem", tlsKey: "/nonexistent/k.pem", token: "t"}, 0, "--tls-cert/--tls-key: open /nonexistent/c.pem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts, err := tc.f.options()

@@ -26,8 +26,11 @@ type connFlags struct {
 	tls           bool
 	tlsCA         string
 	tlsServerName string
-	congestion    bool
-	ccFeedback    bool
+	// tlsCert and tlsKey are the client certificate brokers that require
+	// one (--tls-client-auth) verify, and authorization policies name.
+	tlsCert, tlsKey string
+	congestion      bool
+	ccFeedback      bool
 	// token is --token, else $DRIP_TOKEN; tokenPlaintext lets it travel
 	// without TLS (loopback tests).
 	token          string
@@ -52,6 +55,10 @@ func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, verifying the broker against the PEM certificates in this `file`")
 	fl.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify the broker's certificate against (default: the host of the address)")
 	_ = cmd.MarkFlagFilename("tls-ca", "pem", "crt")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate `file`, for brokers that require client certificates or authorize by them (implies TLS)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key `file` of --tls-cert")
+	_ = cmd.MarkFlagFilename("tls-cert", "pem", "crt")
+	_ = cmd.MarkFlagFilename("tls-key", "pem", "key")
 	fl.BoolVar(&f.congestion, "congestion", true, "publishers slow the flows that subscriptions ask them to (content-aware congestion control, docs/design.md §12)")
 	fl.BoolVar(&f.ccFeedback, "congestion-feedback", false, "subscriptions measure loss and ask publishers to slow the flows that lose messages on their way")
 	fl.StringVar(&f.token, "token", "", "bearer token for brokers with an authorization policy (default $"+tokenEnv+", which keeps it out of ps and shell history); needs --tls or --tls-ca")
@@ -64,12 +71,15 @@ func (f *connFlags) options() ([]client.Option, error) {
 	if f.failoverWait > 0 {
 		opts = append(opts, client.WithFailoverWait(f.failoverWait))
 	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	plaintext := !f.tls && f.tlsCA == "" && f.tlsServerName == "" && f.tlsCert == ""
 	token := f.token
 	if token == "" && f.getenv != nil {
 		token = f.getenv(tokenEnv)
 	}
 	if token != "" {
-		plaintext := !f.tls && f.tlsCA == "" && f.tlsServerName == ""
 		if plaintext && !f.tokenPlaintext {
 			return nil, fmt.Errorf("a token (--token or $%s) needs --tls or --tls-ca: over plaintext anyone on the path can read it (--token-plaintext for a broker on loopback)", tokenEnv)
 		}
@@ -78,7 +88,7 @@ func (f *connFlags) options() ([]client.Option, error) {
 			opts = append(opts, client.WithTokenOverPlaintext())
 		}
 	}
-	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" {
+	if plaintext {
 		return opts, nil
 	}
 	cfg := &tls.Config{ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
@@ -91,6 +101,13 @@ func (f *connFlags) options() ([]client.Option, error) {
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.tlsCA)
 		}
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return append(opts, client.WithTLS(cfg)), nil
 }

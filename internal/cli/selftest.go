@@ -3,13 +3,10 @@ package cli
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,8 +36,6 @@ type selftestFlags struct {
 	messages int
 	settle   time.Duration
 	probe    time.Duration
-	tlsCert  string
-	tlsKey   string
 }
 
 func newSelftestCmd() *cobra.Command {
@@ -83,10 +78,6 @@ in the mesh to exercise forwarding.`,
 	fl.IntVar(&f.messages, "messages", 10, "check messages published at each broker")
 	fl.DurationVar(&f.settle, "settle", time.Second, "how long to keep listening for duplicates after the last expected delivery")
 	fl.DurationVar(&f.probe, "probe-interval", 200*time.Millisecond, "interval between route probes while waiting for the mesh")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate `file`, for brokers that require client certificates")
-	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key `file` of --tls-cert")
-	_ = cmd.MarkFlagFilename("tls-cert", "pem", "crt")
-	_ = cmd.MarkFlagFilename("tls-key", "pem", "key")
 	return cmd
 }
 
@@ -102,8 +93,6 @@ func (f *selftestFlags) validate() error {
 		return fmt.Errorf("--settle %v: want zero or more", f.settle)
 	case f.probe <= 0:
 		return fmt.Errorf("--probe-interval %v: want a positive duration", f.probe)
-	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return errors.New("--tls-cert and --tls-key go together")
 	}
 	for _, b := range f.brokers {
 		if b == "" {
@@ -113,31 +102,6 @@ func (f *selftestFlags) validate() error {
 	return nil
 }
 
-// clientCert returns the extra client option that presents --tls-cert. It
-// comes after connFlags' own TLS option when dialling, so it replaces it;
-// hence it repeats the CA and server name.
-func (f *selftestFlags) clientCert() ([]client.Option, error) {
-	if f.tlsCert == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, ServerName: f.conn.tlsServerName, MinVersion: tls.VersionTLS12}
-	if f.conn.tlsCA != "" {
-		pem, err := os.ReadFile(f.conn.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.conn.tlsCA)
-		}
-	}
-	return []client.Option{client.WithTLS(cfg)}, nil
-}
-
 // selftest is one run against the brokers in f.brokers; index i names the
 // i-th --broker both as a publisher and as a subscriber.
 type selftest struct {
@@ -145,7 +109,6 @@ type selftest struct {
 	out   io.Writer
 	token string
 	n     int
-	extra []client.Option // dial options beyond connFlags'
 
 	clients []*client.Client
 	subs    []*client.Subscription
@@ -164,8 +127,8 @@ type selftest struct {
 }
 
 func runSelftest(ctx context.Context, f *selftestFlags, out io.Writer) error {
-	extra, err := f.clientCert()
-	if err != nil {
+	// Flags that cannot work fail before any broker is dialled.
+	if _, err := f.conn.options(); err != nil {
 		return err
 	}
 	var tok [8]byte
@@ -174,7 +137,7 @@ func runSelftest(ctx context.Context, f *selftestFlags, out io.Writer) error {
 	}
 	n := len(f.brokers)
 	st := &selftest{
-		f: f, out: out, token: hex.EncodeToString(tok[:]), n: n, extra: extra,
+		f: f, out: out, token: hex.EncodeToString(tok[:]), n: n,
 		clients: make([]*client.Client, n), subs: make([]*client.Subscription, n),
 		pubs: make([]*client.Publisher, n), labels: make([]string, n),
 		heard: make([][]bool, n), counts: make([][][]int, n), stray: make([]int, n), ended: make([]error, n),
@@ -189,7 +152,7 @@ func runSelftest(ctx context.Context, f *selftestFlags, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "drip selftest: %s, %s each, token %s\n", Plural(int64(n), "broker", "brokers"),
 		Plural(int64(f.messages), "message", "messages"), st.token)
-	err = st.run(ctx)
+	err := st.run(ctx)
 	st.close()
 	if err != nil {
 		st.report(false, "%v", err)
@@ -531,7 +494,7 @@ func (st *selftest) close() {
 // the "no such host" for up to 30 s.
 func (st *selftest) dialRetry(ctx context.Context, addr string) (*client.Client, error) {
 	for {
-		c, err := st.f.conn.dial(ctx, addr, st.extra...)
+		c, err := st.f.conn.dial(ctx, addr)
 		if err == nil || ctx.Err() != nil {
 			return c, err
 		}
