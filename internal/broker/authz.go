@@ -88,6 +88,7 @@ func (a *authorizer) admit(ctx context.Context, op string) (grant, error) {
 		return grant{}, a.refuse(op, id, err)
 	}
 	if op == opPublish && r.Publish.IsNone() {
+		// Refused before any message: the stream could publish nothing.
 		return grant{}, a.refuse(op, id, r.CheckPublish(content.Message{}, 0))
 	}
 	return grant{rule: r, id: id}, nil

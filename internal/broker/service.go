@@ -56,8 +56,8 @@ func ReceiveLimit(c Config) int {
 // publishCounts is what a publish stream has accepted so far.
 type publishCounts struct{ accepted, unmatched uint64 }
 
-// heldMessage is a decoded message of a request, held until every message
-// before it in the request has been decoded and authorized.
+// heldMessage is a decoded message of a publish request, held until the
+// whole request has been decoded and authorized.
 type heldMessage struct {
 	m        content.Message
 	raw      []byte
