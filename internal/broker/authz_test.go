@@ -584,3 +584,78 @@ func TestAuthzNarrowingProperty(t *testing.T) {
 	}
 	assert.Greater(t, narrowed, 100, "the rules must have kept messages from the subscriptions for the test to mean anything")
 }
+
+// counterValue is the value of a counter (summed over its series) on a
+// server's registry.
+func counterValue(t *testing.T, srv *broker.Server, name string) float64 {
+	t.Helper()
+	families, err := srv.Registry().Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestAuthzNarrowsRouting: the narrowed predicate is what a tenant's
+// broker advertises, so messages outside the tenant's rule do not even
+// travel to it: the publisher's broker routes them nowhere.
+func TestAuthzNarrowsRouting(t *testing.T) {
+	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	policy, err := authz.Parse("p.yaml", []byte(`rules:
+  - {name: ops, client: {token_sha256: `+authz.TokenHash("ops")+`}, publish: all, subscribe: all}
+  - {name: tenant-a, client: {token_sha256: `+authz.TokenHash("a")+`}, publish: 'tenant = "a"', subscribe: 'tenant = "a"'}
+`))
+	require.NoError(t, err)
+	for _, n := range m.nodes {
+		require.NoError(t, n.srv.Broker().SetAuthzPolicy(policy))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dial := func(i int, token string) *client.Client {
+		c, err := client.Dial(ctx, m.nodes[i].srv.ClientAddr(), client.WithToken(token), client.WithTokenOverPlaintext(), client.WithCongestionControl(false))
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	sub, err := dial(1, "a").Subscribe(ctx, `seq exists`)
+	require.NoError(t, err)
+	defer sub.Close()
+	ops := dial(0, "ops")
+	// (waitConverged counts only the mesh helper's own subscriptions.)
+	require.Eventually(t, func() bool {
+		_, err := ops.Publish(ctx, tenantMsg("a", 0))
+		require.NoError(t, err)
+		dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer dcancel()
+		_, err = sub.Next(dctx)
+		return err == nil
+	}, 15*time.Second, 10*time.Millisecond, "b0 never learned b1's subscription")
+	for { // drain the probes' duplicates
+		dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := sub.Next(dctx)
+		dcancel()
+		if err != nil {
+			break
+		}
+	}
+
+	unmatched := counterValue(t, m.nodes[0].srv, "drip_unmatched_messages_total")
+	received := counterValue(t, m.nodes[1].srv, "drip_link_received_bundles_total")
+	var msgs []client.Message
+	for i := range 50 {
+		msgs = append(msgs, tenantMsg("b", i))
+	}
+	_, err = ops.Publish(ctx, append(msgs, tenantMsg("a", 99))...)
+	require.NoError(t, err)
+	tenant, seq := nextTenant(t, ctx, sub)
+	assert.Equal(t, "a", tenant)
+	assert.Equal(t, int64(99), seq)
+	assert.Equal(t, 50.0, counterValue(t, m.nodes[0].srv, "drip_unmatched_messages_total")-unmatched, "tenant b's messages are routed nowhere")
+	assert.Equal(t, 1.0, counterValue(t, m.nodes[1].srv, "drip_link_received_bundles_total")-received, "only tenant a's message crossed the link")
+}
