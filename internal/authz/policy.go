@@ -273,6 +273,10 @@ func (id Identity) String() string {
 	for _, u := range id.URIs {
 		parts = append(parts, "URI="+u)
 	}
+	if id.CommonName == "" && len(id.URIs) == 0 && len(id.DNSNames) > 0 {
+		// A certificate named only by DNS SANs (often many): the first.
+		parts = append(parts, "DNS="+id.DNSNames[0])
+	}
 	if id.TokenSHA256 != "" {
 		parts = append(parts, "token sha256:"+id.TokenSHA256[:min(12, len(id.TokenSHA256))]+"…")
 	}

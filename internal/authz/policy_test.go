@@ -339,6 +339,8 @@ func TestFromContext(t *testing.T) {
 		_, err := authz.FromContext(ctx(verified, bad...))
 		assert.Error(t, err, "%q", bad)
 	}
+	assert.Equal(t, "DNS=a.example", authz.Identity{DNSNames: []string{"a.example", "b.example"}}.String())
+	assert.Equal(t, "CN=alice, URI=spiffe://x/alice", authz.Identity{CommonName: "alice", URIs: []string{"spiffe://x/alice"}, DNSNames: []string{"a.example"}}.String())
 	id, err = authz.FromContext(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "anonymous client (no verified certificate, no token)", id.String())
