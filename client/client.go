@@ -48,6 +48,8 @@ type options struct {
 	failoverWait       time.Duration
 	noCongestion       bool // publishers do not listen for feedback
 	congestionFeedback bool // subscriptions ask publishers to slow down
+	token              string
+	tokenPlaintext     bool // the token may travel without TLS
 }
 
 // WithTLS connects over TLS with cfg (nil cfg means the system roots and the
@@ -60,6 +62,33 @@ func WithTLS(cfg *tls.Config) Option {
 		o.tls = cfg
 	}
 }
+
+// WithToken presents token to every broker as "authorization: Bearer
+// <token>" gRPC metadata; a broker with an authorization policy
+// (drip broker --authz-policy) finds the client's rule by the token's
+// SHA-256. A token is a password: Dial refuses to send it without WithTLS,
+// since anyone on the path could read it, unless WithTokenOverPlaintext
+// says so.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithTokenOverPlaintext lets WithToken's token travel over a plaintext
+// connection. It exists for tests and brokers on the loopback interface;
+// anywhere else the token is readable by anyone on the path.
+func WithTokenOverPlaintext() Option { return func(o *options) { o.tokenPlaintext = true } }
+
+// bearer is the gRPC per-call credential that carries a token.
+type bearer struct {
+	token  string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+// RequireTransportSecurity makes gRPC itself refuse to send the token on
+// a plaintext connection, unless WithTokenOverPlaintext.
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
 // WithDialOptions adds gRPC dial options, applied after the client's own
 // (transport credentials, user agent, reconnect backoff), so they can
@@ -155,6 +184,9 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		backoffMin: 100 * time.Millisecond, backoffMax: 2 * time.Second, lookupHost: net.DefaultResolver.LookupHost}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.token != "" && o.tls == nil && !o.tokenPlaintext {
+		return nil, errors.New("drip client: WithToken needs WithTLS: a bearer token over plaintext can be read by anyone on the path (WithTokenOverPlaintext allows it for loopback tests)")
 	}
 	c := &Client{opts: o, target: target, conns: map[string]*grpc.ClientConn{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -293,6 +325,9 @@ func (c *Client) newConn(addr string) (*grpc.ClientConn, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}, c.opts.dialOpts...)
+	if c.opts.token != "" {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer{token: c.opts.token, secure: !c.opts.tokenPlaintext}))
+	}
 	target := addr
 	if !strings.Contains(addr, "://") && !strings.HasPrefix(addr, "unix:") {
 		// One address is one broker: no resolver of gRPC's in between (the

@@ -71,6 +71,17 @@
 // keeps reading (setting deliveries aside) so that acknowledgements cannot
 // be stuck behind a full buffer.
 //
+// # Authorization
+//
+// A broker with an authorization policy (docs/design.md §13) knows a client
+// by its TLS client certificate (in the tls.Config given to WithTLS) or by
+// the bearer token of WithToken, which Dial refuses to send without TLS.
+// Under a rule, a published message outside the rule's predicate ends the
+// stream with codes.PermissionDenied naming the rule, and nothing of its
+// batch was published; a subscription receives only what both its
+// predicate and the rule's match. PermissionDenied is permanent: the
+// client does not fail over on it.
+//
 // # Deadlines and two paths
 //
 // A subscription made with WithDeadline asks the mesh to deliver each

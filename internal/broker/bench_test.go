@@ -14,16 +14,21 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
 // benchBroker serves one broker on loopback for a benchmark.
-func benchBroker(b *testing.B) string {
+func benchBroker(b *testing.B) string { return benchBrokerWith(b, nil) }
+
+// benchBrokerWith serves one broker with an authorization policy (nil:
+// none).
+func benchBrokerWith(b *testing.B, policy *authz.Policy) string {
 	b.Helper()
 	cl, pl := listen(b), listen(b)
-	srv, err := broker.NewServer(brokertest.FastConfig(0), broker.ServerConfig{ClientListener: cl, PeerListener: pl, StopTimeout: time.Second})
+	srv, err := broker.NewServer(brokertest.FastConfig(0), broker.ServerConfig{ClientListener: cl, PeerListener: pl, StopTimeout: time.Second, AuthzPolicy: policy})
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -55,6 +60,17 @@ func benchMessage(b *testing.B) []byte {
 // so the allocations per message are the broker's (issue 12 asks ≤ 3).
 func BenchmarkBroker1to1(b *testing.B) {
 	api := rawClient(b, benchBroker(b))
+	runRaw(b, api, api, 0, func() {})
+}
+
+// BenchmarkBroker1to1Authorized is BenchmarkBroker1to1 under a policy
+// whose rule restricts both sides (docs/design.md §13): each message is
+// decoded once more and matched against the publish predicate, and the
+// subscription holds the conjunction.
+func BenchmarkBroker1to1Authorized(b *testing.B) {
+	policy, err := authz.Parse("bench.yaml", []byte(`rules: [{name: r, client: {any: true}, publish: 'symbol = "DRIP" && price > 1', subscribe: 'symbol = "DRIP"'}]`))
+	require.NoError(b, err)
+	api := rawClient(b, benchBrokerWith(b, policy))
 	runRaw(b, api, api, 0, func() {})
 }
 

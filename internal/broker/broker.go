@@ -62,6 +62,7 @@ func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = 
 // Run it until shutdown.
 type Broker struct {
 	node  *Node
+	authz *authorizer
 	o     options
 	open  *dripv1.Open
 	clock clock.WithTicker
@@ -92,6 +93,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	}
 	b := &Broker{
 		node:     n,
+		authz:    &authorizer{denied: n.m.authzDenied, log: n.log, now: o.clock.Now, logged: map[string]time.Time{}},
 		o:        o,
 		clock:    o.clock,
 		events:   make(chan coreEvent, 1024),

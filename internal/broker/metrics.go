@@ -65,6 +65,8 @@ type metrics struct {
 	deadlineMissed  prometheus.Counter
 	secondPathBytes prometheus.Counter
 	redundantCopies prometheus.Counter
+	// Authorization (internal/authz).
+	authzDenied *prometheus.CounterVec // op
 }
 
 // handshakeFailureReasons are the reason labels of
@@ -141,6 +143,12 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 			"Bytes of the second copies of two-path messages this broker sent (ingress and transit): what redundancy costs."),
 		redundantCopies: f.counter("redundant_copies_suppressed_total",
 			"Copies of two-path messages not delivered because the other copy had arrived first."),
+		authzDenied: f.counterVec("authz_denied_total",
+			"Client requests refused by the authorization policy (--authz-policy), by operation: publish (a message outside the client's rule, a rule that allows no publishing, no rule for the client) "+
+				"or subscribe (a rule that allows no subscriptions, no rule for the client).", []string{"op"}),
+	}
+	for _, op := range []string{opPublish, opSubscribe} {
+		m.authzDenied.WithLabelValues(op)
 	}
 	for _, v := range []string{"duplicate", "stale"} {
 		m.duplicates.WithLabelValues(v)

@@ -52,8 +52,9 @@ func TestCountersTheDashboardsQueryStartAtZero(t *testing.T) {
 	want := slices.Clone(handshakeFailureReasons)
 	slices.Sort(want)
 	assert.Equal(t, want, zeroSeries(t, families, "drip_link_handshake_failures_total", "reason"))
-	assert.Equal(t, []string{"hop_limit", "link_down", "no_route"}, zeroSeries(t, families, "drip_route_dropped_destinations_total", "reason"))
+	assert.Equal(t, []string{"hop_limit", "link_down", "match_all", "no_route"}, zeroSeries(t, families, "drip_route_dropped_destinations_total", "reason"))
 	assert.Equal(t, []string{"certificate", "identity", "signature", "unsigned"}, zeroSeries(t, families, "drip_advertisements_refused_total", "reason"))
+	assert.Equal(t, []string{"publish", "subscribe"}, zeroSeries(t, families, "drip_authz_denied_total", "op"))
 }
 
 // TestHandshakeReasonsCoverTheTransport: every reason the transport gives a

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/peerauth"
 	"github.com/dripmesh/drip/internal/transport"
 )
@@ -38,6 +39,11 @@ type TLSFiles struct {
 	// RequireClientCert is set (mTLS), peers' certificates when dialling.
 	CAFile            string
 	RequireClientCert bool
+	// VerifyClientCertIfGiven, on a listener that does not require client
+	// certificates, verifies against CAFile those that clients present and
+	// admits clients without one: certificate and token clients of an
+	// authorization policy on one port.
+	VerifyClientCertIfGiven bool
 }
 
 // Enabled reports whether TLS is configured.
@@ -50,12 +56,15 @@ func (t TLSFiles) ServerTLS() (*tls.Config, error) {
 		return nil, fmt.Errorf("load TLS key pair %s, %s: %w", t.CertFile, t.KeyFile, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.RequireClientCert {
+	if t.RequireClientCert || t.VerifyClientCertIfGiven {
 		pool, err := loadPool(t.CAFile)
 		if err != nil {
 			return nil, err
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		if !t.RequireClientCert {
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
 	}
 	return cfg, nil
 }
@@ -134,9 +143,19 @@ type ServerConfig struct {
 	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on
 	// the metrics listener. Off by default: profiles reveal internals and
 	// cost CPU while they run.
-	Pprof     bool
-	ClientTLS TLSFiles
-	PeerTLS   TLSFiles // also used when dialling peers (mTLS)
+	Pprof bool
+	// MetricsTLS serves the metrics listener (/metrics, /healthz and
+	// pprof) over HTTPS with its certificate; with RequireClientCert only
+	// clients whose certificate CAFile verifies (Prometheus with a scrape
+	// certificate) get a response. Empty, the listener is plain HTTP: for
+	// loopback and trusted networks only, since /metrics names subscribers
+	// and links and pprof reveals internals.
+	MetricsTLS TLSFiles
+	// AuthzPolicy, if set, authorizes every client stream (internal/authz;
+	// Broker.SetAuthzPolicy replaces it while the server runs).
+	AuthzPolicy *authz.Policy
+	ClientTLS   TLSFiles
+	PeerTLS     TLSFiles // also used when dialling peers (mTLS)
 	// PeerIdentity requires each peer's certificate to name the router it
 	// claims: a URI SAN drip://<mesh>/router/<id> or a DNS SAN
 	// <id>.router.<mesh>.drip.internal (PeerTLS must require client
@@ -214,6 +233,19 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.b, s.log = b, b.node.log
+	if sc.AuthzPolicy != nil {
+		if err := b.SetAuthzPolicy(sc.AuthzPolicy); err != nil {
+			return nil, err
+		}
+	}
+	var metricsTLS *tls.Config
+	if sc.MetricsTLS.Enabled() {
+		if metricsTLS, err = sc.MetricsTLS.ServerTLS(); err != nil {
+			return nil, fmt.Errorf("metrics TLS: %w", err)
+		}
+	} else if sc.MetricsTLS.RequireClientCert {
+		return nil, errors.New("metrics TLS: requiring client certificates needs a certificate and key to serve HTTPS with")
+	}
 	if peerCreds != nil {
 		peerCreds = &countedCreds{TransportCredentials: peerCreds, failed: b.node.m.linkHandshakeFails.WithLabelValues("tls"),
 			log: s.log, logEvery: &rate.Sometimes{First: 3, Interval: 10 * time.Second}}
@@ -262,6 +294,9 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		}
 	}
 	if s.metricsLis != nil {
+		if metricsTLS != nil {
+			s.metricsLis = tls.NewListener(s.metricsLis, metricsTLS)
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -283,7 +318,14 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
-		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		// A refused client certificate is the client's problem, not the
+		// broker's: net/http logs each handshake it refuses, which a
+		// scanner would turn into a flood, so its log goes to debug.
+		errLog, err := zap.NewStdLogAt(s.log.Named("metrics"), zap.DebugLevel)
+		if err != nil {
+			return nil, err
+		}
+		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
 	}
 	return s, nil
 }

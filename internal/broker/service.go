@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
 )
@@ -25,13 +26,14 @@ const ackEvery = 64
 // clientService implements drip.v1.Broker over a Node.
 type clientService struct {
 	dripv1.UnimplementedBrokerServer
-	n *Node
+	n  *Node
+	az *authorizer
 }
 
 // ClientService returns the drip.v1.Broker service of this broker. Serve it
 // on a gRPC server made with ClientServerOptions: it exchanges deliveries
 // and publish requests in their wire form.
-func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{n: b.node} }
+func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{n: b.node, az: b.authz} }
 
 // ClientServerOptions are the gRPC server options the client service
 // needs: the codec that passes wire.Raw through.
@@ -54,15 +56,31 @@ func ReceiveLimit(c Config) int {
 // publishCounts is what a publish stream has accepted so far.
 type publishCounts struct{ accepted, unmatched uint64 }
 
+// heldMessage is a decoded message of a publish request, held until the
+// whole request has been decoded and authorized.
+type heldMessage struct {
+	m        content.Message
+	raw      []byte
+	deadline time.Duration
+}
+
 // accept publishes the messages of one request, in its wire form, in
 // order, and says whether they came as a batch. An invalid message is an
 // InvalidArgument naming its index on the stream; the ones before it were
 // published. batches says whether the request may carry several messages
-// (PublishStream) or one (Publish, whose clients predate batches).
-func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts, batches bool) (bool, error) {
-	inRequest := 0
+// (PublishStream) or one (Publish, whose clients predate batches). The
+// request is decoded whole before anything is published, so that under an
+// authorization rule one message outside it makes the request
+// PermissionDenied with none of it published; held is the stream's buffer
+// for the decoded messages.
+func (c clientService) accept(fwd *Forwarder, g grant, req []byte, counts *publishCounts, batches bool, held *[]heldMessage) (bool, error) {
+	msgs := (*held)[:0]
+	defer func() {
+		clear(msgs) // hold no request's bytes beyond it
+		*held = msgs[:0]
+	}()
 	batched, err := wire.PublishRequestMessages(req, func(raw []byte) error {
-		if inRequest++; !batches && inRequest > 1 {
+		if !batches && len(msgs) == 1 {
 			return status.Error(codes.InvalidArgument, "Publish takes one message per request; send batches with PublishStream")
 		}
 		m, deadline, err := wire.DecodeMessageDeadline(raw, c.n.cfg.Messages)
@@ -71,17 +89,23 @@ func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts,
 		}
 		if err != nil {
 			c.n.m.publishRejected.Inc()
-			return status.Errorf(codes.InvalidArgument, "message %d: %v", counts.accepted, err)
+			return status.Errorf(codes.InvalidArgument, "message %d: %v", counts.accepted+uint64(len(msgs)), err)
 		}
-		counts.accepted++
-		if _, ok := m.Get(wire.CongestionTo); ok {
-			c.n.m.congestionFeedback.Inc()
-		}
-		if !fwd.Publish(m, raw, deadline) {
-			counts.unmatched++
-		}
+		msgs = append(msgs, heldMessage{m: m, raw: raw, deadline: deadline})
 		return nil
 	})
+	if err := c.checkPublish(g, msgs, counts.accepted); err != nil {
+		return false, err
+	}
+	for _, h := range msgs {
+		counts.accepted++
+		if _, ok := h.m.Get(wire.CongestionTo); ok {
+			c.n.m.congestionFeedback.Inc()
+		}
+		if !fwd.Publish(h.m, h.raw, h.deadline) {
+			counts.unmatched++
+		}
+	}
 	if err != nil && status.Code(err) == codes.Unknown {
 		// The request itself did not decode.
 		return false, status.Errorf(codes.InvalidArgument, "request after message %d: %v", counts.accepted, err)
@@ -93,8 +117,15 @@ func (c clientService) accept(fwd *Forwarder, req []byte, counts *publishCounts,
 // PublishStream. Requests are decoded from their wire form, as
 // PublishStream's are.
 func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
+	g, err := c.az.admit(stream.Context(), opPublish)
+	if err != nil {
+		return err
+	}
 	fwd := c.n.NewForwarder()
-	var counts publishCounts
+	var (
+		counts publishCounts
+		held   []heldMessage
+	)
 	for {
 		var req wire.Raw
 		err := stream.RecvMsg(&req)
@@ -109,7 +140,7 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 			// summary says exactly how much was.
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
 		}
-		if _, err := c.accept(fwd, req.B, &counts, false); err != nil {
+		if _, err := c.accept(fwd, g, req.B, &counts, false, &held); err != nil {
 			return err
 		}
 	}
@@ -121,10 +152,15 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 // is exact: every later request is discarded unpublished, and the client
 // sends those messages to another broker.
 func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) error {
+	g, err := c.az.admit(stream.Context(), opPublish)
+	if err != nil {
+		return err
+	}
 	fwd := c.n.NewForwarder()
 	var (
 		mu      sync.Mutex // serialises publishing and sending
 		counts  publishCounts
+		held    []heldMessage
 		moved   bool
 		pending int // requests since the last acknowledgement
 		sendErr error
@@ -171,7 +207,7 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 			mu.Unlock()
 			continue
 		}
-		batched, err := c.accept(fwd, req.B, &counts, true)
+		batched, err := c.accept(fwd, g, req.B, &counts, true, &held)
 		if err != nil {
 			mu.Unlock()
 			return err
@@ -191,6 +227,10 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 
 func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	n := c.n
+	g, err := c.az.admit(stream.Context(), opSubscribe)
+	if err != nil {
+		return err
+	}
 	req, err := stream.Recv()
 	if err != nil {
 		return err
@@ -198,6 +238,11 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	// Under an authorization rule the subscription holds, and the broker
+	// advertises, the client's predicate narrowed to the rule's.
+	if pred, err = c.conjoin(g, pred); err != nil {
+		return err
 	}
 	sub, err := n.Subscribe(pred, flowOf(req), req.GetClientName())
 	if err != nil {
@@ -224,6 +269,10 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 			if err != nil {
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
+				return
+			}
+			if pred, err = c.conjoin(g, pred); err != nil {
+				recvErr <- err
 				return
 			}
 			if err := sub.Replace(pred, flowOf(req)); err != nil {

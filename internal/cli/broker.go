@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
+	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
@@ -57,8 +60,13 @@ type brokerFlags struct {
 	tlsClientCA            string
 	tlsPeerIdentity        bool
 	tlsClientAuth          bool
+	tlsClientAuthOptional  bool
 
 	endpointSlices string // --peer-endpointslices: the headless Service
+
+	authzPolicy string // --authz-policy: the policy file
+	// The metrics listener's TLS (--metrics-tls-*).
+	metricsCert, metricsKey, metricsClientCA string
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(&brokerFlags{}) }
@@ -98,6 +106,12 @@ The broker's identity and neighbours come either from a topology file
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if f.authzPolicy != "" {
+				hup := make(chan os.Signal, 1)
+				signal.Notify(hup, syscall.SIGHUP)
+				defer signal.Stop(hup)
+				go reloadPolicyOnHangup(ctx, hup, f.authzPolicy, srv.Broker(), log)
+			}
 			return srv.Serve(ctx)
 		},
 	}
@@ -139,9 +153,15 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs neighbours' certificates (mutual TLS between brokers) and, with --tls-client-auth, clients'")
 	fl.BoolVar(&f.tlsClientAuth, "tls-client-auth", false, "require client certificates signed by --tls-client-ca (default --tls-ca)")
-	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id>, and sign every advertisement this broker originates with its certificate's key and verify every received one (needs --tls-ca, and per-router certificates on every broker of the mesh)")
+	fl.BoolVar(&f.tlsClientAuthOptional, "tls-client-auth-optional", false, "verify the certificates clients present against --tls-client-ca (default --tls-ca) but admit clients without one: certificate and token clients of --authz-policy on one port")
+	fl.BoolVar(&f.tlsPeerIdentity, "tls-peer-identity", false, "require each peer's certificate to name the router it claims, as the URI SAN drip://<mesh>/router/<id> or the DNS SAN <id>.router.<mesh>.drip.internal, and sign every advertisement this broker originates with its certificate's key and verify every received one (needs --tls-ca, and per-router certificates on every broker of the mesh)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA that signs clients' certificates, if not --tls-ca: a client certificate from its own issuer can never open a peer link")
 	fl.StringVar(&f.endpointSlices, "peer-endpointslices", "", endpointSlicesFlagHelp)
+	fl.StringVar(&f.authzPolicy, "authz-policy", "", "authorization policy `file` (YAML, docs/design.md §13): which clients may publish and see which messages; clients no rule matches are refused. SIGHUP reloads it for streams opened afterwards")
+	fl.StringVar(&f.metricsCert, "metrics-tls-cert", "", "PEM certificate to serve /metrics (and pprof) over HTTPS; a TLS mesh should set it: /metrics names subscribers and links")
+	fl.StringVar(&f.metricsKey, "metrics-tls-key", "", "PEM key of --metrics-tls-cert")
+	fl.StringVar(&f.metricsClientCA, "metrics-tls-client-ca", "", "PEM CA whose client certificates alone may read /metrics and pprof (needs --metrics-tls-cert)")
+	_ = cmd.MarkFlagFilename("authz-policy", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
 	return cmd
 }
@@ -220,6 +240,9 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	if f.tlsClientAuth && f.tlsCA == "" {
 		return cfg, sc, fmt.Errorf("--tls-client-auth needs --tls-ca")
 	}
+	if f.tlsClientAuthOptional && (f.tlsClientAuth || f.tlsCA == "") {
+		return cfg, sc, fmt.Errorf("--tls-client-auth-optional needs --tls-ca and excludes --tls-client-auth")
+	}
 	if f.tlsCert != "" && f.tlsCA == "" {
 		// Without a CA the peer listener could verify no neighbour, and
 		// any process that reached the port would join the mesh.
@@ -233,13 +256,50 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	sc.PeerIdentity = f.tlsPeerIdentity
 	sc.ClientTLS = tlsFiles
 	sc.ClientTLS.RequireClientCert = f.tlsClientAuth
+	sc.ClientTLS.VerifyClientCertIfGiven = f.tlsClientAuthOptional
+	if (f.metricsCert == "") != (f.metricsKey == "") {
+		return cfg, sc, fmt.Errorf("--metrics-tls-cert and --metrics-tls-key go together")
+	}
+	if f.metricsClientCA != "" && f.metricsCert == "" {
+		return cfg, sc, fmt.Errorf("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key: client certificates are checked over HTTPS")
+	}
+	sc.MetricsTLS = broker.TLSFiles{CertFile: f.metricsCert, KeyFile: f.metricsKey, CAFile: f.metricsClientCA, RequireClientCert: f.metricsClientCA != ""}
+	if f.authzPolicy != "" {
+		p, err := authz.Load(f.authzPolicy)
+		if err != nil {
+			return cfg, sc, err
+		}
+		sc.AuthzPolicy = p
+	}
 	if f.tlsClientCA != "" {
-		if !f.tlsClientAuth {
-			return cfg, sc, fmt.Errorf("--tls-client-ca needs --tls-client-auth: it verifies client certificates")
+		if !f.tlsClientAuth && !f.tlsClientAuthOptional {
+			return cfg, sc, fmt.Errorf("--tls-client-ca needs --tls-client-auth or --tls-client-auth-optional: it verifies client certificates")
 		}
 		sc.ClientTLS.CAFile = f.tlsClientCA
 	}
 	return cfg, sc, cfg.Validate()
+}
+
+// reloadPolicyOnHangup loads the policy file again at each signal on hup
+// and installs it; a file that no longer parses leaves the policy in force
+// and says why.
+func reloadPolicyOnHangup(ctx context.Context, hup <-chan os.Signal, file string, b *broker.Broker, log *zap.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		p, err := authz.Load(file)
+		if err == nil {
+			err = b.SetAuthzPolicy(p)
+		}
+		if err != nil {
+			log.Error("authorization policy not reloaded; the previous one stays in force", zap.Error(err))
+			continue
+		}
+		log.Info("authorization policy reloaded", zap.String("file", file), zap.Int("rules", len(p.Rules)))
+	}
 }
 
 // fromTopology takes the broker's identity, addresses and neighbours from

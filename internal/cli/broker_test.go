@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/topology"
@@ -108,6 +110,11 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
 		{[]string{"--name", "b0", "--match-all", "deny"}, `match-all policy "deny": want allow, limit or refuse`},
 		{[]string{"--name", "b0", "--match-all", "limit:0"}, `want a positive rate`},
+		{[]string{"--name", "b0", "--tls-client-auth-optional"}, "--tls-client-auth-optional needs --tls-ca"},
+		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-auth", "--tls-client-auth-optional"}, "excludes --tls-client-auth"},
+		{[]string{"--name", "b0", "--metrics-tls-cert", "m.pem"}, "--metrics-tls-cert and --metrics-tls-key go together"},
+		{[]string{"--name", "b0", "--metrics-tls-client-ca", "ca.pem"}, "--metrics-tls-client-ca needs --metrics-tls-cert"},
+		{[]string{"--name", "b0", "--authz-policy", "/nonexistent.yaml"}, "authorization policy: open /nonexistent.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -227,7 +234,60 @@ func TestBrokerClientCA(t *testing.T) {
 	assert.Equal(t, "clients.pem", sc.ClientTLS.CAFile)
 	assert.True(t, sc.ClientTLS.RequireClientCert)
 	assert.False(t, sc.PeerIdentity)
+	_, sc, err = brokerConfig(t, "--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem",
+		"--tls-client-auth-optional", "--tls-client-ca", "clients.pem")
+	require.NoError(t, err)
+	assert.Equal(t, "clients.pem", sc.ClientTLS.CAFile)
+	assert.False(t, sc.ClientTLS.RequireClientCert)
+	assert.True(t, sc.ClientTLS.VerifyClientCertIfGiven)
+	assert.True(t, sc.PeerTLS.RequireClientCert, "peers always need a certificate")
+	assert.False(t, sc.PeerTLS.VerifyClientCertIfGiven)
 	_, sc, err = brokerConfig(t, "--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-peer-identity")
 	require.NoError(t, err)
 	assert.True(t, sc.PeerIdentity)
+}
+
+func TestBrokerAuthzAndMetricsTLSFlags(t *testing.T) {
+	_, sc, err := brokerConfig(t, "--name", "b0", "--authz-policy", "../../deploy/authz-policy.example.yaml",
+		"--metrics-tls-cert", "m.pem", "--metrics-tls-key", "m-key.pem", "--metrics-tls-client-ca", "scrapers.pem")
+	require.NoError(t, err)
+	require.NotNil(t, sc.AuthzPolicy)
+	assert.Equal(t, "tenant-a", sc.AuthzPolicy.Rules[0].Name)
+	assert.Equal(t, broker.TLSFiles{CertFile: "m.pem", KeyFile: "m-key.pem", CAFile: "scrapers.pem", RequireClientCert: true}, sc.MetricsTLS)
+	_, sc, err = brokerConfig(t, "--name", "b0")
+	require.NoError(t, err)
+	assert.Nil(t, sc.AuthzPolicy, "no policy: no authorization")
+	assert.False(t, sc.MetricsTLS.Enabled(), "metrics stay plain HTTP by default")
+
+	bad := writeFile(t, "bad.yaml", "rules:\n  - {name: a, client: {any: true}, publish: all}\n")
+	_, _, err = brokerConfig(t, "--name", "b0", "--authz-policy", bad)
+	assert.ErrorContains(t, err, `rule "a" (line 2): field subscribe: missing`)
+}
+
+// TestReloadPolicyOnHangup: each hangup loads the file again; a file that
+// no longer parses leaves the previous policy in force.
+func TestReloadPolicyOnHangup(t *testing.T) {
+	file := writeFile(t, "policy.yaml", "rules:\n  - {name: first, client: {any: true}, publish: all, subscribe: all}\n")
+	b, err := broker.New(broker.DefaultConfig(0, "b0"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal)
+	done := make(chan struct{})
+	go func() { reloadPolicyOnHangup(ctx, hup, file, b, zap.NewNop()); close(done) }()
+	defer func() { cancel(); <-done }()
+	rules := func() string {
+		// The send returns once the loop took the signal; the next send,
+		// once it has installed what the previous one loaded.
+		hup <- syscall.SIGHUP
+		hup <- syscall.SIGHUP
+		if p := b.AuthzPolicy(); p != nil {
+			return p.Rules[0].Name
+		}
+		return ""
+	}
+	assert.Equal(t, "first", rules())
+	require.NoError(t, os.WriteFile(file, []byte("rules:\n  - {name: second, client: {any: true}, publish: all, subscribe: none}\n"), 0o600))
+	assert.Equal(t, "second", rules())
+	require.NoError(t, os.WriteFile(file, []byte("rules: [oops"), 0o600))
+	assert.Equal(t, "second", rules(), "a broken file changes nothing")
 }

@@ -393,6 +393,42 @@ func TestTLSFlags(t *testing.T) {
 	assert.Len(t, opts, 4, "TLS with the client's certificate, verifying brokers against the system roots")
 }
 
+func TestTokenFlags(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == tokenEnv {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    connFlags
+		opts int
+		err  string
+	}{
+		{"flag without TLS", connFlags{token: "t"}, 0, "a token (--token or $DRIP_TOKEN) needs --tls or --tls-ca"},
+		{"environment without TLS", connFlags{getenv: env("t")}, 0, "needs --tls"},
+		{"flag over TLS", connFlags{token: "t", tls: true}, 5, ""},
+		{"environment over TLS", connFlags{getenv: env("t"), tls: true}, 5, ""},
+		{"plaintext allowed", connFlags{token: "t", tokenPlaintext: true}, 5, ""},
+		{"no token", connFlags{getenv: env("")}, 3, ""},
+		{"certificate without key", connFlags{tlsCert: "c.pem"}, 0, "--tls-cert and --tls-key go together"},
+		{"missing certificate", connFlags{tlsCert: "/nonexistent/c.pem", tlsKey: "/nonexistent/k.pem", token: "t"}, 0, "--tls-cert/--tls-key: open /nonexistent/c.pem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, err := tc.f.options()
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Len(t, opts, tc.opts)
+		})
+	}
+}
+
 // Shell completion is cobra's default command, and flags with a fixed set of
 // values complete them.
 func TestCompletion(t *testing.T) {

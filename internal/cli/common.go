@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -27,13 +26,25 @@ type connFlags struct {
 	tls           bool
 	tlsCA         string
 	tlsServerName string
-	tlsCert       string
-	tlsKey        string
-	congestion    bool
-	ccFeedback    bool
+	// tlsCert and tlsKey are the client certificate brokers that require
+	// one (--tls-client-auth) verify, and authorization policies name.
+	tlsCert, tlsKey string
+	congestion      bool
+	ccFeedback      bool
+	// token is --token, else $DRIP_TOKEN; tokenPlaintext lets it travel
+	// without TLS (loopback tests).
+	token          string
+	tokenPlaintext bool
+	getenv         func(string) string // os.Getenv; tests replace it
 }
 
+// tokenEnv is the environment variable a client command reads its bearer
+// token from when --token is not given: a flag shows in ps and shell
+// history, the environment does not.
+const tokenEnv = "DRIP_TOKEN"
+
 func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
+	f.getenv = os.Getenv
 	fl := cmd.Flags()
 	fl.DurationVar(&f.timeout, "connect-timeout", 10*time.Second, "how long to wait for the broker connection")
 	if cmd.Flags().Lookup("failover-wait") == nil {
@@ -44,12 +55,14 @@ func (f *connFlags) register(cmd *cobra.Command, defaultName string) {
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, verifying the broker against the PEM certificates in this `file`")
 	fl.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify the broker's certificate against (default: the host of the address)")
 	_ = cmd.MarkFlagFilename("tls-ca", "pem", "crt")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate `file`, for brokers that require client certificates (the chart's default: the Secret <release>-client-tls)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate `file`, for brokers that require client certificates or authorize by them (implies TLS)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key `file` of --tls-cert")
 	_ = cmd.MarkFlagFilename("tls-cert", "pem", "crt")
 	_ = cmd.MarkFlagFilename("tls-key", "pem", "key")
 	fl.BoolVar(&f.congestion, "congestion", true, "publishers slow the flows that subscriptions ask them to (content-aware congestion control, docs/design.md §12)")
 	fl.BoolVar(&f.ccFeedback, "congestion-feedback", false, "subscriptions measure loss and ask publishers to slow the flows that lose messages on their way")
+	fl.StringVar(&f.token, "token", "", "bearer token for brokers with an authorization policy (default $"+tokenEnv+", which keeps it out of ps and shell history); needs --tls or --tls-ca")
+	fl.BoolVar(&f.tokenPlaintext, "token-plaintext", false, "send the token without TLS: only to a broker on the loopback interface, anyone on the path can read it")
 }
 
 // options turns the flags into client options.
@@ -59,19 +72,26 @@ func (f *connFlags) options() ([]client.Option, error) {
 		opts = append(opts, client.WithFailoverWait(f.failoverWait))
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
 	}
-	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" && f.tlsCert == "" {
+	plaintext := !f.tls && f.tlsCA == "" && f.tlsServerName == "" && f.tlsCert == ""
+	token := f.token
+	if token == "" && f.getenv != nil {
+		token = f.getenv(tokenEnv)
+	}
+	if token != "" {
+		if plaintext && !f.tokenPlaintext {
+			return nil, fmt.Errorf("a token (--token or $%s) needs --tls or --tls-ca: over plaintext anyone on the path can read it (--token-plaintext for a broker on loopback)", tokenEnv)
+		}
+		opts = append(opts, client.WithToken(token))
+		if f.tokenPlaintext {
+			opts = append(opts, client.WithTokenOverPlaintext())
+		}
+	}
+	if plaintext {
 		return opts, nil
 	}
 	cfg := &tls.Config{ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
-	if f.tlsCert != "" {
-		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
 	if f.tlsCA != "" {
 		pem, err := os.ReadFile(f.tlsCA)
 		if err != nil {
@@ -81,6 +101,13 @@ func (f *connFlags) options() ([]client.Option, error) {
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.tlsCA)
 		}
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return append(opts, client.WithTLS(cfg)), nil
 }

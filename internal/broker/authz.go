@@ -1,0 +1,156 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dripmesh/drip/internal/authz"
+	"github.com/dripmesh/drip/internal/content"
+)
+
+// Authorization operations, the op label of drip_authz_denied_total.
+const (
+	opPublish   = "publish"
+	opSubscribe = "subscribe"
+)
+
+// denialLogWindow is how often one client's denials are logged: a client
+// retrying a refused publish in a loop writes one line per window, not one
+// per attempt.
+const denialLogWindow = time.Minute
+
+// maxDenialLogClients bounds the clients whose last logged denial is
+// remembered; when it is reached the memory is cleared, which at worst
+// logs a client's denial once more.
+const maxDenialLogClients = 4096
+
+// authorizer enforces the broker's authorization policy (internal/authz)
+// on client streams. Its policy is swapped whole (SetAuthzPolicy); a
+// stream keeps the rule it was admitted under until it ends, so a reload
+// applies to streams opened after it.
+type authorizer struct {
+	policy atomic.Pointer[authz.Policy]
+	denied *prometheus.CounterVec // op
+	log    *zap.Logger
+	now    func() time.Time
+
+	mu     sync.Mutex
+	logged map[string]time.Time // client identity → last denial logged
+}
+
+// SetAuthzPolicy installs p for the client streams opened from now on; nil
+// turns authorization off (every client may publish and subscribe to
+// anything). A policy whose subscribe predicate could never fit the
+// broker's predicate limits is refused.
+func (b *Broker) SetAuthzPolicy(p *authz.Policy) error {
+	if p != nil {
+		if err := p.CheckLimits(b.node.cfg.Predicates); err != nil {
+			return err
+		}
+	}
+	b.authz.policy.Store(p)
+	return nil
+}
+
+// AuthzPolicy is the policy in force, nil when authorization is off.
+func (b *Broker) AuthzPolicy() *authz.Policy { return b.authz.policy.Load() }
+
+// grant is what a stream was admitted as: its client's identity and the
+// rule that applies to it. The zero grant (no rule) allows everything.
+type grant struct {
+	rule *authz.Rule
+	id   authz.Identity
+}
+
+// admit resolves the rule a new stream of op runs under: none when no
+// policy is loaded. A client no rule matches is PermissionDenied; a
+// malformed authorization header is Unauthenticated.
+func (a *authorizer) admit(ctx context.Context, op string) (grant, error) {
+	p := a.policy.Load()
+	if p == nil {
+		return grant{}, nil
+	}
+	id, err := authz.FromContext(ctx)
+	if err != nil {
+		a.deny(op, id, "", err)
+		return grant{}, status.Error(codes.Unauthenticated, err.Error())
+	}
+	r, err := p.Match(id)
+	if err != nil {
+		return grant{}, a.refuse(op, id, err)
+	}
+	if op == opPublish && r.Publish.IsNone() {
+		// Refused before any message: the stream could publish nothing.
+		return grant{}, a.refuse(op, id, r.CheckPublish(content.Message{}, 0))
+	}
+	return grant{rule: r, id: id}, nil
+}
+
+// refuse counts and logs an authorization error and turns it into the
+// gRPC status the client sees: PermissionDenied for a denial,
+// InvalidArgument for a conjunction over the predicate limits.
+func (a *authorizer) refuse(op string, id authz.Identity, err error) error {
+	var d *authz.DeniedError
+	if errors.As(err, &d) {
+		a.deny(op, id, d.Rule, err)
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+func (a *authorizer) deny(op string, id authz.Identity, rule string, err error) {
+	a.denied.WithLabelValues(op).Inc()
+	key := id.String()
+	now := a.now()
+	a.mu.Lock()
+	last, seen := a.logged[key]
+	log := !seen || now.Sub(last) >= denialLogWindow
+	if log {
+		if len(a.logged) >= maxDenialLogClients {
+			clear(a.logged)
+		}
+		a.logged[key] = now
+	}
+	a.mu.Unlock()
+	if log {
+		a.log.Warn("client refused by the authorization policy (logged once a minute per client)",
+			zap.String("op", op), zap.String("client", key), zap.String("rule", rule), zap.Error(err))
+	}
+}
+
+// checkPublish checks the decoded messages of one publish request against
+// the stream's rule, before any of them is published; first is the first
+// one's index on the stream.
+func (c clientService) checkPublish(g grant, msgs []heldMessage, first uint64) error {
+	r := g.rule
+	if r == nil || r.Publish.IsAll() {
+		return nil
+	}
+	for i, h := range msgs {
+		if err := r.CheckPublish(h.m, first+uint64(i)); err != nil {
+			return c.az.refuse(opPublish, g.id, err)
+		}
+	}
+	return nil
+}
+
+// conjoin narrows a subscription's predicate to what its rule lets the
+// client see.
+func (c clientService) conjoin(g grant, p content.Predicate) (content.Predicate, error) {
+	if g.rule == nil {
+		return p, nil
+	}
+	q, err := g.rule.Conjoin(p, c.n.cfg.Predicates)
+	if err != nil {
+		return nil, c.az.refuse(opSubscribe, g.id, err)
+	}
+	return q, nil
+}
