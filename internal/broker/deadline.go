@@ -107,7 +107,7 @@ func share(routes *linkstate.Table, dest *bitset.BitSet, budget time.Duration, m
 // without one they are plain bundles.
 func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
 	n := f.n
-	f.countDrops(d)
+	f.countDrops(d, h)
 	if len(d.Forwards) == 0 {
 		return
 	}

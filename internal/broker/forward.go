@@ -230,12 +230,22 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, h bundleHeader) 
 // publishedOverhead bounds what a Published adds to its message's bytes.
 const publishedOverhead = 64
 
-// countDrops counts the destinations a decision dropped.
-func (f *Forwarder) countDrops(d drp.Decision) {
+// countDrops counts the destinations a decision dropped, and logs a few
+// of those without a route: which routers, and which message (its ingress
+// stamp), so that a loss can be traced to the routing state that caused it.
+func (f *Forwarder) countDrops(d drp.Decision, h bundleHeader) {
 	for reason, k := range d.Dropped {
 		if k > 0 {
 			f.n.m.routeDropped.WithLabelValues(drp.DropReason(reason).String()).Add(float64(k))
 		}
+	}
+	if len(d.Unrouted) > 0 {
+		f.n.noRouteLog.Do(func() {
+			f.n.log.Info("destinations dropped: no route to them",
+				zap.Uint32s("routers", d.Unrouted), zap.Uint32("ingress", h.stamp.Origin),
+				zap.Uint64("epoch", h.stamp.Epoch), zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops),
+				zap.Duration("since_start", f.n.clock.Since(f.n.start)))
+		})
 	}
 }
 

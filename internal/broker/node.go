@@ -89,6 +89,9 @@ type Node struct {
 	// Per router whose match-all filters are limited or refused, its
 	// limiter; matchAllSnap is the data plane's copy.
 	matchAllLimiters map[uint32]*rate.Limiter
+	// noRouteLog lets the data plane log a few destinations it dropped
+	// for want of a route, not every one.
+	noRouteLog *rate.Sometimes
 	// Per router, its QoS classes (docs/design.md §11), and whether the
 	// data plane's qos.Table is behind them.
 	classes      map[uint32][]linkstate.QoSClass
@@ -154,6 +157,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		refusedLogged:    map[refusal]time.Time{},
 		matchAll:         map[uint32]int{},
 		matchAllLimiters: map[uint32]*rate.Limiter{},
+		noRouteLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		classes:          map[uint32][]linkstate.QoSClass{},
 		dups:             dups,
 		drain:            make(chan struct{}),

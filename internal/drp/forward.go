@@ -72,6 +72,10 @@ type Decision struct {
 	// tell which destinations lie below it, so it counts all it carried:
 	// an upper bound.
 	Dropped [NumDropReasons]int
+	// Unrouted lists the destinations dropped for DropNoRoute, for a
+	// diagnostic; nil when there are none, so that routing allocates
+	// nothing for it.
+	Unrouted []uint32
 }
 
 // DroppedTotal returns the number of destinations dropped for any reason.
@@ -259,6 +263,7 @@ func (f *Forwarder) collect(r Routing, self uint32, dest *bitset.BitSet, d *Deci
 			next, ok := r.NextHop(id)
 			if !ok {
 				d.Dropped[DropNoRoute]++
+				d.Unrouted = append(d.Unrouted, id)
 				continue
 			}
 			g := f.groupFor(next)

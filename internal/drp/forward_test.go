@@ -51,6 +51,12 @@ func check(t *testing.T, w want, d drp.Decision) {
 	}
 	assert.Equal(t, w.forwards, got, "forwards")
 	assert.Equal(t, w.noRoute, d.Dropped[drp.DropNoRoute], "dropped no_route")
+	assert.Len(t, d.Unrouted, w.noRoute, "Unrouted names each no_route drop")
+	for _, id := range d.Unrouted {
+		for next, dest := range got {
+			assert.NotContains(t, dest, uint(id), "unrouted %d is also forwarded to %d", id, next)
+		}
+	}
 	assert.Equal(t, w.hopLimit, d.Dropped[drp.DropHopLimit], "dropped hop_limit")
 }
 

@@ -286,6 +286,28 @@ func (c *cluster) linkLog(ctx context.Context, ns, pod string) string {
 	return b.String()
 }
 
+// noRouteLog is what a broker logged about destinations it dropped for
+// want of a route (a few per ten seconds, with the message's stamp), and
+// when it joined, for a rolling restart that lost deliveries: the next
+// step of docs/results/churn.md's open finding.
+func (c *cluster) noRouteLog(ctx context.Context, ns, pod string) string {
+	var lines int64 = 2000
+	log, err := c.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "broker", TailLines: &lines}).DoRaw(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	kept := 0
+	for line := range strings.SplitSeq(string(log), "\n") {
+		if kept < 40 && (strings.Contains(line, "no route to them") || strings.Contains(line, `"joined the mesh"`)) {
+			b.WriteString(line)
+			b.WriteByte('\n')
+			kept++
+		}
+	}
+	return b.String()
+}
+
 // topology reads the topology the chart rendered, so the suite checks the
 // live links against what the chart said, not against its own idea of it.
 func (c *cluster) topology(ctx context.Context, ns string) (*topology.Topology, error) {

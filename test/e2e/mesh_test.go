@@ -209,6 +209,13 @@ func TestMesh(t *testing.T) {
 			for _, k := range rr.Known {
 				t.Logf("rolling restart: %s", k)
 			}
+			if rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 {
+				for i := range m.Brokers {
+					if l := c.noRouteLog(ctx, ns, brokerName(i)); l != "" {
+						t.Logf("%s, no route and joining:\n%s", brokerName(i), l)
+					}
+				}
+			}
 			if !ok && len(rr.Problems) == 0 {
 				t.Errorf("rolling restart: the bench job failed; the end of its log:\n%s", tail(log, 2000))
 			}
