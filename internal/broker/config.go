@@ -98,6 +98,13 @@ type Config struct {
 	// are dropped and reported to it as Lost.
 	SubscriberQueue      int
 	SubscriberQueueBytes int
+	// MemoryBudget bounds, in bytes, what all subscriber queues and link
+	// send queues hold together (0: no bound but theirs). A delivery that
+	// would exceed it sheds the oldest deliveries of the subscriber
+	// holding the most bytes, reported to it as Lost and counted (reason:
+	// drip_subscriber_shed_total); link queues count against it but are
+	// never shed for it, having their own bound (docs/design.md §13).
+	MemoryBudget int
 	// SlowSubscribers says what a full subscriber queue does: publishers
 	// wait while the subscriber keeps up, and a subscriber that stalls
 	// loses deliveries (see the type).
@@ -165,6 +172,9 @@ func DefaultConfig(id uint32, name string) Config {
 		DialTimeout:              5 * time.Second,
 		SubscriberQueue:          4096,
 		SubscriberQueueBytes:     16 << 20,
+		// Half the chart's 512 MiB memory limit: Go's collector lets the
+		// heap reach twice what is live (GOGC=100) before it collects.
+		MemoryBudget: 128 << 20,
 		// A send that takes half a second is a client not reading, not a
 		// busy broker; two seconds behind is an overload to shed.
 		SlowSubscribers: SlowSubscribers{Stalled: 500 * time.Millisecond, Behind: 2 * time.Second},
@@ -258,6 +268,9 @@ func (c Config) Validate() error {
 	if c.SlowLinks.Stalled <= 0 || c.SlowLinks.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow links: stalled %v must be positive, behind %v not negative",
 			c.SlowLinks.Stalled, c.SlowLinks.Behind))
+	}
+	if c.MemoryBudget < 0 {
+		errs = append(errs, fmt.Errorf("memory budget must not be negative (0: none), got %d", c.MemoryBudget))
 	}
 	if c.JoinTimeout < 0 {
 		errs = append(errs, fmt.Errorf("join timeout must not be negative, got %v", c.JoinTimeout))

@@ -23,6 +23,7 @@ type subscriptionsConfig struct {
 	broker                 string // name, for acknowledgements
 	slow                   SlowSubscribers
 	now                    func() int64 // monotonic nanoseconds, for stall times
+	budget                 *budget      // broker-wide, shared with the link queues
 }
 
 // subscriptions is the LOCAL-PREDICATES table (Carzaniga09 §2.2): the exact
@@ -53,6 +54,7 @@ type Subscription struct {
 	queue   chan Queued
 	bytes   atomic.Int64 // encoded bytes queued
 	lost    atomic.Uint64
+	gone    atomic.Bool   // closed: what is queued or still arrives is released
 	wake    chan struct{} // a loss to report
 	done    chan struct{} // closed when the broker ends the subscription
 	drain   chan struct{} // closed when the broker starts draining
@@ -256,6 +258,10 @@ func (sub *Subscription) Close() {
 	s := sub.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// What is queued leaves the budget with the subscription; a delivery
+	// a publisher queues after this looks at gone and releases itself.
+	sub.gone.Store(true)
+	sub.release()
 	if s.byID[sub.id] != sub {
 		return
 	}
@@ -285,10 +291,24 @@ func (sub *Subscription) Deliveries() <-chan Queued { return sub.queue }
 // Dequeued releases a taken delivery's bytes from the queue's bound, and
 // wakes a publisher waiting for room.
 func (sub *Subscription) Dequeued(q Queued) {
-	sub.bytes.Add(-int64(q.size()))
+	size := int64(q.size())
+	sub.bytes.Add(-size)
+	sub.s.cfg.budget.add(-size)
 	select {
 	case sub.room <- struct{}{}:
 	default:
+	}
+}
+
+// release empties the queue of a closed subscription, freeing its bytes.
+func (sub *Subscription) release() {
+	for {
+		select {
+		case q := <-sub.queue:
+			sub.Dequeued(q)
+		default:
+			return
+		}
 	}
 }
 
@@ -344,12 +364,16 @@ func (sub *Subscription) stalled(d time.Duration) bool {
 	return since != 0 && sub.s.cfg.now()-since > int64(d)
 }
 
-// tryQueue queues q if the queue has room.
+// tryQueue queues q if the queue has room. Its bytes are already in the
+// budget (offer reserved them).
 func (sub *Subscription) tryQueue(q Queued) bool {
 	size := int64(q.size())
 	if sub.bytes.Add(size) <= int64(sub.s.cfg.queueBytes) {
 		select {
 		case sub.queue <- q:
+			if sub.gone.Load() {
+				sub.release() // Close has come and gone: nobody will read it
+			}
 			return true
 		default:
 		}
@@ -358,11 +382,21 @@ func (sub *Subscription) tryQueue(q Queued) bool {
 	return false
 }
 
-// offer queues a delivery. A full queue makes the caller — a publish
+// offer queues a delivery. It first reserves the delivery's bytes in the
+// broker's budget, shedding from the subscriber that holds the most when
+// they do not fit (shed). A full queue then makes the caller — a publish
 // stream or a link reader — wait for room as SlowSubscribers says, and
 // drops the delivery and records the loss when it may not wait.
 func (sub *Subscription) offer(q Queued) {
-	m := sub.s.m
+	s := sub.s
+	m := s.m
+	size := int64(q.size())
+	if b := s.cfg.budget; b.over(b.add(size)) > 0 && !s.shed(sub) {
+		b.add(-size)
+		m.budgetShed.Inc()
+		sub.lose(1)
+		return
+	}
 	if sub.tryQueue(q) {
 		m.delivered.Inc()
 		return
@@ -371,11 +405,72 @@ func (sub *Subscription) offer(q Queued) {
 		m.delivered.Inc()
 		return
 	}
-	sub.lost.Add(1)
+	s.cfg.budget.add(-size)
 	m.subscriberDropped.Inc()
+	sub.lose(1)
+}
+
+// lose records n deliveries dropped and wakes the stream to report them.
+func (sub *Subscription) lose(n uint64) {
+	sub.lost.Add(n)
 	select {
 	case sub.wake <- struct{}{}:
 	default:
+	}
+}
+
+// shed makes room in the budget for a delivery to sub whose bytes are
+// already added: it drops the oldest deliveries of the subscriber holding
+// the most bytes (sub itself, if it does), then of the next, until the
+// budget holds again; false when it cannot, every subscriber queue being
+// empty (the link queues hold the budget), and the new delivery is then
+// the one dropped. It sheds down to a low-water mark a sixteenth under
+// the limit, so that a subscriber that keeps falling behind costs a scan
+// of the subscriptions per sixteenth of the budget, not per message.
+// Shedding never touches the link queues (see budget).
+func (s *subscriptions) shed(sub *Subscription) bool {
+	b := s.cfg.budget
+	low := b.limit - b.limit/16
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range len(s.byID) + 1 {
+		if b.over(b.Used()) <= 0 {
+			return true
+		}
+		var victim *Subscription
+		var most int64
+		for _, c := range s.byID {
+			if n := c.bytes.Load(); n > most {
+				victim, most = c, n
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		var shed uint64
+		for b.Used() > low {
+			q, ok := victim.takeOldest()
+			if !ok {
+				break
+			}
+			victim.Dequeued(q)
+			shed++
+		}
+		if shed > 0 {
+			s.m.budgetShed.Add(float64(shed))
+			victim.lose(shed)
+		}
+	}
+	return b.over(b.Used()) <= 0
+}
+
+// takeOldest takes the head of the queue, if any.
+func (sub *Subscription) takeOldest() (Queued, bool) {
+	select {
+	case q := <-sub.queue:
+		return q, true
+	default:
+		return Queued{}, false
 	}
 }
 

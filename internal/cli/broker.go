@@ -39,6 +39,7 @@ type brokerFlags struct {
 	adInterval time.Duration
 	compress   bool
 	subQueue   int
+	memBudget  int
 	maxSubs    int
 	maxFilters int
 	maxConstr  int
@@ -127,6 +128,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
+	fl.IntVar(&f.memBudget, "memory-budget", def.MemoryBudget, "bound in bytes on what all subscriber and link queues hold together; beyond it the subscribers holding the most lose their oldest deliveries (0: none)")
 	fl.IntVar(&f.maxSubs, "max-subscriptions", def.MaxSubscriptions, "bound on subscriptions held by this broker")
 	fl.IntVar(&f.maxFilters, "max-filters", def.Predicates.MaxFilters, "bound on filters (|| terms) per predicate")
 	fl.IntVar(&f.maxConstr, "max-constraints", def.Predicates.MaxConstraints, "bound on constraints (&& terms) per filter")
@@ -203,7 +205,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
 	cfg.SlowLinks.Behind = f.linkWait
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
-	cfg.JoinTimeout = f.joinTimeout
+	cfg.JoinTimeout, cfg.MemoryBudget = f.joinTimeout, f.memBudget
 	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
 	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString
