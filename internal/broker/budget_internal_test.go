@@ -155,7 +155,8 @@ func TestBudgetAgainstReference(t *testing.T) {
 					if len(r.ids) == 0 {
 						continue
 					}
-					q := <-sub.Deliveries()
+					q, ok := sub.Take()
+					require.True(t, ok)
 					sub.Dequeued(q)
 					require.Equal(t, r.ids[0], binary.BigEndian.Uint64(q.Published), "step %d: FIFO order", step)
 					r.ids, r.sizes = r.ids[1:], r.sizes[1:]
@@ -210,8 +211,8 @@ func TestBudgetShedsTheSlowSubscriber(t *testing.T) {
 		require.LessOrEqual(t, b.Used(), int64(limit+size))
 		if id%10 == 9 {
 			for k, sub := range fast {
-				for len(sub.Deliveries()) > 0 {
-					sub.Dequeued(<-sub.Deliveries())
+				for q, ok := sub.Take(); ok; q, ok = sub.Take() {
+					sub.Dequeued(q)
 					got[k]++
 				}
 			}
@@ -221,13 +222,14 @@ func TestBudgetShedsTheSlowSubscriber(t *testing.T) {
 		assert.Equal(t, total, got[k], "fast subscriber %d received everything", k)
 		assert.Zero(t, sub.Lost(), "fast subscriber %d lost nothing", k)
 	}
-	held := len(slow.Deliveries())
+	held := slow.Queued()
 	assert.Positive(t, slow.Lost())
 	assert.Equal(t, uint64(total), slow.Lost()+uint64(held), "every delivery to the slow subscriber is queued or lost")
 	assert.Equal(t, float64(slow.Lost()), testutil.ToFloat64(m.budgetShed))
 	assert.Zero(t, testutil.ToFloat64(m.subscriberDropped))
 	// What it still holds is the newest: the oldest were shed.
-	q := <-slow.Deliveries()
+	q, ok := slow.Take()
+	require.True(t, ok)
 	assert.Equal(t, uint64(total-held), binary.BigEndian.Uint64(q.Published))
 	slow.Dequeued(q)
 
@@ -245,7 +247,7 @@ func TestBudgetOffWhenZero(t *testing.T) {
 	for id := range uint64(1000) {
 		sub.offer(delivery(id, 1<<10))
 	}
-	assert.Equal(t, 1000, len(sub.Deliveries()))
+	assert.Equal(t, 1000, sub.Queued())
 	assert.Equal(t, int64(1000<<10), b.Used())
 	assert.Zero(t, testutil.ToFloat64(m.budgetShed))
 }

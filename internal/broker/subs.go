@@ -51,10 +51,9 @@ type Subscription struct {
 	s       *subscriptions
 	id      match.SubscriberID
 	client  string
-	queue   chan Queued
+	queue   deque        // the deliveries, oldest first
 	bytes   atomic.Int64 // encoded bytes queued
 	lost    atomic.Uint64
-	gone    atomic.Bool   // closed: what is queued or still arrives is released
 	wake    chan struct{} // a loss to report
 	done    chan struct{} // closed when the broker ends the subscription
 	drain   chan struct{} // closed when the broker starts draining
@@ -111,7 +110,7 @@ func (s *subscriptions) add(p content.Predicate, f qos.Flow, client string) (*Su
 		s:      s,
 		id:     s.nextID,
 		client: client,
-		queue:  make(chan Queued, s.cfg.queue),
+		queue:  deque{ready: make(chan struct{}, 1)},
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		drain:  make(chan struct{}),
@@ -258,9 +257,8 @@ func (sub *Subscription) Close() {
 	s := sub.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// What is queued leaves the budget with the subscription; a delivery
-	// a publisher queues after this looks at gone and releases itself.
-	sub.gone.Store(true)
+	// What is queued leaves the budget with the subscription, and
+	// nothing more is queued.
 	sub.release()
 	if s.byID[sub.id] != sub {
 		return
@@ -284,9 +282,16 @@ func (sub *Subscription) Acknowledgement() *dripv1.Delivery {
 	}}}
 }
 
-// Deliveries is the subscription's queue. Call Dequeued for each item
-// taken, which frees its bytes.
-func (sub *Subscription) Deliveries() <-chan Queued { return sub.queue }
+// Ready receives when deliveries may be waiting: call Take until it
+// returns false. Call Dequeued for each delivery taken, which frees its
+// bytes.
+func (sub *Subscription) Ready() <-chan struct{} { return sub.queue.ready }
+
+// Take takes the oldest queued delivery, if any.
+func (sub *Subscription) Take() (Queued, bool) { return sub.queue.take() }
+
+// Queued is the number of deliveries waiting.
+func (sub *Subscription) Queued() int { return sub.queue.len() }
 
 // Dequeued releases a taken delivery's bytes from the queue's bound, and
 // wakes a publisher waiting for room.
@@ -300,15 +305,11 @@ func (sub *Subscription) Dequeued(q Queued) {
 	}
 }
 
-// release empties the queue of a closed subscription, freeing its bytes.
+// release closes the queue of an ended subscription and empties it,
+// freeing its bytes.
 func (sub *Subscription) release() {
-	for {
-		select {
-		case q := <-sub.queue:
-			sub.Dequeued(q)
-		default:
-			return
-		}
+	for _, q := range sub.queue.close() {
+		sub.Dequeued(q)
 	}
 }
 
@@ -368,15 +369,8 @@ func (sub *Subscription) stalled(d time.Duration) bool {
 // budget (offer reserved them).
 func (sub *Subscription) tryQueue(q Queued) bool {
 	size := int64(q.size())
-	if sub.bytes.Add(size) <= int64(sub.s.cfg.queueBytes) {
-		select {
-		case sub.queue <- q:
-			if sub.gone.Load() {
-				sub.release() // Close has come and gone: nobody will read it
-			}
-			return true
-		default:
-		}
+	if sub.bytes.Add(size) <= int64(sub.s.cfg.queueBytes) && sub.queue.push(q, sub.s.cfg.queue) {
+		return true
 	}
 	sub.bytes.Add(-size)
 	return false
@@ -449,7 +443,7 @@ func (s *subscriptions) shed(sub *Subscription) bool {
 		}
 		var shed uint64
 		for b.Used() > low {
-			q, ok := victim.takeOldest()
+			q, ok := victim.queue.take()
 			if !ok {
 				break
 			}
@@ -464,14 +458,81 @@ func (s *subscriptions) shed(sub *Subscription) bool {
 	return b.over(b.Used()) <= 0
 }
 
-// takeOldest takes the head of the queue, if any.
-func (sub *Subscription) takeOldest() (Queued, bool) {
+// deque is a subscription's queue: a slice that grows with what is queued
+// and is let go when it empties, so that an idle subscription costs no
+// memory for the bound it might use (a channel of SubscriberQueue slots
+// would be allocated whole, and touched whole as its ring turns).
+type deque struct {
+	mu     sync.Mutex
+	items  []Queued // items[head:] are queued
+	head   int
+	closed bool
+	ready  chan struct{} // capacity 1: something may be queued
+}
+
+// push queues q unless the deque holds max items or is closed.
+func (d *deque) push(q Queued, max int) bool {
+	d.mu.Lock()
+	if d.closed || len(d.items)-d.head >= max {
+		d.mu.Unlock()
+		return false
+	}
+	d.items = append(d.items, q)
+	d.mu.Unlock()
 	select {
-	case q := <-sub.queue:
-		return q, true
+	case d.ready <- struct{}{}:
 	default:
+	}
+	return true
+}
+
+// take takes the oldest item; while more remain, ready stays signalled.
+func (d *deque) take() (Queued, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.head == len(d.items) {
 		return Queued{}, false
 	}
+	q := d.items[d.head]
+	d.items[d.head] = Queued{}
+	d.head++
+	switch {
+	case d.head == len(d.items):
+		// Empty: a large backing array goes back to the collector.
+		if cap(d.items) > 64 {
+			d.items = nil
+		} else {
+			d.items = d.items[:0]
+		}
+		d.head = 0
+	case d.head > len(d.items)/2 && d.head > 32:
+		n := copy(d.items, d.items[d.head:])
+		clear(d.items[n:])
+		d.items, d.head = d.items[:n], 0
+	}
+	if d.head < len(d.items) {
+		select {
+		case d.ready <- struct{}{}:
+		default:
+		}
+	}
+	return q, true
+}
+
+func (d *deque) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.items) - d.head
+}
+
+// close refuses further pushes and returns what was queued.
+func (d *deque) close() []Queued {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	rest := d.items[d.head:]
+	d.items, d.head = nil, 0
+	return rest
 }
 
 // wait waits for room for q and queues it; false when it may wait no more.
