@@ -98,12 +98,15 @@ type Config struct {
 	// are dropped and reported to it as Lost.
 	SubscriberQueue      int
 	SubscriberQueueBytes int
-	// MemoryBudget bounds, in bytes, what all subscriber queues and link
-	// send queues hold together (0: no bound but theirs). A delivery that
-	// would exceed it sheds the oldest deliveries of the subscriber
-	// holding the most bytes, reported to it as Lost and counted (reason:
-	// drip_subscriber_shed_total); link queues count against it but are
-	// never shed for it, having their own bound (docs/design.md §13).
+	// MemoryBudget is the broker's memory budget in bytes (0: none). Half
+	// of it bounds what all subscriber queues, link send queues and
+	// deliveries being sent hold together: a delivery that would exceed
+	// that sheds the oldest deliveries of the subscriber holding the most
+	// bytes, reported to it as Lost and counted
+	// (drip_subscriber_shed_total); link queues count against it but are
+	// never shed for it, having their own bound. The other half is for
+	// everything else and the collector's headroom: `drip broker` makes
+	// the budget the Go runtime's soft memory limit (docs/design.md §13).
 	MemoryBudget int
 	// SlowSubscribers says what a full subscriber queue does: publishers
 	// wait while the subscriber keeps up, and a subscriber that stalls
@@ -172,9 +175,9 @@ func DefaultConfig(id uint32, name string) Config {
 		DialTimeout:              5 * time.Second,
 		SubscriberQueue:          4096,
 		SubscriberQueueBytes:     16 << 20,
-		// Half the chart's 512 MiB memory limit: Go's collector lets the
-		// heap reach twice what is live (GOGC=100) before it collects.
-		MemoryBudget: 128 << 20,
+		// Half the chart's 512 MiB container limit: room for what the
+		// budget does not see (goroutine stacks, gRPC's own buffers).
+		MemoryBudget: 256 << 20,
 		// A send that takes half a second is a client not reading, not a
 		// busy broker; two seconds behind is an overload to shed.
 		SlowSubscribers: SlowSubscribers{Stalled: 500 * time.Millisecond, Behind: 2 * time.Second},

@@ -162,9 +162,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
 	// Read at scrape time: the data path only adds to the atomic counter.
 	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_used_bytes",
-		Help: "Bytes the broker's subscriber and link send queues hold, counted against its memory budget."},
+		Help: "Bytes the broker's subscriber and link send queues and the deliveries being sent hold, counted against its memory budget."},
 		func() float64 { return float64(b.Used()) }))
-	f.gauge("memory_budget_bytes", "The broker's memory budget for its subscriber and link send queues (--memory-budget; 0: none).").Set(float64(b.limit))
+	f.gauge("memory_budget_bytes", "The part of the broker's memory budget its subscriber and link send queues may hold: half of --memory-budget (0: none).").Set(float64(b.limit))
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
 	f.must(info)
 	info.WithLabelValues(buildinfo.Version, brokerName).Set(1)

@@ -130,7 +130,9 @@ func newNode(cfg Config, o options) (*Node, error) {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
 	now := o.clock.Now()
-	mem := &budget{limit: int64(cfg.MemoryBudget)}
+	// The queues get half the budget: the rest is for everything else the
+	// broker holds and for the collector's headroom (docs/design.md §13).
+	mem := &budget{limit: int64(cfg.MemoryBudget) / 2}
 	n := &Node{
 		cfg:      cfg,
 		log:      o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),

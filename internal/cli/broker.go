@@ -3,13 +3,16 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/encoding"
@@ -96,6 +99,7 @@ The broker's identity and neighbours come either from a topology file
 			if err != nil {
 				return err
 			}
+			setMemoryLimit(cfg.MemoryBudget, log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return srv.Serve(ctx)
@@ -128,7 +132,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
-	fl.IntVar(&f.memBudget, "memory-budget", def.MemoryBudget, "bound in bytes on what all subscriber and link queues hold together; beyond it the subscribers holding the most lose their oldest deliveries (0: none)")
+	fl.IntVar(&f.memBudget, "memory-budget", def.MemoryBudget, "the broker's memory budget in bytes, also its Go memory limit unless GOMEMLIMIT is set: half bounds what all subscriber and link queues hold together, beyond which the subscribers holding the most lose their oldest deliveries (0: none)")
 	fl.IntVar(&f.maxSubs, "max-subscriptions", def.MaxSubscriptions, "bound on subscriptions held by this broker")
 	fl.IntVar(&f.maxFilters, "max-filters", def.Predicates.MaxFilters, "bound on filters (|| terms) per predicate")
 	fl.IntVar(&f.maxConstr, "max-constraints", def.Predicates.MaxConstraints, "bound on constraints (&& terms) per filter")
@@ -301,4 +305,19 @@ func runUntil(parent context.Context, d time.Duration, fn func(context.Context) 
 		defer cancel()
 	}
 	return fn(ctx)
+}
+
+// setMemoryLimit makes the memory budget the Go runtime's soft memory
+// limit too, unless GOMEMLIMIT sets one: the budget bounds what the
+// queues hold, and the limit makes the collector return the rest before
+// the heap doubles (GOGC=100 lets it reach twice what is live), so that
+// the process's resident set stays near the budget (docs/design.md §13,
+// docs/results/memory-budget.md). The queues' accounting counts a message
+// once per subscriber it waits for, so what is live stays well under it.
+func setMemoryLimit(budget int, log *zap.Logger) {
+	if budget <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(int64(budget))
+	log.Info("memory budget is the Go memory limit", zap.Int("bytes", budget))
 }
