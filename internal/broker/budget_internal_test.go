@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -250,4 +251,26 @@ func TestBudgetOffWhenZero(t *testing.T) {
 	assert.Equal(t, 1000, sub.Queued())
 	assert.Equal(t, int64(1000<<10), b.Used())
 	assert.Zero(t, testutil.ToFloat64(m.budgetShed))
+}
+
+// TestOfferToAClosedSubscription: a delivery matched just before its
+// subscriber left neither waits for room nor stays in the budget.
+func TestOfferToAClosedSubscription(t *testing.T) {
+	s, b, m := budgetFixture(t, 1<<20, 16)
+	s.cfg.slow = SlowSubscribers{Stalled: time.Second, Behind: time.Hour}
+	sub := addSub(t, s)
+	sub.Attach() // a sender was serving it: a full queue would make the publisher wait
+	sub.Close()
+	done := make(chan struct{})
+	go func() {
+		sub.offer(delivery(1, 100))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("offer to a closed subscription waits for room")
+	}
+	assert.Zero(t, b.Used())
+	assert.Zero(t, testutil.ToFloat64(m.delivered))
 }

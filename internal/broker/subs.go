@@ -395,6 +395,12 @@ func (sub *Subscription) offer(q Queued) {
 		m.delivered.Inc()
 		return
 	}
+	if sub.queue.isClosed() {
+		// Matched just before the subscriber left: nobody to deliver
+		// to, nothing to wait for.
+		s.cfg.budget.add(-size)
+		return
+	}
 	if sub.attached.Load() && sub.wait(q) {
 		m.delivered.Inc()
 		return
@@ -517,6 +523,12 @@ func (d *deque) take() (Queued, bool) {
 		}
 	}
 	return q, true
+}
+
+func (d *deque) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
 }
 
 func (d *deque) len() int {
