@@ -27,6 +27,17 @@ import (
 // between its receive goroutine and Next.
 const DefaultBufferSize = 256
 
+// DefaultReadAhead bounds the memory of the deliveries a Subscription
+// reads from its stream ahead of Next (WithReadAhead): gRPC's own largest
+// stream window, which is what a stream could hold unread before.
+const DefaultReadAhead = 16 << 20
+
+// DefaultBufferWait is how long a Subscription whose read-ahead is full
+// holds the stream back before it reads on and drops what does not fit
+// (WithBufferWait): short enough that a reader that fell behind learns of
+// its losses well within a second, long enough to ride out a pause.
+const DefaultBufferWait = 250 * time.Millisecond
+
 // DefaultMaxInFlight is how many messages a Publisher sends ahead of the
 // broker's acknowledgements before Publish waits.
 const DefaultMaxInFlight = 8192
@@ -39,6 +50,8 @@ type options struct {
 	dialOpts           []grpc.DialOption
 	name               string
 	bufferSize         int
+	bufferWait         time.Duration
+	readAhead          int
 	maxInFlight        int
 	backoffMin         time.Duration
 	backoffMax         time.Duration
@@ -108,6 +121,25 @@ func WithName(name string) Option {
 // below 1 mean 1.
 func WithBufferSize(n int) Option {
 	return func(o *options) { o.bufferSize = max(n, 1) }
+}
+
+// WithReadAhead bounds, in bytes, the deliveries each Subscription reads
+// from its stream ahead of Next, beyond its buffer (WithBufferSize), at
+// their estimated decoded size (default DefaultReadAhead; values below
+// 64 KiB mean 64 KiB). See the package documentation.
+func WithReadAhead(n int) Option {
+	return func(o *options) { o.readAhead = max(n, 64<<10) }
+}
+
+// WithBufferWait sets how long a Subscription whose read-ahead is full
+// may hold the stream back — gRPC flow control then slows the broker, and
+// its publishers — before it reads the stream on and drops what does not
+// fit, counting it as lost (default DefaultBufferWait; 0: never hold the
+// stream). Reading on is what lets a slow reader learn of losses at once
+// instead of behind its backlog (see the package documentation).
+// Negative values mean 0.
+func WithBufferWait(d time.Duration) Option {
+	return func(o *options) { o.bufferWait = max(d, 0) }
 }
 
 // WithMaxInFlight sets how many messages a Publisher sends ahead of the
@@ -180,7 +212,7 @@ type Client struct {
 //
 // An address without a port is an error rather than gRPC's default 443.
 func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
-	o := options{name: "drip-go", bufferSize: DefaultBufferSize, maxInFlight: DefaultMaxInFlight,
+	o := options{name: "drip-go", bufferSize: DefaultBufferSize, bufferWait: DefaultBufferWait, readAhead: DefaultReadAhead, maxInFlight: DefaultMaxInFlight,
 		backoffMin: 100 * time.Millisecond, backoffMax: 2 * time.Second, lookupHost: net.DefaultResolver.LookupHost}
 	for _, opt := range opts {
 		opt(&o)

@@ -324,15 +324,16 @@ func TestUpdateNotStuckBehindFullBuffer(t *testing.T) {
 	assert.Equal(t, Attrs{"b": int64(51)}, d.Attrs)
 }
 
-// TestSlowReaderLosesAtBroker checks the backpressure contract: a
-// subscriber that does not read makes the broker drop (the client never
-// buffers without bound), and every message is accounted for as delivered
-// or lost.
-func TestSlowReaderLosesAtBroker(t *testing.T) {
+// TestSlowReaderLosesCounted checks the bounded-memory contract: a
+// subscriber that does not read loses messages — at the broker, or at the
+// client once its read-ahead is full — instead of buffering without
+// bound, and every message is accounted for as delivered or lost.
+func TestSlowReaderLosesCounted(t *testing.T) {
 	cl := line(t, 1, func(c *broker.Config) { c.SubscriberQueue = 2 })
 	// A fixed window disables gRPC's window growth, so that the stream
 	// stalls after a few large messages.
-	c := dialAt(t, cl, 0, WithBufferSize(1), WithDialOptions(grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10)))
+	c := dialAt(t, cl, 0, WithBufferSize(1), WithReadAhead(64<<10),
+		WithDialOptions(grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10)))
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `n >= 0`)
 	require.NoError(t, err)
@@ -349,7 +350,18 @@ func TestSlowReaderLosesAtBroker(t *testing.T) {
 	_, err = p.Close()
 	require.NoError(t, err)
 
-	var delivered, lostSeen uint64
+	delivered, lostSeen := drainCounting(t, ctx, sub, n)
+	assert.Equal(t, uint64(n), delivered+sub.Lost())
+	assert.Greater(t, sub.Lost(), uint64(n/2), "the overload was dropped, not buffered")
+	assert.Equal(t, lostSeen, sub.Lost(), "every loss stamped on a delivery or seen in Lost")
+}
+
+// drainCounting reads sub until delivered and lost add up to n, checking
+// order and that each delivery's Lost adds up to its LostTotal; it
+// returns what it read and the losses stamped plus those learned after
+// the last delivery.
+func drainCounting(t *testing.T, ctx context.Context, sub *Subscription, n uint64) (delivered, lostSeen uint64) {
+	t.Helper()
 	last := int64(-1)
 	for delivered+sub.Lost() < n {
 		// The last event may be a Lost report with no delivery after it:
@@ -366,12 +378,91 @@ func TestSlowReaderLosesAtBroker(t *testing.T) {
 		require.Greater(t, d.Attrs["n"].(int64), last, "order kept")
 		last = d.Attrs["n"].(int64)
 		if d.Lost > 0 {
-			assert.Equal(t, lostSeen, d.LostTotal)
+			require.Equal(t, lostSeen, d.LostTotal)
 		}
 	}
-	assert.Equal(t, uint64(n), delivered+sub.Lost())
-	assert.Greater(t, sub.Lost(), uint64(n/2), "the broker, not the client, absorbed the overload")
-	assert.LessOrEqual(t, lostSeen, sub.Lost())
+	return delivered, max(lostSeen, sub.Lost())
+}
+
+// TestSlowReaderLearnsOfLossPromptly is the probe of a subscriber reading
+// 10 messages a second behind a fast publisher, whose Lost events used to
+// wait behind its whole backlog (broker queue, gRPC window, client
+// buffer): it learns of its first loss within a few deliveries — the
+// read-ahead's wait and one delivery — not after thousands, and every
+// message is delivered or counted lost.
+func TestSlowReaderLearnsOfLossPromptly(t *testing.T) {
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0, WithBufferSize(4), WithReadAhead(64<<10))
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, `n >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	const n = 5000
+	published := make(chan error, 1)
+	go func() {
+		p, err := dialAt(t, cl, 0).NewPublisher(ctx)
+		if err == nil {
+			for i := 0; i < n && err == nil; i++ {
+				err = p.Publish(Message{Attrs: Attrs{"n": i}, Payload: make([]byte, 200)})
+			}
+			if err == nil {
+				_, err = p.Close()
+			}
+		}
+		published <- err
+	}()
+
+	// 10 a second, until the first loss shows: 20 reads is two seconds,
+	// where the backlog before would have taken minutes.
+	reads := 0
+	var d Delivery
+	for reads < 20 && d.Lost == 0 {
+		time.Sleep(100 * time.Millisecond)
+		d, err = sub.Next(ctx)
+		require.NoError(t, err)
+		reads++
+	}
+	require.Positive(t, d.Lost, "no loss reported in %d deliveries read 10 a second", reads)
+	t.Logf("first loss (%d) reported with delivery %d", d.Lost, reads)
+	require.NoError(t, <-published)
+
+	delivered, lostSeen := drainCounting(t, ctx, sub, n-uint64(reads))
+	assert.Equal(t, uint64(n), uint64(reads)+delivered+sub.Lost(), "every message delivered or counted lost")
+	assert.Equal(t, lostSeen, sub.Lost())
+}
+
+// TestLossSignalledWithoutReading: a subscriber that reads nothing hears
+// of its loss through Losses, and the first delivery it then reads
+// carries it.
+func TestLossSignalledWithoutReading(t *testing.T) {
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0, WithBufferSize(4), WithReadAhead(64<<10))
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, `n >= 0`)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	const n = 2000
+	p, err := dialAt(t, cl, 0).NewPublisher(ctx)
+	require.NoError(t, err)
+	for i := range n {
+		require.NoError(t, p.Publish(Message{Attrs: Attrs{"n": i}, Payload: make([]byte, 200)}))
+	}
+	_, err = p.Close()
+	require.NoError(t, err)
+
+	select {
+	case <-sub.Losses():
+	case <-time.After(hangGuard):
+		t.Fatal("no loss signalled to a subscriber that reads nothing")
+	}
+	lost := sub.Lost()
+	require.Positive(t, lost)
+	d, err := sub.Next(ctx)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, d.Lost, lost, "the first delivery read carries the loss")
+	assert.Equal(t, d.Lost, d.LostTotal)
 }
 
 func TestNextEnds(t *testing.T) {

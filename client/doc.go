@@ -58,18 +58,26 @@
 // losing or duplicating deliveries across the switch, and returns once the
 // broker has acknowledged the new one.
 //
-// One goroutine per subscription receives from the stream into a bounded
-// buffer (WithBufferSize) that Next reads. When the caller reads more slowly
-// than messages arrive, the buffer fills and the goroutine stops reading the
-// stream; gRPC flow control then holds the broker's sends, the broker's queue
-// for the subscription fills, and the broker drops matching messages and
-// reports how many in a Lost event. The client reports those counts in
-// Delivery.Lost and Subscription.Lost; it never drops a message itself. The
+// One goroutine per subscription receives from the stream ahead of the
+// caller: into a buffer (WithBufferSize) that Next reads, and behind it a
+// read-ahead bounded in bytes (WithReadAhead, 16 MiB). Reading ahead is
+// what makes losses prompt: a broker that drops a slow subscriber's
+// messages reports them in a Lost event on the same stream, behind
+// whatever it sent before, and a client that read only as fast as its
+// caller would hear of the loss minutes later, behind its backlog. When the
+// read-ahead is full the goroutine stops reading for WithBufferWait
+// (250 ms): gRPC flow control then holds the broker's sends, and a short
+// pause costs nothing. If the caller is still behind after that, the
+// client reads on and drops what does not fit itself, until the caller
+// has caught up with half the read-ahead. Every loss — the brokers'
+// reports and the client's own drops — counts in Subscription.Lost as
+// soon as the client learns of it, signals Subscription.Losses, and is
+// stamped on the next delivery Next returns (Delivery.Lost). The
 // goroutine never blocks the stream for good: Close, or cancelling the
 // Subscribe context, ends it, and while an Update waits for its
-// acknowledgement or the subscription moves between brokers the goroutine
-// keeps reading (setting deliveries aside) so that acknowledgements cannot
-// be stuck behind a full buffer.
+// acknowledgement or the subscription moves between brokers it keeps
+// reading (setting deliveries aside, beyond the read-ahead's bound) so
+// that acknowledgements cannot be stuck behind a full buffer.
 //
 // # Authorization
 //

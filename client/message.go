@@ -43,13 +43,25 @@ type Delivery struct {
 	// Gap is set on the first delivery after a gap: the subscription's
 	// broker had failed and it was installed again (see Gap).
 	Gap *Gap
-	// Lost is how many matching messages the broker reported dropping
-	// since the previous delivery because this subscription was read too
-	// slowly; LostTotal is the broker's running total at that report. Both
-	// are zero when nothing was lost. Subscription.Lost has the total, also
-	// of reports after the last delivery.
+	// Lost is how many matching messages the subscription has learned it
+	// lost since Next returned the previous delivery, because it was read
+	// too slowly: dropped by a broker (reported in a Lost event) or by the
+	// client when its buffer stayed full (WithBufferWait). It is stamped
+	// when Next returns, not where the loss fell in the stream, so that a
+	// reader hears of a loss with its next delivery, not behind its
+	// backlog. LostTotal is Subscription.Lost at that moment; both are zero
+	// when nothing was lost.
 	Lost, LostTotal uint64
 	// congestion is the publisher's congestion-control header, if any
 	// (wire form).
 	congestion []byte
+	// size is the delivery's wire size, which its decoded form takes
+	// about deliveryOverhead more than.
+	size int
 }
+
+// deliveryOverhead is what a decoded delivery costs beyond its wire bytes
+// (the Delivery, its attribute map), for the subscription's byte bound.
+const deliveryOverhead = 512
+
+func (d *Delivery) cost() int { return d.size + deliveryOverhead }

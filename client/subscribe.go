@@ -62,7 +62,9 @@ type Subscription struct {
 	closed    bool // Close was called
 	gaps      []Gap
 
-	lost   atomic.Uint64
+	lost   atomic.Uint64 // every loss: the brokers' reports and the client's own drops
+	seen   atomic.Uint64 // the part of lost Next has stamped on deliveries
+	losses chan struct{} // capacity 1: lost grew
 	dups   atomic.Uint64
 	misses atomic.Uint64
 	cc     *subCC // congestion control, if on; run's
@@ -158,6 +160,7 @@ func (c *Client) subscribe(ctx context.Context, predicate string, controlled boo
 		out:    make(chan Delivery, c.opts.bufferSize),
 		evs:    make(chan streamEvent),
 		wakeup: make(chan struct{}, 1),
+		losses: make(chan struct{}, 1),
 		exited: make(chan struct{}),
 		pred:   predicate, gen: 1, ackCh: make(chan struct{}),
 	}
@@ -358,9 +361,30 @@ func (s *Subscription) Broker() string {
 	return s.broker
 }
 
-// Lost returns the number of matching messages brokers have dropped over
-// the subscription's life because it was read too slowly.
+// Lost returns the number of matching messages lost over the
+// subscription's life because it was read too slowly: those brokers
+// dropped and reported, and those the client dropped itself when its
+// buffer stayed full (WithBufferWait). It counts a loss as soon as the
+// client learns of it, not when the deliveries before it are read.
 func (s *Subscription) Lost() uint64 { return s.lost.Load() }
+
+// Losses receives when Lost has grown since it last did, for a reader that
+// wants to hear of losses without waiting for its next delivery.
+func (s *Subscription) Losses() <-chan struct{} { return s.losses }
+
+// takeLost is what Next stamps on a delivery: the losses learned since the
+// previous stamp, and the total.
+func (s *Subscription) takeLost() (n, total uint64) {
+	for {
+		seen, total := s.seen.Load(), s.lost.Load()
+		if total <= seen {
+			return 0, seen
+		}
+		if s.seen.CompareAndSwap(seen, total) {
+			return total - seen, total
+		}
+	}
+}
 
 // DeadlineMisses is the number of deliveries later than the subscription's
 // deadline (WithDeadline), by the time since acceptance the mesh measured
@@ -396,6 +420,7 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 		if !ok {
 			return Delivery{}, s.endErr()
 		}
+		d.Lost, d.LostTotal = s.takeLost()
 		return d, nil
 	case <-ctx.Done():
 		return Delivery{}, ctx.Err()
@@ -501,10 +526,17 @@ type runState struct {
 	streams []*subStream
 	filter  *dedup.Filter
 	backlog []Delivery
-	// Losses reported since the last delivery, and a gap to attach to the
-	// next one.
-	lostCount uint64
-	gap       *Gap
+	// backlogBytes is the backlog's estimated memory (Delivery.cost),
+	// bounded by WithReadAhead. fullSince is when the backlog reached the
+	// bound (zero: below it); once it has stayed there WithBufferWait the
+	// subscription reads on regardless, dropping what does not fit (eager),
+	// until the backlog is down to half the bound.
+	backlogBytes int
+	fullSince    time.Time
+	eager        bool
+	dropped      uint64 // deliveries the client dropped itself
+	// A gap to attach to the next delivery.
+	gap *Gap
 	// The open gap: when the last stream was lost, from which broker, why.
 	gapStart time.Time
 	gapFrom  string
@@ -516,12 +548,15 @@ type runState struct {
 }
 
 // run is the subscription's goroutine: the only one that reads events,
-// sends on streams after the first request, and sends on out. With nothing
-// pending it hands each delivery to out before reading the next event,
-// which is what makes a slow reader push back on the broker. While an
-// Update waits for its acknowledgement, a stream connects, or the
-// subscription moves, it keeps reading and sets deliveries aside, so that
-// acknowledgements cannot be stuck behind a full buffer.
+// sends on streams after the first request, and sends on out. It reads
+// events while the backlog — deliveries waiting for room in out — is
+// within the read-ahead, so that Lost reports reach it promptly; a full
+// read-ahead holds the stream back (a slow reader pushes back on the
+// broker) for WithBufferWait, then it reads on and drops what does not
+// fit (hold). While an Update waits for its acknowledgement, a stream
+// connects, or the subscription moves, it keeps reading and sets
+// deliveries aside, so that acknowledgements cannot be stuck behind a
+// full buffer.
 func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 	defer close(s.exited)
 	// Last, once the backlog is handed over: receivers still waiting to
@@ -538,15 +573,31 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		}
 	}()
 	var timer *time.Timer
+	var holdTimer *time.Timer
+	defer func() {
+		if holdTimer != nil {
+			holdTimer.Stop()
+		}
+	}()
 	for {
 		var out chan Delivery
 		var head Delivery
 		if len(rs.backlog) > 0 {
 			out, head = s.out, rs.backlog[0]
 		}
+		s.hold(rs, time.Now())
 		evs := s.evs
-		if len(rs.backlog) > 0 && !s.eventsNeeded(rs) {
+		var holdUp <-chan time.Time
+		if !rs.fullSince.IsZero() && !rs.eager && !s.eventsNeeded(rs) {
+			// Holding the stream back, until the wait is up.
 			evs = nil
+			wait := time.Until(rs.fullSince.Add(s.c.opts.bufferWait))
+			if holdTimer == nil {
+				holdTimer = time.NewTimer(wait)
+			} else {
+				holdTimer.Reset(wait)
+			}
+			holdUp = holdTimer.C
 		}
 		var ccTimer <-chan time.Time
 		if s.cc != nil {
@@ -570,6 +621,7 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		}
 		select {
 		case out <- head:
+			rs.backlogBytes -= head.cost()
 			rs.backlog[0] = Delivery{}
 			rs.backlog = rs.backlog[1:]
 		case ev := <-evs:
@@ -587,6 +639,8 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 			s.closeDrained(rs)
 		case <-ccTimer:
 			s.cc.tick(s.c, time.Now())
+		case <-holdUp:
+			// hold, at the top of the loop, turns eager.
 		case <-s.ctx.Done():
 			s.end(s.ctx.Err())
 			return
@@ -594,6 +648,38 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		if s.isEnded() {
 			s.flush(rs.backlog)
 			return
+		}
+	}
+}
+
+// hold tracks how long the read-ahead has been full, and turns the
+// subscription eager once it has been for WithBufferWait: a reader that
+// far behind is better served learning of its losses now — the brokers'
+// Lost reports would wait on the stream behind deliveries — than by
+// slowing the broker further. It turns back once the reader has caught up
+// with half the read-ahead.
+func (s *Subscription) hold(rs *runState, now time.Time) {
+	limit := s.c.opts.readAhead
+	switch {
+	case rs.backlogBytes <= limit/2:
+		rs.fullSince, rs.eager = time.Time{}, false
+	case rs.backlogBytes >= limit && rs.fullSince.IsZero():
+		rs.fullSince = now
+	}
+	if !rs.fullSince.IsZero() && now.Sub(rs.fullSince) >= s.c.opts.bufferWait {
+		rs.eager = true
+	}
+}
+
+// storeLost publishes the subscription's loss total: the brokers' reports
+// on every stream, ended or live, and the client's own drops.
+func (s *Subscription) storeLost(rs *runState) {
+	total := rs.lostBase + s.sumLost(rs) + rs.dropped
+	if total > s.lost.Load() {
+		s.lost.Store(total)
+		select {
+		case s.losses <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -648,6 +734,13 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 			s.dups.Add(1)
 			continue
 		}
+		if rs.eager && rs.backlogBytes >= s.c.opts.readAhead {
+			// Before congestion control measures it: to the publisher
+			// this is a loss like the brokers'.
+			rs.dropped++
+			s.storeLost(rs)
+			continue
+		}
 		if st.uncovered != nil && d.Seq != 0 && len(st.uncovered) < maxUncovered {
 			st.uncovered[stamp] = now
 		}
@@ -657,10 +750,9 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		if s.deadline != 0 && d.Elapsed > s.deadline {
 			s.misses.Add(1)
 		}
-		d.Lost, d.LostTotal = rs.lostCount, s.lost.Load()
-		rs.lostCount = 0
 		d.Gap, rs.gap = rs.gap, nil
 		rs.backlog = append(rs.backlog, d)
+		rs.backlogBytes += d.cost()
 	}
 	switch e := ev.d.GetEvent().(type) {
 	case *dripv1.Delivery_Subscribed:
@@ -674,9 +766,8 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 			s.installed(rs, st)
 		}
 	case *dripv1.Delivery_Lost:
-		rs.lostCount += e.Lost.GetCount()
 		st.lost = e.Lost.GetTotal()
-		s.lost.Store(rs.lostBase + s.sumLost(rs))
+		s.storeLost(rs)
 	case *dripv1.Delivery_Draining:
 		if !st.draining {
 			st.draining = true

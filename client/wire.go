@@ -222,7 +222,7 @@ var errMalformed = fmt.Errorf("malformed protobuf")
 
 // deliveryFromWire decodes a drip.v1.Published.
 func deliveryFromWire(b []byte) (Delivery, error) {
-	var d Delivery
+	d := Delivery{size: len(b)}
 	var msg []byte
 	hasMsg := false
 	for len(b) > 0 {

@@ -328,13 +328,14 @@ func TestBrokerOptions(t *testing.T) {
 	m := render(t,
 		"--set", "broker.bloom.scheme=cat-v1", "--set", "broker.bloom.bits=4096", "--set", "broker.bloom.hashes=5",
 		"--set", "broker.limits.maxPayload=1048576", "--set", "broker.limits.linkQueueBytes=33554432",
+		"--set", "broker.limits.memoryBudget=134217728",
 		"--set", "broker.costRTT=true", "--set", "broker.logLevel=debug",
 		"--set", "topology.mesh=prod", "--set", "broker.extraArgs={--max-string=512}",
 		"--set", "image.repository=registry.example/drip", "--set", "image.tag=v1.2.3",
 		"--set", "clusterDomain=k8s.internal")
 	b := container(t, m.statefulSet(t).Spec.Template.Spec, "broker")
 	assert.Equal(t, "registry.example/drip:v1.2.3", b.Image)
-	for _, want := range []string{"--bloom-scheme=cat-v1", "--bloom-bits=4096", "--bloom-hashes=5", "--max-payload=1048576", "--link-queue-bytes=33554432", "--cost-rtt", "--log-level=debug"} {
+	for _, want := range []string{"--bloom-scheme=cat-v1", "--bloom-bits=4096", "--bloom-hashes=5", "--max-payload=1048576", "--link-queue-bytes=33554432", "--memory-budget=134217728", "--cost-rtt", "--log-level=debug"} {
 		assert.Contains(t, b.Args, want)
 	}
 	assert.Equal(t, "--max-string=512", b.Args[len(b.Args)-1], "extra arguments come last")

@@ -410,6 +410,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes,
 		Compression: n.cfg.PeerCompression, Dialed: dialed, Metrics: n.linkMetrics(remote.GetRouterName()),
+		Account:      n.LinkAccount(),
 		Backpressure: transport.Backpressure{Stalled: n.cfg.SlowLinks.Stalled, Behind: n.cfg.SlowLinks.Behind, Now: n.subs.cfg.now},
 	}, func(l *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
 		if len(control) > 0 {

@@ -342,3 +342,61 @@ func TestForgedWithdrawalDoesNotStrandALink(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	h.requireDeliversAcross(t)
 }
+
+// TestMemoryBudgetShedsTheSlowSubscriber: on a real broker whose budget
+// is far below what one subscriber's queue may hold, a subscriber that
+// does not read is shed to the budget and told so, while a fast one
+// receives everything, and the broker's queues stay within the budget.
+func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
+	const budget = 1 << 20
+	m := startMesh(t, 1, nil, func(c *broker.Config) {
+		c.MemoryBudget = budget
+		c.SubscriberQueue, c.SubscriberQueueBytes = 1<<20, 64<<20
+	})
+	pred := content.MustParse(`n exists`)
+	fast := m.subscribe(0, pred)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a Lost that never comes fails
+	defer cancel()
+	slow, err := dripv1.NewBrokerClient(m.clients[0]).Subscribe(ctx)
+	require.NoError(t, err)
+	require.NoError(t, slow.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred.String()}}))
+	_, err = slow.Recv()
+	require.NoError(t, err)
+
+	const total = 400 // 16 KiB each: 6 MiB, six budgets
+	msgs := make([]content.Message, total)
+	for k := range msgs {
+		msgs[k] = content.MessageFrom(map[string]content.Value{"n": content.Int(int64(k)), "pad": content.String(string(make([]byte, 16<<10)))})
+	}
+	node := m.nodes[0].srv.Broker().Node()
+	for k := 0; k < total; k += 10 {
+		m.publish(0, uint64(k), msgs[k:k+10])
+		require.Eventually(t, func() bool { return fast.received() == k+10 }, 10*time.Second, time.Millisecond)
+		// The queues get half the budget; one message over at most,
+		// while a publisher's delivery is being placed.
+		require.LessOrEqual(t, node.MemoryUsed(), int64(budget/2+20<<10))
+	}
+	fast.mu.Lock()
+	assert.Zero(t, fast.lost, "the fast subscriber lost nothing")
+	fast.mu.Unlock()
+
+	var lost uint64
+	for lost == 0 {
+		d, err := slow.Recv()
+		require.NoError(t, err)
+		if l := d.GetLost(); l != nil {
+			lost = l.Total
+		}
+	}
+	assert.Positive(t, lost)
+	families, err := m.nodes[0].srv.Registry().Gather()
+	require.NoError(t, err)
+	var shed float64
+	for _, f := range families {
+		if f.GetName() == "drip_subscriber_shed_total" {
+			shed = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	assert.GreaterOrEqual(t, shed, float64(lost), "counted as shed to the budget")
+}

@@ -101,6 +101,16 @@ type Config struct {
 	// are dropped and reported to it as Lost.
 	SubscriberQueue      int
 	SubscriberQueueBytes int
+	// MemoryBudget is the broker's memory budget in bytes (0: none). Half
+	// of it bounds what all subscriber queues, link send queues and
+	// deliveries being sent hold together: a delivery that would exceed
+	// that sheds the oldest deliveries of the subscriber holding the most
+	// bytes, reported to it as Lost and counted
+	// (drip_subscriber_shed_total); link queues count against it but are
+	// never shed for it, having their own bound. The other half is for
+	// everything else and the collector's headroom: `drip broker` makes
+	// the budget the Go runtime's soft memory limit (docs/design.md §14).
+	MemoryBudget int
 	// SlowSubscribers says what a full subscriber queue does: publishers
 	// wait while the subscriber keeps up, and a subscriber that stalls
 	// loses deliveries (see the type).
@@ -168,6 +178,9 @@ func DefaultConfig(id uint32, name string) Config {
 		DialTimeout:              5 * time.Second,
 		SubscriberQueue:          4096,
 		SubscriberQueueBytes:     16 << 20,
+		// Half the chart's 512 MiB container limit: room for what the
+		// budget does not see (goroutine stacks, gRPC's own buffers).
+		MemoryBudget: 256 << 20,
 		// A send that takes half a second is a client not reading, not a
 		// busy broker; two seconds behind is an overload to shed.
 		SlowSubscribers: SlowSubscribers{Stalled: 500 * time.Millisecond, Behind: 2 * time.Second},
@@ -267,6 +280,9 @@ func (c Config) Validate() error {
 	if c.SlowLinks.Stalled <= 0 || c.SlowLinks.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow links: stalled %v must be positive, behind %v not negative",
 			c.SlowLinks.Stalled, c.SlowLinks.Behind))
+	}
+	if c.MemoryBudget < 0 {
+		errs = append(errs, fmt.Errorf("memory budget must not be negative (0: none), got %d", c.MemoryBudget))
 	}
 	if c.JoinTimeout < 0 {
 		errs = append(errs, fmt.Errorf("join timeout must not be negative, got %v", c.JoinTimeout))

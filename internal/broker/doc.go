@@ -35,8 +35,11 @@
 // link's queue sends control first and bounds data in bytes, dropping
 // (counted, per reason) when full. Each subscriber has a bounded queue: a
 // slow subscriber loses messages (counted and reported to it) and slows
-// nobody else.
+// nobody else. One memory budget bounds all the queues together, counted
+// with an atomic add per delivery; a delivery that would exceed it sheds
+// the subscriber holding the most (budget.go, docs/design.md §14).
 //
-// Lock order: the subscriptions' mutex, then Broker.linksMu; neither is held
-// while sending on a channel that can block.
+// Lock order: the subscriptions' mutex, then a subscription queue's mutex
+// or Broker.linksMu; none is held while sending on a channel that can
+// block.
 package broker

@@ -37,6 +37,7 @@ type metrics struct {
 	unmatched         prometheus.Counter
 	delivered         prometheus.Counter
 	subscriberDropped prometheus.Counter
+	budgetShed        prometheus.Counter
 	falsePositives    prometheus.Counter
 	destinations      prometheus.Histogram
 	matchSeconds      *prometheus.HistogramVec // stage
@@ -83,7 +84,7 @@ var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open
 // reasons are drp.DropReason's strings.
 const routeDropLinkDown = "link_down"
 
-func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
+func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metrics {
 	f := factory{reg: reg}
 	link := []string{"peer"}
 	m := &metrics{
@@ -107,7 +108,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 		unmatched:         f.counter("unmatched_messages_total", "Published messages routed nowhere: no local subscriber and no other broker's encoded predicate matched."),
 		delivered:         f.counter("delivered_messages_total", "Messages queued to local subscribers (one per subscriber)."),
 		subscriberDropped: f.counter("subscriber_dropped_total", "Deliveries dropped because a local subscriber's queue was full."),
-		falsePositives:    f.counter("false_positives_total", "Bundles delivered to this broker that matched no local subscriber exactly (Bloom false positives)."),
+		budgetShed: f.counter("subscriber_shed_total",
+			"Deliveries dropped to keep the broker's queues within its memory budget: the oldest of the subscriber holding the most bytes, or a new one to that subscriber."),
+		falsePositives: f.counter("false_positives_total", "Bundles delivered to this broker that matched no local subscriber exactly (Bloom false positives)."),
 		destinations: f.histogram("destinations_per_message", "Remote brokers a published message is routed to (|D| at the ingress).",
 			[]float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
 		matchSeconds: f.histogramVec("match_duration_seconds", "Time to match one message, by stage (exact: local subscribers; encoded: PREDICATES table).",
@@ -171,6 +174,11 @@ func newMetrics(reg prometheus.Registerer, brokerName string) *metrics {
 	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
+	// Read at scrape time: the data path only adds to the atomic counter.
+	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_used_bytes",
+		Help: "Bytes the broker's subscriber and link send queues and the deliveries being sent hold, counted against its memory budget."},
+		func() float64 { return float64(b.Used()) }))
+	f.gauge("memory_budget_bytes", "The part of the broker's memory budget its subscriber and link send queues may hold: half of --memory-budget (0: none).").Set(float64(b.limit))
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
 	f.must(info)
 	info.WithLabelValues(buildinfo.Version, brokerName).Set(1)

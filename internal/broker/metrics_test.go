@@ -45,7 +45,7 @@ func zeroSeries(t *testing.T, families []*dto.MetricFamily, name, label string) 
 // show zeros, not "no data", for the failure counters.
 func TestCountersTheDashboardsQueryStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	newMetrics(reg, "b0")
+	newMetrics(reg, "b0", &budget{})
 	families, err := reg.Gather()
 	require.NoError(t, err)
 

@@ -58,6 +58,8 @@ type Node struct {
 	m     *metrics
 	clock clock.PassiveClock
 	start time.Time
+	// budget bounds the bytes of every subscriber and link queue.
+	budget *budget
 	// epoch and seq stamp every accepted message (docs/design.md §10).
 	epoch uint64
 	seq   atomic.Uint64
@@ -143,10 +145,14 @@ func newNode(cfg Config, o options) (*Node, error) {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
 	now := o.clock.Now()
+	// The queues get half the budget: the rest is for everything else the
+	// broker holds and for the collector's headroom (docs/design.md §14).
+	mem := &budget{limit: int64(cfg.MemoryBudget) / 2}
 	n := &Node{
 		cfg:              cfg,
 		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:                newMetrics(o.reg, cfg.Name),
+		m:                newMetrics(o.reg, cfg.Name, mem),
+		budget:           mem,
 		clock:            o.clock,
 		start:            now,
 		epoch:            uint64(now.UnixNano()),
@@ -165,7 +171,8 @@ func newNode(cfg Config, o options) (*Node, error) {
 	n.subs = newSubscriptions(subscriptionsConfig{
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
 		enc: cfg.Encoding, broker: cfg.Name, slow: cfg.SlowSubscribers,
-		now: func() int64 { return int64(n.clock.Since(n.start)) },
+		now:    func() int64 { return int64(n.clock.Since(n.start)) },
+		budget: mem,
 	}, n.m, n.subscriptionsChanged)
 	n.routes.Store(ls.Routes())
 	n.preds.Store(n.table.Snapshot())
@@ -173,6 +180,14 @@ func newNode(cfg Config, o options) (*Node, error) {
 	n.links.Store(&map[uint32]Link{})
 	return n, nil
 }
+
+// LinkAccount is what the node's link queues report their bytes to
+// (transport.LinkConfig.Account): the broker's memory budget.
+func (n *Node) LinkAccount() func(delta int64) { return n.budget.account }
+
+// MemoryUsed is the bytes the node's subscriber and link queues hold,
+// counted against Config.MemoryBudget.
+func (n *Node) MemoryUsed() int64 { return n.budget.Used() }
 
 // Config returns the node's configuration.
 func (n *Node) Config() Config { return n.cfg }

@@ -297,12 +297,19 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 		}
 		return nil
 	}
-	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches()}
+	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches(), budget: n.budget}
+	defer out.close()
 	sub.Attach()
 	draining := sub.Draining()
 	for {
 		select {
-		case q := <-sub.Deliveries():
+		case <-sub.Ready():
+			q, ok := sub.Take()
+			if !ok {
+				continue
+			}
+			// Losses first: they are news the deliveries behind them
+			// would otherwise hold back.
 			if err := reportLoss(); err != nil {
 				return err
 			}
@@ -344,8 +351,14 @@ func flowOf(req *dripv1.SubscribeRequest) qos.Flow {
 	return qos.Flow{Deadline: time.Duration(req.GetDeadlineNs()), TwoPaths: req.GetTwoPaths()}
 }
 
-// maxBatchBytes bounds the deliveries sent in one DeliveryBatch event.
-const maxBatchBytes = 64 << 10
+// maxBatchBytes bounds the deliveries sent in one DeliveryBatch event;
+// once the memory budget is half used, tightBatchBytes does, so that
+// thousands of streams waiting on slow readers do not hold a full batch
+// each.
+const (
+	maxBatchBytes   = 64 << 10
+	tightBatchBytes = 4 << 10
+)
 
 // deliverySender sends a subscription's queued deliveries in their wire
 // form: one event each, or — for clients that accept batches — whatever
@@ -355,6 +368,17 @@ type deliverySender struct {
 	sub     *Subscription
 	batches bool
 	batch   [][]byte
+	// The encoded event gRPC holds is counted in the budget until the
+	// next send returns: by then gRPC has written it out, or holds it in
+	// its stream's write quota in its place.
+	budget *budget
+	held   int64
+}
+
+// close gives back what the last send held.
+func (d *deliverySender) close() {
+	d.budget.add(-d.held)
+	d.held = 0
 }
 
 func (d *deliverySender) send(first Queued) error {
@@ -364,16 +388,18 @@ func (d *deliverySender) send(first Queued) error {
 	}
 	d.batch = append(d.batch[:0], first.Published)
 	size := len(first.Published)
-	for size < maxBatchBytes {
-		select {
-		case q := <-d.sub.Deliveries():
-			d.sub.Dequeued(q)
-			d.batch = append(d.batch, q.Published)
-			size += len(q.Published)
-			continue
-		default:
+	limit := maxBatchBytes
+	if b := d.budget; b.limit > 0 && b.Used() > b.limit/2 {
+		limit = tightBatchBytes
+	}
+	for size < limit {
+		q, ok := d.sub.Take()
+		if !ok {
+			break
 		}
-		break
+		d.sub.Dequeued(q)
+		d.batch = append(d.batch, q.Published)
+		size += len(q.Published)
 	}
 	var b []byte
 	if len(d.batch) == 1 {
@@ -388,7 +414,12 @@ func (d *deliverySender) send(first Queued) error {
 // raw sends one encoded event, marking the span of the send so that a
 // subscriber whose stream stalls is told from a broker that is behind.
 func (d *deliverySender) raw(b []byte) error {
+	n := int64(len(b))
+	d.budget.add(n)
 	d.sub.Sending(true)
-	defer d.sub.Sending(false)
-	return d.stream.SendMsg(&wire.Raw{B: b})
+	err := d.stream.SendMsg(&wire.Raw{B: b})
+	d.sub.Sending(false)
+	d.budget.add(-d.held)
+	d.held = n
+	return err
 }

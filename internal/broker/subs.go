@@ -23,6 +23,7 @@ type subscriptionsConfig struct {
 	broker                 string // name, for acknowledgements
 	slow                   SlowSubscribers
 	now                    func() int64 // monotonic nanoseconds, for stall times
+	budget                 *budget      // broker-wide, shared with the link queues
 }
 
 // subscriptions is the LOCAL-PREDICATES table (Carzaniga09 §2.2): the exact
@@ -50,7 +51,7 @@ type Subscription struct {
 	s       *subscriptions
 	id      match.SubscriberID
 	client  string
-	queue   chan Queued
+	queue   deque        // the deliveries, oldest first
 	bytes   atomic.Int64 // encoded bytes queued
 	lost    atomic.Uint64
 	wake    chan struct{} // a loss to report
@@ -109,7 +110,7 @@ func (s *subscriptions) add(p content.Predicate, f qos.Flow, client string) (*Su
 		s:      s,
 		id:     s.nextID,
 		client: client,
-		queue:  make(chan Queued, s.cfg.queue),
+		queue:  deque{ready: make(chan struct{}, 1)},
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		drain:  make(chan struct{}),
@@ -256,6 +257,9 @@ func (sub *Subscription) Close() {
 	s := sub.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// What is queued leaves the budget with the subscription, and
+	// nothing more is queued.
+	sub.release()
 	if s.byID[sub.id] != sub {
 		return
 	}
@@ -278,17 +282,34 @@ func (sub *Subscription) Acknowledgement() *dripv1.Delivery {
 	}}}
 }
 
-// Deliveries is the subscription's queue. Call Dequeued for each item
-// taken, which frees its bytes.
-func (sub *Subscription) Deliveries() <-chan Queued { return sub.queue }
+// Ready receives when deliveries may be waiting: call Take until it
+// returns false. Call Dequeued for each delivery taken, which frees its
+// bytes.
+func (sub *Subscription) Ready() <-chan struct{} { return sub.queue.ready }
+
+// Take takes the oldest queued delivery, if any.
+func (sub *Subscription) Take() (Queued, bool) { return sub.queue.take() }
+
+// Queued is the number of deliveries waiting.
+func (sub *Subscription) Queued() int { return sub.queue.len() }
 
 // Dequeued releases a taken delivery's bytes from the queue's bound, and
 // wakes a publisher waiting for room.
 func (sub *Subscription) Dequeued(q Queued) {
-	sub.bytes.Add(-int64(q.size()))
+	size := int64(q.size())
+	sub.bytes.Add(-size)
+	sub.s.cfg.budget.add(-size)
 	select {
 	case sub.room <- struct{}{}:
 	default:
+	}
+}
+
+// release closes the queue of an ended subscription and empties it,
+// freeing its bytes.
+func (sub *Subscription) release() {
+	for _, q := range sub.queue.close() {
+		sub.Dequeued(q)
 	}
 }
 
@@ -344,39 +365,186 @@ func (sub *Subscription) stalled(d time.Duration) bool {
 	return since != 0 && sub.s.cfg.now()-since > int64(d)
 }
 
-// tryQueue queues q if the queue has room.
+// tryQueue queues q if the queue has room. Its bytes are already in the
+// budget (offer reserved them).
 func (sub *Subscription) tryQueue(q Queued) bool {
 	size := int64(q.size())
-	if sub.bytes.Add(size) <= int64(sub.s.cfg.queueBytes) {
-		select {
-		case sub.queue <- q:
-			return true
-		default:
-		}
+	if sub.bytes.Add(size) <= int64(sub.s.cfg.queueBytes) && sub.queue.push(q, sub.s.cfg.queue) {
+		return true
 	}
 	sub.bytes.Add(-size)
 	return false
 }
 
-// offer queues a delivery. A full queue makes the caller — a publish
+// offer queues a delivery. It first reserves the delivery's bytes in the
+// broker's budget, shedding from the subscriber that holds the most when
+// they do not fit (shed). A full queue then makes the caller — a publish
 // stream or a link reader — wait for room as SlowSubscribers says, and
 // drops the delivery and records the loss when it may not wait.
 func (sub *Subscription) offer(q Queued) {
-	m := sub.s.m
+	s := sub.s
+	m := s.m
+	size := int64(q.size())
+	if b := s.cfg.budget; b.over(b.add(size)) > 0 && !s.shed(sub) {
+		b.add(-size)
+		m.budgetShed.Inc()
+		sub.lose(1)
+		return
+	}
 	if sub.tryQueue(q) {
 		m.delivered.Inc()
+		return
+	}
+	if sub.queue.isClosed() {
+		// Matched just before the subscriber left: nobody to deliver
+		// to, nothing to wait for.
+		s.cfg.budget.add(-size)
 		return
 	}
 	if sub.attached.Load() && sub.wait(q) {
 		m.delivered.Inc()
 		return
 	}
-	sub.lost.Add(1)
+	s.cfg.budget.add(-size)
 	m.subscriberDropped.Inc()
+	sub.lose(1)
+}
+
+// lose records n deliveries dropped and wakes the stream to report them.
+func (sub *Subscription) lose(n uint64) {
+	sub.lost.Add(n)
 	select {
 	case sub.wake <- struct{}{}:
 	default:
 	}
+}
+
+// shed makes room in the budget for a delivery to sub whose bytes are
+// already added: it drops the oldest deliveries of the subscriber holding
+// the most bytes (sub itself, if it does), then of the next, until the
+// budget holds again; false when it cannot, every subscriber queue being
+// empty (the link queues hold the budget), and the new delivery is then
+// the one dropped. It sheds down to a low-water mark a sixteenth under
+// the limit, so that a subscriber that keeps falling behind costs a scan
+// of the subscriptions per sixteenth of the budget, not per message.
+// Shedding never touches the link queues (see budget).
+func (s *subscriptions) shed(sub *Subscription) bool {
+	b := s.cfg.budget
+	low := b.limit - b.limit/16
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range len(s.byID) + 1 {
+		if b.over(b.Used()) <= 0 {
+			return true
+		}
+		var victim *Subscription
+		var most int64
+		for _, c := range s.byID {
+			if n := c.bytes.Load(); n > most {
+				victim, most = c, n
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		var shed uint64
+		for b.Used() > low {
+			q, ok := victim.queue.take()
+			if !ok {
+				break
+			}
+			victim.Dequeued(q)
+			shed++
+		}
+		if shed > 0 {
+			s.m.budgetShed.Add(float64(shed))
+			victim.lose(shed)
+		}
+	}
+	return b.over(b.Used()) <= 0
+}
+
+// deque is a subscription's queue: a slice that grows with what is queued
+// and is let go when it empties, so that an idle subscription costs no
+// memory for the bound it might use (a channel of SubscriberQueue slots
+// would be allocated whole, and touched whole as its ring turns).
+type deque struct {
+	mu     sync.Mutex
+	items  []Queued // items[head:] are queued
+	head   int
+	closed bool
+	ready  chan struct{} // capacity 1: something may be queued
+}
+
+// push queues q unless the deque holds max items or is closed.
+func (d *deque) push(q Queued, max int) bool {
+	d.mu.Lock()
+	if d.closed || len(d.items)-d.head >= max {
+		d.mu.Unlock()
+		return false
+	}
+	d.items = append(d.items, q)
+	d.mu.Unlock()
+	select {
+	case d.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take takes the oldest item; while more remain, ready stays signalled.
+func (d *deque) take() (Queued, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.head == len(d.items) {
+		return Queued{}, false
+	}
+	q := d.items[d.head]
+	d.items[d.head] = Queued{}
+	d.head++
+	switch {
+	case d.head == len(d.items):
+		// Empty: a large backing array goes back to the collector.
+		if cap(d.items) > 64 {
+			d.items = nil
+		} else {
+			d.items = d.items[:0]
+		}
+		d.head = 0
+	case d.head > len(d.items)/2 && d.head > 32:
+		n := copy(d.items, d.items[d.head:])
+		clear(d.items[n:])
+		d.items, d.head = d.items[:n], 0
+	}
+	if d.head < len(d.items) {
+		select {
+		case d.ready <- struct{}{}:
+		default:
+		}
+	}
+	return q, true
+}
+
+func (d *deque) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+func (d *deque) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.items) - d.head
+}
+
+// close refuses further pushes and returns what was queued.
+func (d *deque) close() []Queued {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	rest := d.items[d.head:]
+	d.items, d.head = nil, 0
+	return rest
 }
 
 // wait waits for room for q and queues it; false when it may wait no more.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +43,7 @@ type brokerFlags struct {
 	adInterval time.Duration
 	compress   bool
 	subQueue   int
+	memBudget  int
 	maxSubs    int
 	maxFilters int
 	maxConstr  int
@@ -104,6 +106,7 @@ The broker's identity and neighbours come either from a topology file
 			if err != nil {
 				return err
 			}
+			setMemoryLimit(cfg.MemoryBudget, log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if f.authzPolicy != "" {
@@ -143,6 +146,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
 	fl.StringVar(&f.matchAll, "match-all", def.MatchAll.Mode, "what this broker, as an ingress, does with other brokers' filters that match every message ('k exists' subscriptions, or a peer asking for everything): allow, refuse, or limit:<messages per second per broker>; what it leaves out is counted as drip_route_dropped_destinations_total{reason=\"match_all\"}")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
+	fl.IntVar(&f.memBudget, "memory-budget", def.MemoryBudget, "the broker's memory budget in bytes, also its Go memory limit unless GOMEMLIMIT is set: half bounds what all subscriber and link queues hold together, beyond which the subscribers holding the most lose their oldest deliveries (0: none)")
 	fl.IntVar(&f.maxSubs, "max-subscriptions", def.MaxSubscriptions, "bound on subscriptions held by this broker")
 	fl.IntVar(&f.maxFilters, "max-filters", def.Predicates.MaxFilters, "bound on filters (|| terms) per predicate")
 	fl.IntVar(&f.maxConstr, "max-constraints", def.Predicates.MaxConstraints, "bound on constraints (&& terms) per filter")
@@ -228,7 +232,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	if cfg.MatchAll, err = broker.ParseMatchAllPolicy(f.matchAll); err != nil {
 		return cfg, sc, err // names the policy, as --match-all's help does
 	}
-	cfg.JoinTimeout = f.joinTimeout
+	cfg.JoinTimeout, cfg.MemoryBudget = f.joinTimeout, f.memBudget
 	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
 	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString
@@ -364,4 +368,19 @@ func runUntil(parent context.Context, d time.Duration, fn func(context.Context) 
 		defer cancel()
 	}
 	return fn(ctx)
+}
+
+// setMemoryLimit makes the memory budget the Go runtime's soft memory
+// limit too, unless GOMEMLIMIT sets one: the budget bounds what the
+// queues hold, and the limit makes the collector return the rest before
+// the heap doubles (GOGC=100 lets it reach twice what is live), so that
+// the process's resident set stays near the budget (docs/design.md §14,
+// docs/results/memory-budget.md). The queues' accounting counts a message
+// once per subscriber it waits for, so what is live stays well under it.
+func setMemoryLimit(budget int, log *zap.Logger) {
+	if budget <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(int64(budget))
+	log.Info("memory budget is the Go memory limit", zap.Int("bytes", budget))
 }

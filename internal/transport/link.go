@@ -51,6 +51,11 @@ type LinkConfig struct {
 	// Dialed says this side dialled the link; it decides which of two
 	// simultaneous links to one neighbour survives.
 	Dialed bool
+	// Account, if set, is told every change of the bytes queued (positive
+	// as bundles are queued, negative as they leave or are discarded), so
+	// the owner can bound what all its queues hold. It is called with the
+	// queue's lock held and must not block.
+	Account func(delta int64)
 	// Backpressure says what a full queue does to a started link's
 	// producers; the zero value drops at once.
 	Backpressure Backpressure
@@ -128,6 +133,7 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 			}
 		}
 	}
+	l.queue.account = cfg.Account
 	if g := cfg.Metrics.QueueBytes; g != nil {
 		g.Set(0)
 	}
@@ -264,6 +270,8 @@ func (l *Link) Close(reason error) {
 		if n := l.queue.Close(); n > 0 {
 			inc(l.cfg.Metrics.DroppedDown, n)
 		}
+		// Nobody sends what is left: it leaves the owner's account now.
+		l.queue.Discard()
 		if g := l.cfg.Metrics.QueueBytes; g != nil {
 			g.Set(0)
 		}

@@ -397,3 +397,28 @@ func TestLinkBackpressureCloseWakes(t *testing.T) {
 	assert.Zero(t, testutil.ToFloat64(m.DroppedFull), "refused by a closed link, not a full one")
 	assert.GreaterOrEqual(t, testutil.ToFloat64(m.DroppedDown), 1.0)
 }
+
+// TestLinkAccountsQueuedBytes: the owner's account follows the bytes
+// queued — up as bundles are queued, down as frames take them or as a
+// closed link discards them — and ends at zero.
+func TestLinkAccountsQueuedBytes(t *testing.T) {
+	oa, ob := open(1), open(2)
+	ca, _ := memPipe(oa, ob)
+	var account int64
+	l, err := NewLink(ca, LinkConfig{QueueBytes: 1 << 20, MaxFrameBytes: 256, Account: func(d int64) { account += d }}, nil)
+	require.NoError(t, err)
+	for i := 1; i <= 20; i++ {
+		require.True(t, l.PushBundle(numbered(i)))
+		require.True(t, l.PushUrgent(numbered(100+i), Urgency{SendBy: int64(i)}))
+		assert.Equal(t, int64(l.QueuedBytes()), account, "after push %d", i)
+	}
+	for range 3 {
+		_, ok, err := l.TakeFrame()
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, int64(l.QueuedBytes()), account, "after a frame")
+	}
+	assert.Positive(t, account)
+	l.Close(errors.New("gone"))
+	assert.Zero(t, account, "a closed link's queue leaves the account")
+}

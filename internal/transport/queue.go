@@ -31,7 +31,8 @@ type Queue struct {
 	dataBytes int
 	limit     int
 	closed    bool
-	room      chan struct{} // closed when bundles next leave or the queue closes; nil while nobody waits
+	room      chan struct{}     // closed when bundles next leave or the queue closes; nil while nobody waits
+	account   func(delta int64) // LinkConfig.Account, or nil
 }
 
 // Urgency places a bundle of a deadline flow in a link queue. Times are on
@@ -166,6 +167,7 @@ func (q *Queue) TryPushUrgent(b []byte, u Urgency) (ok bool, room <-chan struct{
 		q.bundles = append(q.bundles, queued{b: b, u: u})
 	}
 	q.dataBytes += size
+	q.accountLocked(int64(size))
 	q.mu.Unlock()
 	q.signal()
 	return true, nil
@@ -173,6 +175,12 @@ func (q *Queue) TryPushUrgent(b []byte, u Urgency) (ok bool, room <-chan struct{
 
 func (q *Queue) pendingLocked() bool {
 	return len(q.control) > 0 || q.head < len(q.bundles) || q.urgent.Len() > 0
+}
+
+func (q *Queue) accountLocked(delta int64) {
+	if q.account != nil && delta != 0 {
+		q.account(delta)
+	}
 }
 
 // freeLocked wakes the producers waiting for room.
@@ -250,6 +258,7 @@ func (q *Queue) takeLocked(maxFrameBytes int) Batch {
 		take(it)
 	}
 	if len(f.Bundles) > 0 {
+		q.accountLocked(-int64(size))
 		q.freeLocked()
 	}
 	clear(q.bundles[start:q.head])
@@ -281,4 +290,18 @@ func (q *Queue) Close() int {
 	q.mu.Unlock()
 	q.signal()
 	return n
+}
+
+// Discard drops every queued bundle of a closed queue that nobody will
+// send (the link ended), so that their bytes leave the account at once.
+func (q *Queue) Discard() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		return
+	}
+	q.accountLocked(-int64(q.dataBytes))
+	clear(q.bundles)
+	q.bundles, q.head, q.dataBytes = q.bundles[:0], 0, 0
+	q.urgent = pq.New(queued.sooner, 0)
 }

@@ -195,7 +195,11 @@ func (s *Sim) pollSubscriber(sub *subscriber) {
 func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 	for {
 		select {
-		case q := <-c.sub.Deliveries():
+		case <-c.sub.Ready():
+			q, ok := c.sub.Take()
+			if !ok {
+				continue
+			}
 			c.sub.Dequeued(q)
 			p := new(dripv1.Published)
 			if err := proto.Unmarshal(q.Published, p); err != nil {

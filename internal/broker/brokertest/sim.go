@@ -314,6 +314,7 @@ func (s *Sim) connect(l *simLink) {
 		node, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression, Dialed: side == 0,
+			Account: node.LinkAccount(),
 			// Urgency and budgets in virtual time.
 			Backpressure: transport.Backpressure{Now: func() int64 { return int64(s.now) + 1 }},
 		}, func(tl *transport.Link, control []*dripv1.Control, bundles [][]byte) error {

@@ -42,7 +42,7 @@ func TestRootCommands(t *testing.T) {
 	for _, c := range NewRoot().Commands() {
 		names = append(names, c.Name())
 	}
-	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony"}, names)
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony", "fanout"}, names)
 }
 
 func TestHarmonyFlagErrors(t *testing.T) {
@@ -51,6 +51,14 @@ func TestHarmonyFlagErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `--scenario "storm": want delay, failure or all`)
 	_, _, err = execute(testCtx(t), "", "harmony", "--scenario", "delay")
 	assert.ErrorContains(t, err, "--out: a directory for the results is required")
+}
+
+func TestFanoutFlagErrors(t *testing.T) {
+	// Refused before any broker is started.
+	_, _, err := execute(testCtx(t), "", "fanout", "--drip", "true")
+	assert.ErrorContains(t, err, "--out: a file for the samples is required")
+	_, _, err = execute(testCtx(t), "", "fanout", "--drip", filepath.Join(t.TempDir(), "none"), "--out", filepath.Join(t.TempDir(), "x.json"))
+	assert.ErrorContains(t, err, "--drip")
 }
 
 func TestVersion(t *testing.T) {

@@ -1,0 +1,37 @@
+package broker
+
+import "sync/atomic"
+
+// budget is the broker-wide bound on the bytes its queues hold: every
+// subscriber queue and every link send queue (docs/design.md §14). Each
+// queue adds what it takes in and subtracts what leaves it, with one
+// atomic add each way, so the hot path takes no lock for it. Only a
+// delivery that would take the total over the limit pays more: the
+// subscriptions shed from the subscriber holding the most (shedLocked).
+//
+// Link queues are counted but never shed for the budget: a link carries
+// every subscriber's traffic beyond it, and its own bound
+// (Config.LinkQueueBytes) already limits it. When links hold more than
+// the budget leaves, it is subscriber deliveries that are refused.
+type budget struct {
+	limit int64 // 0: no budget
+	used  atomic.Int64
+}
+
+// add accounts delta bytes (negative when they leave) and returns the new
+// total.
+func (b *budget) add(delta int64) int64 { return b.used.Add(delta) }
+
+// over says by how much a total exceeds the limit (≤ 0: within it).
+func (b *budget) over(total int64) int64 {
+	if b.limit <= 0 {
+		return 0
+	}
+	return total - b.limit
+}
+
+// Used is the bytes the broker's queues hold now.
+func (b *budget) Used() int64 { return b.used.Load() }
+
+// account is the transport.LinkConfig.Account of the broker's links.
+func (b *budget) account(delta int64) { b.used.Add(delta) }
