@@ -271,19 +271,10 @@ func (c *cluster) measureConvergence(ctx context.Context, ns string, n int, time
 // linkLog is what a broker logged about its links, for a convergence that
 // took too long: when each came up, and what the dials that failed said.
 func (c *cluster) linkLog(ctx context.Context, ns, pod string) string {
-	var lines int64 = 200
-	log, err := c.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "broker", TailLines: &lines}).DoRaw(ctx)
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for line := range strings.SplitSeq(string(log), "\n") {
-		if strings.Contains(line, `"link up"`) || strings.Contains(line, "cannot reach peer") || strings.Contains(line, "broker starting") || strings.Contains(line, "EndpointSlices") {
-			b.WriteString(line)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
+	return c.brokerLog(ctx, ns, pod, 200, 200, func(line string) bool {
+		return strings.Contains(line, `"link up"`) || strings.Contains(line, "cannot reach peer") ||
+			strings.Contains(line, "broker starting") || strings.Contains(line, "EndpointSlices")
+	})
 }
 
 // noRouteLog is what a broker logged about destinations it dropped for
@@ -291,18 +282,24 @@ func (c *cluster) linkLog(ctx context.Context, ns, pod string) string {
 // when it joined, for a rolling restart that lost deliveries: the next
 // step of docs/results/churn.md's open finding.
 func (c *cluster) noRouteLog(ctx context.Context, ns, pod string) string {
-	var lines int64 = 2000
-	log, err := c.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "broker", TailLines: &lines}).DoRaw(ctx)
+	return c.brokerLog(ctx, ns, pod, 2000, 40, func(line string) bool {
+		return strings.Contains(line, "no route to them") || strings.Contains(line, `"joined the mesh"`)
+	})
+}
+
+// brokerLog returns up to keep of the last tail lines of a broker's log
+// that match, or the error that kept it from reading them.
+func (c *cluster) brokerLog(ctx context.Context, ns, pod string, tail int64, keep int, match func(string) bool) string {
+	log, err := c.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "broker", TailLines: &tail}).DoRaw(ctx)
 	if err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
-	kept := 0
 	for line := range strings.SplitSeq(string(log), "\n") {
-		if kept < 40 && (strings.Contains(line, "no route to them") || strings.Contains(line, `"joined the mesh"`)) {
+		if keep > 0 && match(line) {
 			b.WriteString(line)
 			b.WriteByte('\n')
-			kept++
+			keep--
 		}
 	}
 	return b.String()
