@@ -241,8 +241,17 @@ func (f *Forwarder) countDrops(d drp.Decision, h bundleHeader) {
 	}
 	if len(d.Unrouted) > 0 {
 		f.n.noRouteLog.Do(func() {
+			// The destinations that did have a route say whether the
+			// message still reached where a dropped router's subscribers
+			// moved (docs/results/churn.md).
+			var routed []uint32
+			for _, fw := range d.Forwards {
+				for r, ok := fw.Bundle.Dest.NextSet(0); ok && len(routed) < 64; r, ok = fw.Bundle.Dest.NextSet(r + 1) {
+					routed = append(routed, uint32(r))
+				}
+			}
 			f.n.log.Info("destinations dropped: no route to them",
-				zap.Uint32s("routers", d.Unrouted), zap.Uint32("ingress", h.stamp.Origin),
+				zap.Uint32s("routers", d.Unrouted), zap.Uint32s("routed", routed), zap.Uint32("ingress", h.stamp.Origin),
 				zap.Uint64("epoch", h.stamp.Epoch), zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops),
 				zap.Duration("since_start", f.n.clock.Since(f.n.start)))
 		})
