@@ -244,11 +244,14 @@ func (f *Forwarder) countDrops(d drp.Decision, h bundleHeader) {
 			// The destinations that did have a route say whether the
 			// message still reached where a dropped router's subscribers
 			// moved (docs/results/churn.md).
-			var routed []uint32
+			// Broadcast bundles each carry the whole set: union them.
+			var all bitset.BitSet
 			for _, fw := range d.Forwards {
-				for r, ok := fw.Bundle.Dest.NextSet(0); ok && len(routed) < 64; r, ok = fw.Bundle.Dest.NextSet(r + 1) {
-					routed = append(routed, uint32(r))
-				}
+				all.InPlaceUnion(fw.Bundle.Dest)
+			}
+			var routed []uint32
+			for r, ok := all.NextSet(0); ok && len(routed) < 64; r, ok = all.NextSet(r + 1) {
+				routed = append(routed, uint32(r))
 			}
 			f.n.log.Info("destinations dropped: no route to them",
 				zap.Uint32s("routers", d.Unrouted), zap.Uint32s("routed", routed), zap.Uint32("ingress", h.stamp.Origin),
