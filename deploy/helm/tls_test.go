@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/peerauth"
 )
 
 // TestGeneratedTLS: the certificates the chart makes by default do what
@@ -59,7 +59,7 @@ func TestGeneratedTLS(t *testing.T) {
 		_, err = leaf.Verify(x509.VerifyOptions{Roots: brokerCA, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		assert.NoError(t, err, "broker %d dials its neighbours with it", i)
 		for j := range topo.Brokers {
-			assert.Equal(t, i == j, broker.CertificateNamesRouter(leaf, topo.Mesh, uint32(j)), fmt.Sprintf("broker %d's certificate names router %d", i, j))
+			assert.Equal(t, i == j, peerauth.NamesRouter(leaf, topo.Mesh, uint32(j)), fmt.Sprintf("broker %d's certificate names router %d", i, j))
 		}
 	}
 

@@ -352,16 +352,6 @@ func (sc ServerConfig) advertisementAuth(cfg Config) (*peerauth.Authenticator, e
 	return a, nil
 }
 
-// PeerIdentityDNS is the DNS SAN form of PeerIdentityURI,
-// <id>.router.<mesh>.drip.internal (peerauth.IdentityDNS).
-func PeerIdentityDNS(mesh string, id uint32) string { return peerauth.IdentityDNS(mesh, id) }
-
-// CertificateNamesRouter reports whether a broker's certificate names
-// router id of mesh, by either form (peerauth.NamesRouter).
-func CertificateNamesRouter(leaf *x509.Certificate, mesh string, id uint32) bool {
-	return peerauth.NamesRouter(leaf, mesh, id)
-}
-
 // peerIdentity admits a peer only if its certificate names the router ID
 // and mesh its Open claims, so that a broker holding a valid certificate
 // cannot speak for another router.
@@ -377,12 +367,12 @@ func peerIdentity(mesh string) func(context.Context, *dripv1.Open) error {
 			return &transport.IncompatibleError{Reason: "identity", Detail: "no peer certificate to check " + want + " against"}
 		}
 		leaf := info.State.PeerCertificates[0]
-		if CertificateNamesRouter(leaf, mesh, remote.GetRouterId()) {
+		if peerauth.NamesRouter(leaf, mesh, remote.GetRouterId()) {
 			return nil
 		}
 		return &transport.IncompatibleError{Reason: "identity",
-			Detail: fmt.Sprintf("certificate %q does not name router %d (URI SAN %s or DNS SAN %s)",
-				leaf.Subject.CommonName, remote.GetRouterId(), want, PeerIdentityDNS(mesh, remote.GetRouterId()))}
+			Detail: fmt.Sprintf("certificate %q does not name router %d (%s)",
+				leaf.Subject.CommonName, remote.GetRouterId(), peerauth.Identity(mesh, remote.GetRouterId()))}
 	}
 }
 

@@ -45,8 +45,9 @@ func NamesRouter(leaf *x509.Certificate, mesh string, id uint32) bool {
 		slices.ContainsFunc(leaf.DNSNames, func(d string) bool { return strings.EqualFold(d, dns) })
 }
 
-// identity is how errors name what a certificate should hold.
-func identity(mesh string, id uint32) string {
+// Identity is how errors name what a certificate should hold to name
+// router id of mesh.
+func Identity(mesh string, id uint32) string {
 	return fmt.Sprintf("URI SAN %s or DNS SAN %s", IdentityURI(mesh, id), IdentityDNS(mesh, id))
 }
 
@@ -125,7 +126,7 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	if !NamesRouter(leaf, cfg.Mesh, cfg.Router) {
 		return nil, fmt.Errorf("peerauth: own certificate %q does not name router %d of mesh %q (%s)",
-			leaf.Subject.CommonName, cfg.Router, cfg.Mesh, identity(cfg.Mesh, cfg.Router))
+			leaf.Subject.CommonName, cfg.Router, cfg.Mesh, Identity(cfg.Mesh, cfg.Router))
 	}
 	var opts crypto.SignerOpts = crypto.SHA256
 	switch signer.Public().(type) {
@@ -189,7 +190,7 @@ func (a *Authenticator) Check(key linkstate.Key, signed []byte, s linkstate.Seal
 		return err
 	}
 	if !NamesRouter(v.leaf, a.mesh, key.Origin) {
-		return refuse(linkstate.RefusedIdentity, "certificate %q does not name router %d (%s)", v.leaf.Subject.CommonName, key.Origin, identity(a.mesh, key.Origin))
+		return refuse(linkstate.RefusedIdentity, "certificate %q does not name router %d (%s)", v.leaf.Subject.CommonName, key.Origin, Identity(a.mesh, key.Origin))
 	}
 	d := a.digest(signed)
 	var ok bool

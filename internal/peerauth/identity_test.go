@@ -1,4 +1,4 @@
-package broker_test
+package peerauth
 
 import (
 	"crypto/x509"
@@ -7,13 +7,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/dripmesh/drip/internal/broker"
 )
 
-// TestCertificateNamesRouter: a certificate names a router by the URI SAN
+// TestNamesRouter: a certificate names a router by the URI SAN
 // or the DNS SAN form, exactly — not another router, mesh or a prefix.
-func TestCertificateNamesRouter(t *testing.T) {
+func TestNamesRouter(t *testing.T) {
 	uri := func(s string) *url.URL {
 		u, err := url.Parse(s)
 		if err != nil {
@@ -38,9 +36,9 @@ func TestCertificateNamesRouter(t *testing.T) {
 		{"common name only", x509.Certificate{Subject: pkix.Name{CommonName: "drip://m/router/7"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, broker.CertificateNamesRouter(&tc.cert, "m", 7))
+			assert.Equal(t, tc.want, NamesRouter(&tc.cert, "m", 7))
 		})
 	}
-	assert.Equal(t, "drip://m/router/7", broker.PeerIdentityURI("m", 7))
-	assert.Equal(t, "7.router.m.drip.internal", broker.PeerIdentityDNS("m", 7))
+	assert.Equal(t, "drip://m/router/7", IdentityURI("m", 7))
+	assert.Equal(t, "7.router.m.drip.internal", IdentityDNS("m", 7))
 }
