@@ -109,18 +109,17 @@ func (n *Node) applyMatchAll(u linkstate.PredicateUpdate) []encoding.Bloom {
 	if u.Router == n.cfg.ID || n.cfg.MatchAll.Mode == MatchAllAllow || n.cfg.MatchAll.Mode == "" {
 		return u.Filters
 	}
-	var kept []encoding.Bloom
-	all := false
-	for _, f := range u.Filters {
-		if f.IsZero() {
-			all = true
-		} else {
-			kept = append(kept, f)
-		}
-	}
-	n.limitMatchAll(u.Router, all && !u.Removed)
+	// countMatchAll has just counted the update's match-all filters.
+	all := n.matchAll[u.Router] > 0
+	n.limitMatchAll(u.Router, all)
 	if !all {
 		return u.Filters
+	}
+	var kept []encoding.Bloom
+	for _, f := range u.Filters {
+		if !f.IsZero() {
+			kept = append(kept, f)
+		}
 	}
 	return kept
 }
