@@ -392,12 +392,7 @@ func drainCounting(t *testing.T, ctx context.Context, sub *Subscription, n, lost
 // read-ahead's wait and one delivery — not after thousands, and every
 // message is delivered or counted lost.
 func TestSlowReaderLearnsOfLossPromptly(t *testing.T) {
-	cl := line(t, 1, nil)
-	c := dialAt(t, cl, 0, WithBufferSize(4), WithReadAhead(64<<10))
-	ctx := testContext(t)
-	sub, err := c.Subscribe(ctx, `n >= 0`)
-	require.NoError(t, err)
-	defer sub.Close()
+	cl, ctx, sub := slowReader(t)
 
 	const n = 5000
 	published := make(chan error, 1)
@@ -417,7 +412,10 @@ func TestSlowReaderLearnsOfLossPromptly(t *testing.T) {
 	// 10 a second, until the first loss shows: 20 reads is two seconds,
 	// where the backlog before would have taken minutes.
 	reads := 0
-	var d Delivery
+	var (
+		d   Delivery
+		err error
+	)
 	for reads < 20 && d.Lost == 0 {
 		time.Sleep(100 * time.Millisecond)
 		d, err = sub.Next(ctx)
@@ -433,16 +431,24 @@ func TestSlowReaderLearnsOfLossPromptly(t *testing.T) {
 	assert.Equal(t, lostSeen, sub.Lost())
 }
 
-// TestLossSignalledWithoutReading: a subscriber that reads nothing hears
-// of its loss through Losses, and the first delivery it then reads
-// carries it.
-func TestLossSignalledWithoutReading(t *testing.T) {
+// slowReader subscribes to everything on a one-broker mesh with a small
+// buffer and read-ahead, so that a slow reader loses messages soon.
+func slowReader(t *testing.T) (*brokertest.Cluster, context.Context, *Subscription) {
+	t.Helper()
 	cl := line(t, 1, nil)
 	c := dialAt(t, cl, 0, WithBufferSize(4), WithReadAhead(64<<10))
 	ctx := testContext(t)
 	sub, err := c.Subscribe(ctx, `n >= 0`)
 	require.NoError(t, err)
-	defer sub.Close()
+	t.Cleanup(func() { _ = sub.Close() })
+	return cl, ctx, sub
+}
+
+// TestLossSignalledWithoutReading: a subscriber that reads nothing hears
+// of its loss through Losses, and the first delivery it then reads
+// carries it.
+func TestLossSignalledWithoutReading(t *testing.T) {
+	cl, ctx, sub := slowReader(t)
 
 	const n = 2000
 	p, err := dialAt(t, cl, 0).NewPublisher(ctx)

@@ -195,14 +195,7 @@ func TestSlowSubscriberLosesOnlyItsOwn(t *testing.T) {
 		require.Eventually(t, func() bool { return fast.received() == k+10 }, 10*time.Second, time.Millisecond)
 	}
 
-	var lost uint64
-	for lost == 0 {
-		d, err := slow.Recv()
-		require.NoError(t, err)
-		if l := d.GetLost(); l != nil {
-			lost = l.Total
-		}
-	}
+	lost := firstLost(t, slow)
 	assert.Positive(t, lost)
 	assert.Less(t, lost, uint64(total))
 }
@@ -381,14 +374,7 @@ func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
 	assert.Zero(t, fast.lost, "the fast subscriber lost nothing")
 	fast.mu.Unlock()
 
-	var lost uint64
-	for lost == 0 {
-		d, err := slow.Recv()
-		require.NoError(t, err)
-		if l := d.GetLost(); l != nil {
-			lost = l.Total
-		}
-	}
+	lost := firstLost(t, slow)
 	assert.Positive(t, lost)
 	families, err := m.nodes[0].srv.Registry().Gather()
 	require.NoError(t, err)
@@ -399,4 +385,17 @@ func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, shed, float64(lost), "counted as shed to the budget")
+}
+
+// firstLost reads a subscription stream until its first Lost event and
+// returns the total it reports.
+func firstLost(t *testing.T, stream dripv1.Broker_SubscribeClient) uint64 {
+	t.Helper()
+	for {
+		d, err := stream.Recv()
+		require.NoError(t, err)
+		if l := d.GetLost(); l != nil {
+			return l.Total
+		}
+	}
 }
