@@ -376,14 +376,7 @@ func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
 
 	lost := firstLost(t, slow)
 	assert.Positive(t, lost)
-	families, err := m.nodes[0].srv.Registry().Gather()
-	require.NoError(t, err)
-	var shed float64
-	for _, f := range families {
-		if f.GetName() == "drip_subscriber_shed_total" {
-			shed = f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
+	shed := metric(t, m.nodes[0].srv.Registry(), "drip_subscriber_shed_total", "")
 	assert.GreaterOrEqual(t, shed, float64(lost), "counted as shed to the budget")
 }
 

@@ -40,7 +40,7 @@ func TestMatchAllPolicy(t *testing.T) {
 				// plane's table once no rebuild is pending.
 				return err == nil && len(ins.Routers) == 3 && ins.Predicates[2] == 1 && !ins.Pending &&
 					(p.Mode != broker.MatchAllAllow || ins.Predicates[1] == 1) &&
-					gauge(t, m.nodes[0].srv.Registry(), "drip_match_all_filters") == 1
+					metric(t, m.nodes[0].srv.Registry(), "drip_match_all_filters", "") == 1
 			}, 5*time.Second, 10*time.Millisecond, "b0 learns both routers' predicates")
 
 			msgs := make([]content.Message, n)
@@ -91,7 +91,8 @@ func TestParseMatchAllPolicy(t *testing.T) {
 	assert.ErrorContains(t, cfg.Validate(), "want a positive rate")
 }
 
-// metric reads counter name{reason} from reg.
+// metric reads name from reg: the series whose reason label is reason,
+// or with reason empty the metric's only series; a counter or a gauge.
 func metric(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -101,27 +102,19 @@ func metric(t *testing.T, reg *prometheus.Registry, name, reason string) float64
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			match := reason == "" && len(mf.GetMetric()) == 1
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
+				match = match || l.GetName() == "reason" && l.GetValue() == reason
 			}
+			if !match {
+				continue
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	require.Fail(t, fmt.Sprintf("no %s{reason=%q}", name, reason))
-	return 0
-}
-
-// gauge reads the unlabelled gauge name from reg.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	require.Fail(t, "no gauge "+name)
 	return 0
 }
