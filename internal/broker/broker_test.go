@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -378,6 +380,47 @@ func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
 	assert.Positive(t, lost)
 	shed := metric(t, m.nodes[0].srv.Registry(), "drip_subscriber_shed_total", "")
 	assert.GreaterOrEqual(t, shed, float64(lost), "counted as shed to the budget")
+}
+
+// TestMemoryBudgetCountsWhatGRPCHolds: a subscriber that never reads,
+// over a connection with a fixed 64 KiB window, leaves deliveries in
+// gRPC beyond its broker queue (the stream's write quota). The budget
+// counts them while they are held and gives them back when the stream
+// ends, so that the queues shed in their place.
+func TestMemoryBudgetCountsWhatGRPCHolds(t *testing.T) {
+	const budget = 4 << 20
+	m := startMesh(t, 1, nil, func(c *broker.Config) { c.MemoryBudget = budget })
+	cc, err := grpc.NewClient(m.nodes[0].srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	require.NoError(t, err)
+	defer cc.Close()
+	pred := content.MustParse(`n exists`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	slow, err := dripv1.NewBrokerClient(cc).Subscribe(ctx)
+	require.NoError(t, err)
+	require.NoError(t, slow.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: pred.String()}, AcceptBatches: true}))
+	_, err = slow.Recv()
+	require.NoError(t, err)
+
+	msgs := make([]content.Message, 100) // 16 KiB each: 1.6 MiB, more than the window and the quota
+	for k := range msgs {
+		msgs[k] = content.MessageFrom(map[string]content.Value{"n": content.Int(int64(k)), "pad": content.String(string(make([]byte, 16<<10)))})
+	}
+	m.publish(0, 0, msgs)
+	reg := m.nodes[0].srv.Registry()
+	sending := func() float64 { return metricValue(t, reg, "drip_memory_budget_sending_bytes") }
+	// The window (64 KiB) is in the client; gRPC's write quota (64 KiB)
+	// and the batch that crossed it stay in the broker.
+	require.Eventually(t, func() bool { return sending() >= 64<<10 }, 10*time.Second, 10*time.Millisecond,
+		"gRPC's bytes for the stalled stream are counted")
+	node := m.nodes[0].srv.Broker().Node()
+	assert.LessOrEqual(t, sending(), float64(node.MemoryUsed()), "and are part of what the budget holds")
+	assert.LessOrEqual(t, sending(), float64(4*64<<10), "at most the quota and a batch or two")
+
+	cancel()
+	require.Eventually(t, func() bool { return sending() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"given back when the stream ends, though the connection stays")
 }
 
 // firstLost reads a subscription stream until its first Lost event and

@@ -13,9 +13,15 @@ import "sync/atomic"
 // every subscriber's traffic beyond it, and its own bound
 // (Config.LinkQueueBytes) already limits it. When links hold more than
 // the budget leaves, it is subscriber deliveries that are refused.
+//
+// It also counts the deliveries client connections hold for their
+// Subscribe streams until they reach the socket (connMeter): those
+// cannot be shed, so the queues shed in their place.
 type budget struct {
 	limit int64 // 0: no budget
 	used  atomic.Int64
+	// inGRPC is the part of used that client connections hold.
+	inGRPC atomic.Int64
 }
 
 // add accounts delta bytes (negative when they leave) and returns the new
@@ -32,6 +38,12 @@ func (b *budget) over(total int64) int64 {
 
 // Used is the bytes the broker's queues hold now.
 func (b *budget) Used() int64 { return b.used.Load() }
+
+// sending accounts delta bytes held by client connections (connMeter).
+func (b *budget) sending(delta int64) {
+	b.inGRPC.Add(delta)
+	b.used.Add(delta)
+}
 
 // account is the transport.LinkConfig.Account of the broker's links.
 func (b *budget) account(delta int64) { b.used.Add(delta) }

@@ -60,6 +60,9 @@ type Node struct {
 	start time.Time
 	// budget bounds the bytes of every subscriber and link queue.
 	budget *budget
+	// sends counts what client connections hold for Subscribe streams
+	// against the budget (for listeners ClientListener wraps).
+	sends *connMeter
 	// epoch and seq stamp every accepted message (docs/design.md §10).
 	epoch uint64
 	seq   atomic.Uint64
@@ -153,6 +156,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
 		m:                newMetrics(o.reg, cfg.Name, mem),
 		budget:           mem,
+		sends:            newConnMeter(mem),
 		clock:            o.clock,
 		start:            now,
 		epoch:            uint64(now.UnixNano()),

@@ -286,6 +286,9 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 			return nil, fmt.Errorf("peer listener: %w", err)
 		}
 	}
+	// What the client connections hold for Subscribe streams counts
+	// against the memory budget.
+	s.clientLis = b.node.sends.listener(s.clientLis)
 	if s.metricsLis = sc.MetricsListener; s.metricsLis == nil && sc.MetricsAddr != "" {
 		if s.metricsLis, err = net.Listen("tcp", sc.MetricsAddr); err != nil {
 			s.clientLis.Close()

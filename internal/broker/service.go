@@ -297,7 +297,8 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 		}
 		return nil
 	}
-	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches(), budget: n.budget}
+	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches(), budget: n.budget, conn: n.sends.of(stream.Context())}
+	out.start()
 	defer out.close()
 	sub.Attach()
 	draining := sub.Draining()
@@ -368,15 +369,26 @@ type deliverySender struct {
 	sub     *Subscription
 	batches bool
 	batch   [][]byte
-	// The encoded event gRPC holds is counted in the budget until the
-	// next send returns: by then gRPC has written it out, or holds it in
-	// its stream's write quota in its place.
-	budget *budget
-	held   int64
+	budget  *budget
+	// conn counts the events gRPC holds until its connection writes
+	// them (connMeter). Without it (a listener the meter does not wrap)
+	// the last event sent is counted until the next send returns, which
+	// misses what the stream's write quota lets gRPC hold beyond it.
+	conn *connHeld
+	held int64
 }
 
-// close gives back what the last send held.
+func (d *deliverySender) start() {
+	if d.conn != nil {
+		d.conn.streamStarted()
+	}
+}
+
+// close gives back what the stream still holds.
 func (d *deliverySender) close() {
+	if d.conn != nil {
+		d.conn.streamDone()
+	}
 	d.budget.add(-d.held)
 	d.held = 0
 }
@@ -415,11 +427,17 @@ func (d *deliverySender) send(first Queued) error {
 // subscriber whose stream stalls is told from a broker that is behind.
 func (d *deliverySender) raw(b []byte) error {
 	n := int64(len(b))
-	d.budget.add(n)
+	if d.conn != nil {
+		d.conn.handed(n)
+	} else {
+		d.budget.add(n)
+	}
 	d.sub.Sending(true)
 	err := d.stream.SendMsg(&wire.Raw{B: b})
 	d.sub.Sending(false)
-	d.budget.add(-d.held)
-	d.held = n
+	if d.conn == nil {
+		d.budget.add(-d.held)
+		d.held = n
+	}
 	return err
 }
