@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc/mem"
 	"k8s.io/utils/clock"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -63,6 +64,9 @@ type Node struct {
 	// sends counts what client connections hold for Subscribe streams
 	// against the budget (for listeners ClientListener wraps).
 	sends *connMeter
+	// sendBuffers recycles the buffers deliveries are encoded into for
+	// Subscribe streams (deliverySender.buffer).
+	sendBuffers mem.BufferPool
 	// epoch and seq stamp every accepted message (docs/design.md §10).
 	epoch uint64
 	seq   atomic.Uint64
@@ -150,13 +154,14 @@ func newNode(cfg Config, o options) (*Node, error) {
 	now := o.clock.Now()
 	// The queues get half the budget: the rest is for everything else the
 	// broker holds and for the collector's headroom (docs/design.md §14).
-	mem := &budget{limit: int64(cfg.MemoryBudget) / 2}
+	queues := &budget{limit: int64(cfg.MemoryBudget) / 2}
 	n := &Node{
 		cfg:              cfg,
 		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:                newMetrics(o.reg, cfg.Name, mem),
-		budget:           mem,
-		sends:            newConnMeter(mem),
+		m:                newMetrics(o.reg, cfg.Name, queues),
+		budget:           queues,
+		sends:            newConnMeter(queues),
+		sendBuffers:      newSendBuffers(),
 		clock:            o.clock,
 		start:            now,
 		epoch:            uint64(now.UnixNano()),
@@ -176,7 +181,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
 		enc: cfg.Encoding, broker: cfg.Name, slow: cfg.SlowSubscribers,
 		now:    func() int64 { return int64(n.clock.Since(n.start)) },
-		budget: mem,
+		budget: queues,
 	}, n.m, n.subscriptionsChanged)
 	n.routes.Store(ls.Routes())
 	n.preds.Store(n.table.Snapshot())

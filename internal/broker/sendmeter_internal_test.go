@@ -184,3 +184,16 @@ func TestConnMeterFindsTheStreamsConnection(t *testing.T) {
 	require.NoError(t, c1.Close())
 	assert.Nil(t, m.of(ctxOf(remote(3))))
 }
+
+// TestSendBuffersFitWhatTheyHold: a pooled buffer is less than twice the
+// event encoded into it, so what gRPC holds stays near what the meter
+// counts.
+func TestSendBuffersFitWhatTheyHold(t *testing.T) {
+	pool := newSendBuffers()
+	for _, size := range []int{1 << 10, 1<<10 + 1, 3000, 4 << 10, 40 << 10, maxBatchBytes, maxBatchBytes + 4<<10, 4 * maxBatchBytes, 1 << 20} {
+		b := pool.Get(size)
+		assert.Len(t, *b, size)
+		assert.Less(t, cap(*b), 2*size, "size %d", size)
+		pool.Put(b)
+	}
+}

@@ -10,7 +10,15 @@ import (
 // are, and receives a message into it unparsed, so that the data path
 // encodes a delivery once for all its subscribers and decodes a publish
 // request without building protobuf objects.
-type Raw struct{ B []byte }
+//
+// A sent Raw whose Pool is set gives B back to that pool once gRPC has
+// written it out (or dropped it): the sender must not touch B after the
+// send, and in return encodes its next message into a recycled buffer
+// instead of a new one.
+type Raw struct {
+	B    []byte
+	Pool mem.BufferPool
+}
 
 // Codec is gRPC's protobuf codec, passing Raw through. Brokers serve with
 // it (grpc.ForceServerCodecV2) and clients call with it
@@ -26,6 +34,10 @@ func (Codec) Name() string { return grpcproto.Name }
 // Marshal encodes v; a *Raw is its bytes.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if r, ok := v.(*Raw); ok {
+		if r.Pool != nil {
+			b := r.B
+			return mem.BufferSlice{mem.NewBuffer(&b, r.Pool)}, nil
+		}
 		return mem.BufferSlice{mem.SliceBuffer(r.B)}, nil
 	}
 	return protoCodec.Marshal(v)

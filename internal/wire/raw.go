@@ -364,6 +364,12 @@ func AppendDelivery(dst, published []byte) []byte {
 	return protowire.AppendBytes(dst, published)
 }
 
+// DeliverySize is the size of the drip.v1.Delivery AppendDelivery
+// appends for published.
+func DeliverySize(published []byte) int {
+	return protowire.SizeTag(fieldDeliveryMessage) + protowire.SizeBytes(len(published))
+}
+
 // DeliveryBatchSize is the size of a drip.v1.Delivery carrying a
 // DeliveryBatch of the given Published wire forms.
 func DeliveryBatchSize(published [][]byte) int {
