@@ -117,6 +117,13 @@ func TestRunWithCustomConnector(t *testing.T) {
 		if dropEvery > 0 {
 			assert.Positive(t, undelivered)
 		}
+		require.Len(t, rep.Misses, int(min(undelivered, MaxMisses)), "each undelivered delivery listed")
+		for _, m := range rep.Misses {
+			assert.Contains(t, cfg.Brokers, m.SubscriberBroker)
+			assert.Contains(t, cfg.Brokers, m.PublisherBroker)
+			assert.GreaterOrEqual(t, m.SentS, 0.0)
+			assert.LessOrEqual(t, m.SentS, rep.SendSeconds+0.001, "sent while sending")
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // verdict classifies one delivery.
@@ -31,6 +32,7 @@ type record struct {
 	expected []int32 // subscriber indexes, increasing
 	got      []uint8 // copies received per expected subscriber, saturating at 255
 	second   int32   // of the run's series in which it was sent
+	sentMs   int32   // when it was sent, milliseconds since sending started
 }
 
 func newLedger(publishers int) *ledger {
@@ -40,14 +42,14 @@ func newLedger(publishers int) *ledger {
 // add records message seq of publisher pub, sent in the given second of
 // the series; seq must be the publisher's next sequence number, which is
 // how a publisher numbers its messages.
-func (l *ledger) add(pub int, seq uint64, second int, expected []int32) {
+func (l *ledger) add(pub int, seq uint64, second int, sent time.Duration, expected []int32) {
 	s := &l.shards[pub]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if uint64(len(s.msgs)) != seq {
 		panic("bench: ledger: messages recorded out of sequence")
 	}
-	s.msgs = append(s.msgs, record{expected: expected, got: make([]uint8, len(expected)), second: int32(second)})
+	s.msgs = append(s.msgs, record{expected: expected, got: make([]uint8, len(expected)), second: int32(second), sentMs: int32(sent.Milliseconds())})
 }
 
 // deliver classifies the delivery of message (pub, seq) to subscriber sub.
@@ -96,4 +98,23 @@ func (l *ledger) undelivered(subscribers, seconds int) (bySub, bySecond []uint64
 		s.mu.Unlock()
 	}
 	return bySub, bySecond
+}
+
+// misses lists up to limit expected deliveries that never arrived, in
+// publisher and sequence order.
+func (l *ledger) misses(limit int) []Miss {
+	var out []Miss
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		for seq, r := range s.msgs {
+			for k, j := range r.expected {
+				if r.got[k] == 0 && len(out) < limit {
+					out = append(out, Miss{Subscriber: int(j), Publisher: i, Seq: uint64(seq), SentS: float64(r.sentMs) / 1000})
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
 }

@@ -15,8 +15,11 @@ type Report struct {
 	// churn): the first MaxEvents of each.
 	GapEvents      []GapEvent      `json:"gap_events,omitempty"`
 	FailoverEvents []FailoverEvent `json:"failover_events,omitempty"`
-	SendSeconds    float64         `json:"send_s"`  // how long sending took
-	DrainSeconds   float64         `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
+	// Misses are the first MaxMisses undelivered deliveries, to put
+	// beside the brokers' logs: which subscriber, whose message, when.
+	Misses       []Miss  `json:"misses,omitempty"`
+	SendSeconds  float64 `json:"send_s"`  // how long sending took
+	DrainSeconds float64 `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
 	// Error says why the run stopped early, if it did: the report then
 	// holds what was measured until then.
 	Error string `json:"error,omitempty"`
@@ -121,10 +124,13 @@ type Totals struct {
 	CongestionLossEvents uint64  `json:"congestion_loss_events,omitempty"`
 }
 
-// MaxEvents bounds Report.GapEvents and Report.FailoverEvents: a run that
-// keeps failing over (a mesh that is down) must not grow its report
-// without end. Totals count every event.
-const MaxEvents = 4096
+// MaxEvents bounds Report.GapEvents and Report.FailoverEvents, and
+// MaxMisses Report.Misses: a run that keeps failing over (a mesh that is
+// down) must not grow its report without end. Totals count every event.
+const (
+	MaxEvents = 4096
+	MaxMisses = 1000
+)
 
 // GapEvent is one subscription's time without a broker: from when its
 // stream ended to when another broker acknowledged it, in seconds since
@@ -146,6 +152,19 @@ type FailoverEvent struct {
 	To       string  `json:"to"`
 	Resent   int     `json:"resent,omitempty"`
 	InFlight uint64  `json:"in_flight,omitempty"`
+}
+
+// Miss is one expected delivery that never arrived: message Seq of
+// publisher Publisher, sent SentS seconds after sending started (to the
+// millisecond), for subscriber Subscriber. The brokers are where each
+// first connected; either may have failed over since.
+type Miss struct {
+	Subscriber       int     `json:"subscriber"`
+	SubscriberBroker string  `json:"subscriber_broker"`
+	Publisher        int     `json:"publisher"`
+	PublisherBroker  string  `json:"publisher_broker"`
+	Seq              uint64  `json:"seq"`
+	SentS            float64 `json:"sent_s"`
 }
 
 // Latency summarises end-to-end latency of expected deliveries, in

@@ -374,7 +374,7 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 		sec := r.second(r.sinceSendStart(sentAt))
 		// Recorded before sending: a delivery can overtake the return of
 		// Publish.
-		r.ledger.add(i, seq, sec, expected)
+		r.ledger.add(i, seq, sec, r.sinceSendStart(sentAt), expected)
 		payload := stamp{run: r.runID, pub: uint32(i), seq: seq, sent: sentAt}.encode()
 		if err := p.Publish(m, payload); err != nil {
 			if ctx.Err() == nil {
@@ -546,6 +546,12 @@ func (r *runner) report() *Report {
 			Undelivered: undeliveredBySec[s], Duplicates: r.dups[s].Load(),
 			Gaps: r.gaps[s].Load(), Failovers: r.failovers[s].Load(),
 		})
+	}
+	rep.Misses = r.ledger.misses(MaxMisses)
+	for k := range rep.Misses {
+		m := &rep.Misses[k]
+		m.SubscriberBroker = cfg.Brokers[r.oracle.brokerOf[m.Subscriber]]
+		m.PublisherBroker = cfg.Brokers[m.Publisher%len(cfg.Brokers)]
 	}
 	r.evMu.Lock()
 	rep.GapEvents = slices.Clone(r.gapEvents)

@@ -209,6 +209,9 @@ func TestMesh(t *testing.T) {
 			for _, k := range rr.Known {
 				t.Logf("rolling restart: %s", k)
 			}
+			for _, l := range missLines(rep) {
+				t.Logf("undelivered: %s", l)
+			}
 			if rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 {
 				for i := range m.Brokers {
 					if l := c.noRouteLog(ctx, ns, brokerName(i)); l != "" {

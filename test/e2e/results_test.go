@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,54 @@ func perSecond(r *bench.Report) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// missLines groups a report's undelivered deliveries by when their
+// messages were sent (to the tenth of a second) and where their
+// subscribers and publishers first connected, one line a group in time
+// order, to read beside the brokers' drains and joins.
+func missLines(r *bench.Report) []string {
+	type key struct {
+		tenth    int
+		sub, pub string
+	}
+	groups := map[key][]int{}
+	var keys []key
+	for _, m := range r.Misses {
+		k := key{int(m.SentS * 10), m.SubscriberBroker, m.PublisherBroker}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], m.Subscriber)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.tenth, b.tenth), strings.Compare(a.sub, b.sub), strings.Compare(a.pub, b.pub))
+	})
+	var out []string
+	for _, k := range keys {
+		subs := groups[k]
+		slices.Sort(subs)
+		out = append(out, fmt.Sprintf("sent t=%.1fs: %d undelivered to subscribers %v of %s, published at %s",
+			float64(k.tenth)/10, len(subs), slices.Compact(subs), k.sub, k.pub))
+	}
+	if n := r.Totals.Undelivered; n > uint64(len(r.Misses)) {
+		out = append(out, fmt.Sprintf("(%d more not listed)", n-uint64(len(r.Misses))))
+	}
+	return out
+}
+
+func TestMissLines(t *testing.T) {
+	r := &bench.Report{Totals: bench.Totals{Undelivered: 5}, Misses: []bench.Miss{
+		{Subscriber: 7, SubscriberBroker: "b2", PublisherBroker: "b0", SentS: 41.23},
+		{Subscriber: 3, SubscriberBroker: "b2", PublisherBroker: "b0", SentS: 41.27},
+		{Subscriber: 3, SubscriberBroker: "b2", PublisherBroker: "b0", SentS: 41.29},
+		{Subscriber: 1, SubscriberBroker: "b1", PublisherBroker: "b0", SentS: 12.0},
+	}}
+	assert.Equal(t, []string{
+		"sent t=12.0s: 1 undelivered to subscribers [1] of b1, published at b0",
+		"sent t=41.2s: 3 undelivered to subscribers [3 7] of b2, published at b0",
+		"(1 more not listed)",
+	}, missLines(r))
 }
 
 func TestSuiteResultsWrite(t *testing.T) {
