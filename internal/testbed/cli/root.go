@@ -24,6 +24,6 @@ the broker package in this process on loopback.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd(), newPerfCmd(), newHarmonyCmd(), newFanoutCmd())
+	root.AddCommand(dripcli.NewVersionCmd("driplab"), newLabCmd(), newExperimentCmd(), newChurnCmd(), newPerfCmd(), newHarmonyCmd(), newCongestionCmd(), newFanoutCmd())
 	return root
 }
