@@ -63,6 +63,11 @@ docs/results/congestion.md).`,
 			if out == "" {
 				return fmt.Errorf("--out: a directory for the results is required")
 			}
+			check := cfg
+			check.Dir = out // checked before a lab starts; the runs get their own
+			if err := check.Validate(); err != nil {
+				return err
+			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}

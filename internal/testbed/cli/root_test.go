@@ -42,7 +42,7 @@ func TestRootCommands(t *testing.T) {
 	for _, c := range NewRoot().Commands() {
 		names = append(names, c.Name())
 	}
-	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony", "fanout"}, names)
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony", "congestion", "fanout"}, names)
 }
 
 func TestHarmonyFlagErrors(t *testing.T) {
@@ -51,6 +51,16 @@ func TestHarmonyFlagErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `--scenario "storm": want delay, failure or all`)
 	_, _, err = execute(testCtx(t), "", "harmony", "--scenario", "delay")
 	assert.ErrorContains(t, err, "--out: a directory for the results is required")
+}
+
+func TestCongestionFlagErrors(t *testing.T) {
+	// Refused before any lab is started.
+	_, _, err := execute(testCtx(t), "", "congestion", "--scenario", "fig7,fig11", "--out", t.TempDir())
+	assert.ErrorContains(t, err, `--scenario "fig11": want one of fig7, fig8, fig9, fig10, ive, or all`)
+	_, _, err = execute(testCtx(t), "", "congestion", "--scenario", "fig7")
+	assert.ErrorContains(t, err, "--out: a directory for the results is required")
+	_, _, err = execute(testCtx(t), "", "congestion", "--scale", "0", "--out", t.TempDir())
+	assert.ErrorContains(t, err, "congestion: scale 0, want (0, 10]")
 }
 
 func TestFanoutFlagErrors(t *testing.T) {
