@@ -73,8 +73,8 @@ type Publisher struct {
 }
 
 // Subscriber is one subscribing client. Publisher p's message number n
-// carries the attributes pub = p and k = n mod 100; the subscriber takes
-// the messages of Publishers whose k lies in [KFrom, KTo): a fraction
+// carries the attributes pub = p and k = K(n); the subscriber takes the
+// messages of Publishers whose k lies in [KFrom, KTo): a fraction
 // (KTo − KFrom)/100 of each.
 type Subscriber struct {
 	Site       string `json:"site"`
@@ -97,7 +97,7 @@ func (s Subscriber) Predicate() string {
 
 // Matches says whether the subscriber takes publisher p's message n.
 func (s Subscriber) Matches(p int, n uint64) bool {
-	k := int(n % 100)
+	k := K(n)
 	if k < s.KFrom || k >= s.KTo {
 		return false
 	}
@@ -107,6 +107,20 @@ func (s Subscriber) Matches(p int, n uint64) bool {
 		}
 	}
 	return false
+}
+
+// K is the attribute k of a publisher's message number n, in [0, 100): a
+// hash of n, so that the messages a subscriber takes are spread among
+// those it does not as if each were drawn independently, as Malekpour11
+// §III-C assumes when it reads a gap longer than the publication record.
+// (With k = n mod 100 a subscriber taking 20% would see runs of 20
+// followed by gaps of 80, each read as a loss.)
+func K(n uint64) int {
+	// splitmix64's finaliser.
+	n += 0x9e3779b97f4a7c15
+	n = (n ^ n>>30) * 0xbf58476d1ce4e5b9
+	n = (n ^ n>>27) * 0x94d049bb133111eb
+	return int((n ^ n>>31) % 100)
 }
 
 // Step sets the bottleneck's bandwidth (bytes per second) at At from the
