@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ func newCongestionCmd() *cobra.Command {
 		out       string
 		keep      string
 		labName   string
+		variants  string
 		cfg       = congestion.DefaultConfig()
 	)
 	cmd := &cobra.Command{
@@ -86,7 +88,12 @@ docs/results/congestion.md).`,
 				if err == nil {
 					c.Dir = dir
 					var r *congestion.Result
-					r, err = congestion.Run(ctx, c, s, congestion.Variants(s))
+					vs := pickVariants(congestion.Variants(s), variants)
+					if len(vs) == 0 {
+						err = fmt.Errorf("--variants %q: none of them runs in %s", variants, name)
+					} else {
+						r, err = congestion.Run(ctx, c, s, vs)
+					}
 					cleanup()
 					if err == nil {
 						r.Command = "driplab " + strings.Join(os.Args[1:], " ")
@@ -106,6 +113,7 @@ docs/results/congestion.md).`,
 	f := cmd.Flags()
 	f.StringVar(&scenarios, "scenario", "all", "fig7, fig8, fig9, fig10, ive (comma-separated) or all")
 	labRunFlags(cmd, &out, &keep, &labName, "congestion")
+	f.StringVar(&variants, "variants", "", "run only these variants (comma-separated: drip, drip+cc, NATS; default all that apply)")
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiplies every duration of the scenarios")
 	f.Float64Var(&cfg.BandwidthScale, "bandwidth-scale", cfg.BandwidthScale, "multiplies every bandwidth and publishing rate of the scenarios")
 	f.IntVar(&cfg.LinkQueueBytes, "link-queue", cfg.LinkQueueBytes, "drip's link queue in bytes")
@@ -125,4 +133,18 @@ func writeCongestion(out string, r *congestion.Result, progress io.Writer) error
 		fmt.Fprintf(progress, "congestion: %s: %s\n", name, f)
 	}
 	return congestion.Plot(r, filepath.Join(out, name+".png"))
+}
+
+// pickVariants keeps the variants named in list (all when it is empty).
+func pickVariants(all []congestion.Variant, list string) []congestion.Variant {
+	if list == "" {
+		return all
+	}
+	var out []congestion.Variant
+	for _, v := range all {
+		if slices.Contains(strings.Split(list, ","), v.Name) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

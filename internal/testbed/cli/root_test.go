@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/dripmesh/drip/internal/testbed/congestion"
 )
 
 // execute runs the driplab command tree in-process.
@@ -101,4 +103,12 @@ func TestChurnUnknownScenario(t *testing.T) {
 	_, _, err := execute(testCtx(t), "", "churn", "--scenario", "nope", "--drip-binary", "/nonexistent/drip")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `--scenario: unknown scenario "nope": want one of kill, term, kill-cut, all`)
+}
+
+func TestPickVariants(t *testing.T) {
+	all := []congestion.Variant{{Name: "drip"}, {Name: "drip+cc", Control: true}, {Name: "NATS", NATS: true}}
+	assert.Equal(t, all, pickVariants(all, ""))
+	assert.Equal(t, all[1:2], pickVariants(all, "drip+cc"))
+	assert.Equal(t, []congestion.Variant{all[0], all[2]}, pickVariants(all, "NATS,drip"), "in the scenario's order")
+	assert.Empty(t, pickVariants(all, "activemq"))
 }

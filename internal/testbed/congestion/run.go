@@ -251,12 +251,18 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 
 	pubs := make([]*pubLog, len(s.Publishers))
 	var publishers []bench.Publisher
+	// The publishers stop halfway through the drain: a message congestion
+	// control still holds then never reaches the network (a flow held to a
+	// few messages a second could keep Publish waiting for minutes), and
+	// counts as lost.
+	pubCtx, stopPublishers := context.WithCancel(runCtx)
+	defer stopPublishers()
 	for i, ps := range s.Publishers {
 		e, err := connect(ps.Site)
 		if err != nil {
 			return nil, err
 		}
-		p, err := e.NewPublisher(runCtx)
+		p, err := e.NewPublisher(pubCtx)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +280,7 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			publish(runCtx, p, i, s.Publishers[i].Schedule, pubs[i], start, cfg)
+			publish(pubCtx, p, i, s.Publishers[i].Schedule, pubs[i], start, cfg)
 		}()
 	}
 	link := make([]float64, bins)
@@ -307,6 +313,9 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 		}
 		if tcp != nil && at >= length {
 			tcp.stop()
+		}
+		if at >= length+cfg.Drain/2 {
+			stopPublishers()
 		}
 		if cfg.Network != nil {
 			n, err := cfg.Network.Sent(ctx, s.Bottleneck[0], s.Bottleneck[1])
