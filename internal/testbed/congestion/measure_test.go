@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/topology"
 )
 
@@ -133,7 +134,7 @@ func TestScheduleRate(t *testing.T) {
 
 func TestSubscriberMatches(t *testing.T) {
 	s := Subscriber{Publishers: []int{1}, KFrom: 20, KTo: 50}
-	assert.Equal(t, "pub = 1 && k >= 20 && k < 50", s.Predicate())
+	assert.Equal(t, "pub = 1 && d = 2 || pub = 1 && d = 3 || pub = 1 && d = 4", s.Predicate())
 	n := 0
 	for i := range uint64(1000) {
 		if s.Matches(1, i) {
@@ -154,7 +155,8 @@ func TestSubscriberMatches(t *testing.T) {
 		}
 	}
 	assert.Less(t, longest, 30)
-	assert.Equal(t, "k >= 0 && k < 10", Subscriber{Publishers: []int{0, 1}, KTo: 10}.Predicate())
+	assert.Equal(t, "d = 0", Subscriber{Publishers: []int{0, 1}, KTo: 10}.Predicate())
+	assert.Equal(t, "pub = 2", Subscriber{Publishers: []int{2}, KTo: 100}.Predicate())
 }
 
 func TestScenariosAreConsistent(t *testing.T) {
@@ -173,6 +175,10 @@ func TestScenariosAreConsistent(t *testing.T) {
 		assert.NotEmpty(t, s.Steps, name)
 		assert.Zero(t, s.Steps[0].At, "%s: the first step is the start", name)
 		for _, sub := range s.Subscribers {
+			assert.Zero(t, sub.KFrom%10, name)
+			assert.Zero(t, sub.KTo%10, name)
+			_, err := content.Parse(sub.Predicate())
+			assert.NoError(t, err, name)
 			for _, p := range sub.Publishers {
 				assert.Less(t, p, len(s.Publishers), name)
 			}

@@ -389,7 +389,7 @@ func publish(ctx context.Context, p bench.Publisher, i int, sched Schedule, l *p
 			binary.BigEndian.PutUint64(payload[4:], n)
 			binary.BigEndian.PutUint64(payload[12:], uint64(time.Now().UnixNano()))
 			rng.fill(payload[payloadHeader:])
-			m := content.MessageFrom(map[string]content.Value{"pub": content.Int(int64(i)), "k": content.Int(int64(K(n)))})
+			m := content.MessageFrom(map[string]content.Value{"pub": content.Int(int64(i)), "k": content.Int(int64(K(n))), "d": content.Int(int64(K(n) / 10))})
 			if err := p.Publish(m, payload); err != nil {
 				l.err = err
 				return

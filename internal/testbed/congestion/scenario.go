@@ -2,6 +2,7 @@ package congestion
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dripmesh/drip/internal/topology"
@@ -87,12 +88,28 @@ type Subscriber struct {
 	Group string `json:"group"`
 }
 
-// Predicate is the subscriber's filter in drip's language.
+// Predicate is the subscriber's filter in drip's language: one filter
+// per decade of k it takes (messages carry d = k/10), of pub = p for each
+// publisher when it takes from one, or pub = p alone when it takes all of
+// it. Equalities, not a range: a range is a disjunction of Bloom filters
+// under cat-v2, and the client asks publishers to limit what the
+// disjuncts share, a superset of the filter's messages, while it counts
+// the quota in the filter's own; the flow then shrinks towards
+// MinRate (docs/results/congestion.md, "in the lab"). KFrom and KTo are
+// multiples of 10.
 func (s Subscriber) Predicate() string {
-	if len(s.Publishers) == 1 {
-		return fmt.Sprintf("pub = %d && k >= %d && k < %d", s.Publishers[0], s.KFrom, s.KTo)
+	if len(s.Publishers) == 1 && s.KFrom == 0 && s.KTo == 100 {
+		return fmt.Sprintf("pub = %d", s.Publishers[0])
 	}
-	return fmt.Sprintf("k >= %d && k < %d", s.KFrom, s.KTo)
+	var fs []string
+	for d := s.KFrom / 10; d < s.KTo/10; d++ {
+		if len(s.Publishers) == 1 {
+			fs = append(fs, fmt.Sprintf("pub = %d && d = %d", s.Publishers[0], d))
+		} else {
+			fs = append(fs, fmt.Sprintf("d = %d", d))
+		}
+	}
+	return strings.Join(fs, " || ")
 }
 
 // Matches says whether the subscriber takes publisher p's message n.
