@@ -87,10 +87,10 @@ experiments-harmony: build ## Run Kim10 §4's delay and failure experiments on d
 .PHONY: experiments-congestion
 # Malekpour11 §IV (issue 13): Figs. 7–10 and §IV-E on drip without and with
 # content-aware congestion control (and NATS for Fig. 7), in the lab (root);
-# about 15 minutes. CONGESTION_ARGS adds flags (--scenario fig7, --scale 0.5).
+# about 17 minutes. CONGESTION_ARGS adds flags (--scenario fig7, --scale 0.5).
 CONGESTION_OUT ?= docs/results/congestion/lab
 CONGESTION_ARGS ?=
-experiments-congestion: build ## Run Malekpour11 §IV's congestion-control experiments on drip with and without control in the lab (root, ~15 min) into CONGESTION_OUT.
+experiments-congestion: build ## Run Malekpour11 §IV's congestion-control experiments on drip with and without control in the lab (root, ~17 min) into CONGESTION_OUT.
 	$(LAB_BIN) congestion --scenario all --out $(CONGESTION_OUT) $(CONGESTION_ARGS)
 
 .PHONY: churn
@@ -102,7 +102,7 @@ churn: build ## Kill, SIGTERM and restart brokers of a 12-process loopback mesh 
 	$(LAB_BIN) churn --scenario all --out $(CHURN_OUT) $(CHURN_ARGS)
 
 # make perf (issue 12): drip broker processes (bin/drip), nats-server and
-# ActiveMQ side by side on loopback, driven by bin/driplab; about 15 minutes
+# ActiveMQ side by side on loopback, driven by bin/driplab; about 17 minutes
 # on 2 cores. It records the commit measured; PERF_NOTE heads the report,
 # PERF_ARGS adds flags (--cases one-to-one,latency, --reps 5, ...).
 PERF_OUT ?= docs/results/perf
@@ -112,7 +112,7 @@ PERF_ARGS ?=
 PERF_QUICK_OUT ?= /tmp/drip-perf-quick
 
 .PHONY: perf
-perf: build ## Measure the data plane against nats-server and ActiveMQ here (~15 min) into docs/results/perf.md (not part of test).
+perf: build ## Measure the data plane against nats-server and ActiveMQ here (~17 min) into docs/results/perf.md (not part of test).
 	$(LAB_BIN) perf --out $(PERF_OUT) --report $(PERF_REPORT) \
 	  --source "$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- . ':!docs/results' 2>/dev/null || echo ' with uncommitted changes')" \
 	  $(if $(PERF_NOTE),--note "$(PERF_NOTE)") $(PERF_ARGS)
@@ -203,7 +203,7 @@ proto-check: proto ## Fail if the committed generated code differs from `make pr
 K8S_LOCAL := hack/k8s-local
 
 .PHONY: k8s-local-build
-k8s-local-build: ## Build or reuse the pinned Kubernetes, CoreDNS and helm binaries (cold: ~15 min).
+k8s-local-build: ## Build or reuse the pinned Kubernetes, CoreDNS and helm binaries (cold: ~17 min).
 	$(K8S_LOCAL)/build.sh
 
 .PHONY: k8s-local-up
