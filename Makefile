@@ -102,7 +102,7 @@ churn: build ## Kill, SIGTERM and restart brokers of a 12-process loopback mesh 
 	$(LAB_BIN) churn --scenario all --out $(CHURN_OUT) $(CHURN_ARGS)
 
 # make perf (issue 12): drip broker processes (bin/drip), nats-server and
-# ActiveMQ side by side on loopback, driven by bin/driplab; about 17 minutes
+# ActiveMQ side by side on loopback, driven by bin/driplab; about 15 minutes
 # on 2 cores. It records the commit measured; PERF_NOTE heads the report,
 # PERF_ARGS adds flags (--cases one-to-one,latency, --reps 5, ...).
 PERF_OUT ?= docs/results/perf
@@ -112,7 +112,7 @@ PERF_ARGS ?=
 PERF_QUICK_OUT ?= /tmp/drip-perf-quick
 
 .PHONY: perf
-perf: build ## Measure the data plane against nats-server and ActiveMQ here (~17 min) into docs/results/perf.md (not part of test).
+perf: build ## Measure the data plane against nats-server and ActiveMQ here (~15 min) into docs/results/perf.md (not part of test).
 	$(LAB_BIN) perf --out $(PERF_OUT) --report $(PERF_REPORT) \
 	  --source "$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- . ':!docs/results' 2>/dev/null || echo ' with uncommitted changes')" \
 	  $(if $(PERF_NOTE),--note "$(PERF_NOTE)") $(PERF_ARGS)
@@ -203,7 +203,7 @@ proto-check: proto ## Fail if the committed generated code differs from `make pr
 K8S_LOCAL := hack/k8s-local
 
 .PHONY: k8s-local-build
-k8s-local-build: ## Build or reuse the pinned Kubernetes, CoreDNS and helm binaries (cold: ~17 min).
+k8s-local-build: ## Build or reuse the pinned Kubernetes, CoreDNS and helm binaries (cold: ~15 min).
 	$(K8S_LOCAL)/build.sh
 
 .PHONY: k8s-local-up
