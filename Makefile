@@ -84,6 +84,15 @@ HARMONY_ARGS ?=
 experiments-harmony: build ## Run Kim10 §4's delay and failure experiments on drip's deadline variants and NATS in the lab (root, ~25 min) into HARMONY_OUT.
 	$(LAB_BIN) harmony --scenario all --out $(HARMONY_OUT) $(HARMONY_ARGS)
 
+.PHONY: experiments-congestion
+# Malekpour11 §IV (issue 13): Figs. 7–10 and §IV-E on drip without and with
+# content-aware congestion control (and NATS for Fig. 7), in the lab (root);
+# about 17 minutes. CONGESTION_ARGS adds flags (--scenario fig7, --scale 0.5).
+CONGESTION_OUT ?= docs/results/congestion/lab
+CONGESTION_ARGS ?=
+experiments-congestion: build ## Run Malekpour11 §IV's congestion-control experiments on drip with and without control in the lab (root, ~17 min) into CONGESTION_OUT.
+	$(LAB_BIN) congestion --scenario all --out $(CONGESTION_OUT) $(CONGESTION_ARGS)
+
 .PHONY: churn
 # Three runs of about 70 s each (40 s of sending, start-up, drain) on 12
 # broker processes; not part of make test. CHURN_ARGS adds flags (--seed, --keep DIR).

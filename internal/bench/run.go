@@ -100,7 +100,7 @@ func (r *runner) run(ctx context.Context) error {
 			return stopped(ctx, fmt.Errorf("bench: waiting for routing to settle: %w", err))
 		}
 	}
-	if err := sleep(ctx, cfg.Warmup); err != nil {
+	if err := Sleep(ctx, cfg.Warmup); err != nil {
 		return context.Cause(ctx)
 	}
 
@@ -464,7 +464,7 @@ func (r *runner) drain(ctx context.Context, subs []Subscriber) {
 			lost += s.Lost()
 		}
 		if r.nDelivered.Load()+lost >= r.nIdeal.Load() {
-			_ = sleep(ctx, r.cfg.Settle)
+			_ = Sleep(ctx, r.cfg.Settle)
 			return
 		}
 		select {
@@ -607,7 +607,8 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -97,9 +97,7 @@ instead of 3 minutes); a scenario takes about 12 minutes.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&scenarios, "scenario", "all", "delay, failure or all")
-	f.StringVar(&out, "out", "", "directory for SCENARIO.json and its plots")
-	f.StringVar(&keep, "keep", "", "keep the brokers' files under this directory (default: a temporary one, removed)")
-	f.StringVar(&labName, "lab", "harmony", "name of the lab to run in")
+	labRunFlags(cmd, &out, &keep, &labName, "harmony")
 	f.IntVar(&cfg.Periods, "periods", cfg.Periods, "periods per variant")
 	f.DurationVar(&cfg.Period, "period", cfg.Period, "how long a degradation lasts")
 	f.Float64Var(&cfg.Probability, "probability", cfg.Probability, "probability that a link degrades in a period")
@@ -111,16 +109,31 @@ instead of 3 minutes); a scenario takes about 12 minutes.`,
 }
 
 func writeHarmony(out string, r *harmony.Result) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
 	sc := r.Config.Scenario
-	if err := os.WriteFile(filepath.Join(out, sc+".json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeJSONFile(filepath.Join(out, sc+".json"), r); err != nil {
 		return err
 	}
 	if err := harmony.PlotLatency(r, filepath.Join(out, sc+"-latency.png")); err != nil {
 		return err
 	}
 	return harmony.PlotLoss(r, filepath.Join(out, sc+"-loss.png"))
+}
+
+// labRunFlags are the flags of the commands that run scenarios in a lab
+// of their own: where results go, where the brokers' files are kept, the
+// lab's name.
+func labRunFlags(cmd *cobra.Command, out, keep, labName *string, lab string) {
+	f := cmd.Flags()
+	f.StringVar(out, "out", "", "directory for SCENARIO.json and its plots")
+	f.StringVar(keep, "keep", "", "keep the brokers' files under this directory (default: a temporary one, removed)")
+	f.StringVar(labName, "lab", lab, "name of the lab to run in")
+}
+
+// writeJSONFile writes v, indented, to path.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

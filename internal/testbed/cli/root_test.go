@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/dripmesh/drip/internal/testbed/congestion"
 )
 
 // execute runs the driplab command tree in-process.
@@ -42,7 +44,7 @@ func TestRootCommands(t *testing.T) {
 	for _, c := range NewRoot().Commands() {
 		names = append(names, c.Name())
 	}
-	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony", "fanout"}, names)
+	assert.ElementsMatch(t, []string{"version", "lab", "experiment", "churn", "perf", "harmony", "congestion", "fanout"}, names)
 }
 
 func TestHarmonyFlagErrors(t *testing.T) {
@@ -51,6 +53,16 @@ func TestHarmonyFlagErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `--scenario "storm": want delay, failure or all`)
 	_, _, err = execute(testCtx(t), "", "harmony", "--scenario", "delay")
 	assert.ErrorContains(t, err, "--out: a directory for the results is required")
+}
+
+func TestCongestionFlagErrors(t *testing.T) {
+	// Refused before any lab is started.
+	_, _, err := execute(testCtx(t), "", "congestion", "--scenario", "fig7,fig11", "--out", t.TempDir())
+	assert.ErrorContains(t, err, `--scenario "fig11": want one of fig7, fig8, fig9, fig10, ive, or all`)
+	_, _, err = execute(testCtx(t), "", "congestion", "--scenario", "fig7")
+	assert.ErrorContains(t, err, "--out: a directory for the results is required")
+	_, _, err = execute(testCtx(t), "", "congestion", "--scale", "0", "--out", t.TempDir())
+	assert.ErrorContains(t, err, "congestion: scale 0, want (0, 10]")
 }
 
 func TestFanoutFlagErrors(t *testing.T) {
@@ -91,4 +103,12 @@ func TestChurnUnknownScenario(t *testing.T) {
 	_, _, err := execute(testCtx(t), "", "churn", "--scenario", "nope", "--drip-binary", "/nonexistent/drip")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `--scenario: unknown scenario "nope": want one of kill, term, kill-cut, all`)
+}
+
+func TestPickVariants(t *testing.T) {
+	all := []congestion.Variant{{Name: "drip"}, {Name: "drip+cc", Control: true}, {Name: "NATS", NATS: true}}
+	assert.Equal(t, all, pickVariants(all, ""))
+	assert.Equal(t, all[1:2], pickVariants(all, "drip+cc"))
+	assert.Equal(t, []congestion.Variant{all[0], all[2]}, pickVariants(all, "NATS,drip"), "in the scenario's order")
+	assert.Empty(t, pickVariants(all, "activemq"))
 }

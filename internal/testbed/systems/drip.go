@@ -45,6 +45,9 @@ type DripOptions struct {
 	// Subscribe are the options of every subscription clients make (a
 	// deadline, two paths).
 	Subscribe []client.SubscribeOption
+	// Client are the options of every client connection (congestion
+	// control on or off, feedback asked or not).
+	Client []client.Option
 }
 
 // NewDrip returns the drip system.
@@ -259,10 +262,11 @@ func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoi
 	if !ok {
 		return nil, fmt.Errorf("drip: no site %q", site)
 	}
-	c, err := client.Dial(ctx, s.client, client.WithName("drip-experiment"), client.WithDialOptions(
+	opts := append([]client.Option{client.WithName("drip-experiment"), client.WithDialOptions(
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.place.DialContext(ctx, site, "tcp", addr)
-		})))
+		}))}, d.opts.Client...)
+	c, err := client.Dial(ctx, s.client, opts...)
 	if err != nil {
 		return nil, err
 	}

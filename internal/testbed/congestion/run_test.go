@@ -1,0 +1,79 @@
+package congestion
+
+import (
+	"context"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/testbed/systems"
+)
+
+func TestRunOnLoopback(t *testing.T) {
+	// A smoke run without the lab: Fig. 7's schedule, shortened and slowed
+	// to what loopback carries without loss, on drip without and with
+	// control; every message is accounted for, the findings are read and
+	// the plot renders.
+	if testing.Short() {
+		t.Skip("deploys two brokers per variant (about 8 s)")
+	}
+	cfg := DefaultConfig()
+	cfg.Scale, cfg.BandwidthScale, cfg.Warmup, cfg.Drain = 0.06, 0.2, 200*time.Millisecond, time.Second
+	cfg.Dir = t.TempDir()
+	s := Scenarios(cfg.Scale, cfg.BandwidthScale, cfg.PayloadSize)[Fig7]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Run(ctx, cfg, s, Variants(s)[:2])
+	require.NoError(t, err)
+	require.Len(t, r.Variants, 2)
+	for _, v := range r.Variants {
+		name := v.Variant.Name
+		require.Len(t, v.Groups, 1, name)
+		g, p := v.Groups[0], v.Publishers[0]
+		assert.Positive(t, p.Sent, name)
+		assert.Equal(t, p.Offered, p.Sent+p.Skipped, name)
+		assert.Equal(t, p.Sent, g.Expected, "%s: the subscriber takes every message", name)
+		assert.Zero(t, g.Lost, "%s lost messages on loopback", name)
+		assert.Zero(t, g.Extra, name)
+		assert.Equal(t, g.Expected, g.Delivered, name)
+		sum := 0.0
+		for _, x := range g.Received {
+			sum += x * cfg.Bin.Seconds()
+		}
+		assert.InDelta(t, float64(g.Delivered), sum, 0.5, "%s: the series add up to the totals", name)
+	}
+	assert.Zero(t, r.Variants[1].Groups[0].LossEvents, "nothing lost, nothing seen lost")
+	require.NotEmpty(t, r.Findings)
+	assert.Equal(t, "losses without control / with control", r.Findings[len(r.Findings)-2].Name)
+	assert.InDelta(t, 1, r.Findings[len(r.Findings)-1].Value, 0.001, "as many delivered with control as without")
+	require.NoError(t, Plot(r, t.TempDir()+"/fig7.png"))
+}
+
+func TestShallowBoundsUnsentBytes(t *testing.T) {
+	place := shallow{systems.Loopback{}, 8 << 10}
+	ctx := context.Background()
+	l, err := place.Listen(ctx, "a", "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	c, err := place.DialContext(ctx, "b", "tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	in, err := l.Accept()
+	require.NoError(t, err)
+	defer in.Close()
+	for _, conn := range []net.Conn{c, in} {
+		raw, err := conn.(*net.TCPConn).SyscallConn()
+		require.NoError(t, err)
+		var got int
+		var gerr error
+		require.NoError(t, raw.Control(func(fd uintptr) {
+			got, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotSentLowat)
+		}))
+		require.NoError(t, gerr)
+		assert.Equal(t, 8<<10, got)
+	}
+}
