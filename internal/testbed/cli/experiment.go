@@ -30,7 +30,7 @@ checks every delivery. Results are JSON (configuration embedded) and PNG plots.
 
 On loopback the links have no capacity: the numbers measure CPU, not links.`,
 	}
-	cmd.AddCommand(newExperimentListCmd(), newExperimentRunCmd(), newExperimentPlotCmd())
+	cmd.AddCommand(newExperimentListCmd(), newExperimentRunCmd(), newExperimentPlotCmd(), newExperimentTopologyCmd())
 	return cmd
 }
 
@@ -235,4 +235,42 @@ func findDrip() (string, error) {
 		return p, nil
 	}
 	return "", errors.New("--lab runs each site's broker as a drip broker process, and no drip binary is beside this executable or on PATH: run make build (bin/drip beside bin/driplab) or give --drip-binary")
+}
+
+func newExperimentTopologyCmd() *cobra.Command {
+	var scenario, out string
+	cmd := &cobra.Command{
+		Use:   "topology --scenario NAME --out DIR",
+		Short: "Write a scenario's topology as a file and a picture",
+		Long: `Write the topology of a scenario (or of the first scenario of a group) to
+--out as SCENARIO-topology.yaml (the topology file format, links at the
+paper's bandwidth) and SCENARIO-topology.png (sites and links, force-directed
+layout, with the diameter and the degree range).`,
+		Example: `  driplab experiment topology --scenario scale-base --out docs/results/experiments/scale`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scenarios, err := experiment.Lookup(scenario)
+			if err != nil {
+				return fmt.Errorf("--scenario: %w", err)
+			}
+			sc := scenarios[0]
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			base := filepath.Join(out, sc.Name+"-topology")
+			if err := experiment.WriteTopology(sc.Topology, base+".yaml"); err != nil {
+				return err
+			}
+			if err := experiment.PlotTopology(sc.Topology, sc.Name, base+".png"); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), base+".yaml")
+			fmt.Fprintln(cmd.OutOrStdout(), base+".png")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&scenario, "scenario", "", "scenario or group whose topology to write")
+	cmd.Flags().StringVar(&out, "out", "experiment-results", "directory to write into")
+	_ = cmd.MarkFlagRequired("scenario")
+	return cmd
 }
