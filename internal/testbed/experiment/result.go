@@ -34,6 +34,10 @@ type Result struct {
 	Summary     Summary            `json:"summary"`
 	// Lab is what the emulator saw, when the run was in a lab.
 	Lab *LabReport `json:"lab,omitempty"`
+	// Testbed is the CPU the run took, the runner's (clients and oracle)
+	// and the rest's, so that a limit of the testbed is not read as one of
+	// the system.
+	Testbed *TestbedCost `json:"testbed,omitempty"`
 }
 
 // Summary condenses a ramp into the numbers a results table needs, all

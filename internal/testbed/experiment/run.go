@@ -173,7 +173,11 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 		defer cancel()
 		return dep.Ready(readyCtx)
 	}
-	bc.OnSendStart = func() { sampler.start(ctx) }
+	cost := startCost()
+	bc.OnSendStart = func() {
+		cost.sendStarted()
+		sampler.start(ctx)
+	}
 	if cfg.Progress != nil {
 		bc.Progress = prefixWriter{prefix: sc.Name + "/" + sys.Name() + " ", w: cfg.Progress}
 	}
@@ -189,6 +193,7 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 			cfg.logf("%s/%s: lab counters: %v", sc.Name, sys.Name(), labErr)
 		}
 	}
+	r.Testbed = cost.stop(r.Lab)
 	if err != nil {
 		return fail(err)
 	}
