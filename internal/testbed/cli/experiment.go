@@ -73,6 +73,7 @@ func newExperimentRunCmd() *cobra.Command {
 		out        string
 		keep       string
 		dripBinary string
+		dripArgs   []string
 		noConduit  bool
 		quiet      bool
 		onLab      bool
@@ -117,7 +118,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 			for _, name := range systemList {
 				switch name {
 				case "drip", "drip-uncompressed":
-					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed"}))
+					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed", Args: dripArgs}))
 				case "activemq":
 					syss = append(syss, systems.NewActiveMQ(systems.ActiveMQOptions{NoConduit: noConduit}))
 				default:
@@ -173,6 +174,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 	fl.StringVar(&out, "out", "experiment-results", "directory for the JSON and PNG results")
 	fl.StringVar(&keep, "keep", "", "keep the systems' configuration, logs and data in this directory (default: a temporary one, removed)")
 	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this drip binary (drip broker ...) instead of in this process")
+	fl.StringSliceVar(&dripArgs, "drip-args", nil, "flags added to every drip broker process, comma-separated (--drip-args=--wan,--pprof); with --drip-binary or --lab")
 	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default --drip-binary: the drip beside this executable, else on PATH)")

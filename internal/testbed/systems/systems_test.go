@@ -322,3 +322,8 @@ func checkServers(t *testing.T, d Deployment, sites []string, processes bool) {
 		assert.NoError(t, err, "site %s: process %d is running", s.Site, s.PID)
 	}
 }
+
+func TestDripArgsNeedProcesses(t *testing.T) {
+	_, err := NewDrip(DripOptions{Args: []string{"--wan"}}).Start(context.Background(), Spec{Topology: line(1), Dir: t.TempDir()})
+	assert.ErrorContains(t, err, `broker flags ["--wan"] need broker processes`)
+}
