@@ -291,7 +291,7 @@ func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoi
 func (d *dripDeployment) Ready(ctx context.Context) error {
 	n := float64(len(d.order))
 	last, stable := "", 0
-	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
+	return poll(ctx, readyPoll(100*time.Millisecond, len(d.order)), func() (bool, string, error) {
 		var routers, lsdb, advertised, digests, pending []float64
 		advertisers := 0.0
 		for _, name := range d.order {
