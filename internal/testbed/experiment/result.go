@@ -31,7 +31,11 @@ type Result struct {
 	Latency     bench.Latency      `json:"latency_ms"`
 	Bench       bench.ReportConfig `json:"bench"`
 	SendSeconds float64            `json:"send_s"`
-	Summary     Summary            `json:"summary"`
+	// SettleSeconds is how long the system's routing took to settle once
+	// every client had subscribed (systems.Deployment.Ready): at the
+	// start of a run, a cold start of routing with all subscriptions.
+	SettleSeconds float64 `json:"settle_s,omitempty"`
+	Summary       Summary `json:"summary"`
 	// Lab is what the emulator saw, when the run was in a lab.
 	Lab *LabReport `json:"lab,omitempty"`
 	// Testbed is the CPU the run took, the runner's (clients and oracle)

@@ -171,7 +171,10 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 		cfg.logf("%s/%s: subscriptions installed; waiting for routing to settle", sc.Name, sys.Name())
 		readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return dep.Ready(readyCtx)
+		t0 := time.Now()
+		err := dep.Ready(readyCtx)
+		r.SettleSeconds = time.Since(t0).Seconds()
+		return err
 	}
 	cost := startCost()
 	bc.OnSendStart = func() {
