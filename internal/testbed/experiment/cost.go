@@ -34,6 +34,13 @@ type TestbedCost struct {
 	// SystemShare is MachineShare less the runner's and the lab daemon's
 	// shares: the brokers', and anything else the machine ran.
 	SystemShare float64 `json:"system_cpu_share"`
+	// BrokerCPU is the CPU time of the system's processes (brokers that
+	// run as child processes: drip --lab, ActiveMQ, NATS), over their
+	// whole life from start to stop, BrokerWall that life and BrokerShare
+	// the one over the other; zero for brokers inside this process.
+	BrokerCPU   float64 `json:"brokers_cpu_s,omitempty"`
+	BrokerWall  float64 `json:"brokers_wall_s,omitempty"`
+	BrokerShare float64 `json:"brokers_cpu_share,omitempty"`
 	// Sending is the machine's and the runner's share from the start of
 	// sending to the end of the drain, the part of the run the plots show
 	// (connecting and settling cost less), when it was reached.
@@ -144,4 +151,36 @@ func (m *costMeter) stop(lab *LabReport) *TestbedCost {
 		c.Sending = &s
 	}
 	return c
+}
+
+// childCPU is the CPU time of this process's children that have exited
+// and been waited for.
+func childCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_CHILDREN, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// brokerMeter measures the CPU of the processes a system starts: the
+// children's CPU time that accrues between its start and its stop, which
+// waits for them.
+type brokerMeter struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func startBrokers() brokerMeter { return brokerMeter{wall: time.Now(), cpu: childCPU()} }
+
+// stop records the system's processes' CPU in c.
+func (m brokerMeter) stop(c *TestbedCost) {
+	if c == nil {
+		return
+	}
+	cpu, wall := (childCPU() - m.cpu).Seconds(), time.Since(m.wall).Seconds()
+	if cpu <= 0 || wall <= 0 {
+		return
+	}
+	c.BrokerCPU, c.BrokerWall, c.BrokerShare = cpu, wall, cpu/wall
 }

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"os/exec"
 	"testing"
 	"time"
 
@@ -71,4 +72,18 @@ func TestCostMeter(t *testing.T) {
 	require.NotNil(t, c.Sending)
 	assert.GreaterOrEqual(t, c.SystemShare, 0.0)
 	assert.LessOrEqual(t, c.SystemShare, c.MachineShare)
+}
+
+// A child process's CPU shows in the brokers' share once it was waited for.
+func TestBrokerMeter(t *testing.T) {
+	m := startBrokers()
+	// A shell that burns some CPU, then exits and is waited for.
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done")
+	require.NoError(t, cmd.Run())
+	c := &TestbedCost{}
+	m.stop(c)
+	assert.Greater(t, c.BrokerCPU, 0.0)
+	assert.Greater(t, c.BrokerWall, 0.0)
+	assert.InDelta(t, c.BrokerCPU/c.BrokerWall, c.BrokerShare, 1e-9)
+	m.stop(nil) // a failed run has no cost record
 }

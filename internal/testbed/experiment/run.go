@@ -144,6 +144,7 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 	}
 	cfg.logf("%s/%s: starting %d site(s)", sc.Name, sys.Name(), len(sc.Topology.Brokers))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	brokers := startBrokers()
 	dep, err := sys.Start(startCtx, systems.Spec{Topology: sc.Topology, Dir: dir, Placement: cfg.Placement})
 	cancel()
 	if err != nil {
@@ -153,6 +154,9 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 		if err := dep.Close(); err != nil {
 			cfg.logf("%s/%s: stopping: %v", sc.Name, sys.Name(), err)
 		}
+		// Close has waited for the brokers' processes: their CPU is
+		// now the children's.
+		brokers.stop(r.Testbed)
 	}()
 	r.System = dep.Info()
 
