@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,4 +104,13 @@ func TestScaleReplication(t *testing.T) {
 	assert.InDelta(t, 0.05, base, 0.01)
 	assert.Greater(t, repl("scale-filters-40"), 1.5*base)
 	assert.Less(t, repl("scale-constraints-2"), base/2)
+}
+
+func TestReadyTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		sites int
+		want  time.Duration
+	}{{1, 2 * time.Minute}, {8, 2 * time.Minute}, {30, 2 * time.Minute}, {42, 168 * time.Second}} {
+		assert.Equal(t, tt.want, readyTimeout(tt.sites), "%d sites", tt.sites)
+	}
 }
