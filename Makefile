@@ -76,6 +76,26 @@ experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the 
 	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD_ARGS) --out $(EXPERIMENTS_OUT)/overload
 	$(LAB_BIN) experiment run --lab --scenario brokers-8 --systems drip,drip-uncompressed,activemq,nats $(OVERLOAD4_ARGS) --out $(EXPERIMENTS_OUT)/overload4
 
+.PHONY: experiments-scale
+# Carzaniga09 §5.2.2 / Fig. 7 (issue 19): 42 drip broker processes in the lab
+# (root). Rates are the paper's times --scale (CPU-bound: 42 brokers, the
+# clients and the emulator share 2 cores), links keep the paper's 1 MB/s
+# (docs/results/experiments/scale/README.md says why). The sweeps of
+# SCALE_SWEEPS on drip and drip-uncompressed, the base on NATS, then the Fig. 7
+# plots from all the JSON; about 20 minutes for the clients sweep.
+SCALE_OUT ?= docs/results/experiments/scale
+SCALE_ARGS ?= --scale 0.005 --lab-bandwidth-scale 1 --duration 60s --drip-args=--pprof
+SCALE_SWEEPS ?= scale-clients
+experiments-scale: build ## Run Carzaniga09 §5.2.2's 42-broker sweeps on drip and NATS in the emulated WAN lab (root, ~20 min) into SCALE_OUT.
+	$(LAB_BIN) experiment topology --scenario scale-base --out $(SCALE_OUT)
+	for s in $(SCALE_SWEEPS); do \
+	  $(LAB_BIN) experiment run --lab --scenario $$s --systems drip,drip-uncompressed $(SCALE_ARGS) --out $(SCALE_OUT) || exit 1; \
+	done
+	$(LAB_BIN) experiment run --lab --scenario scale-base --systems nats $(SCALE_ARGS) --out $(SCALE_OUT)
+	for s in $(SCALE_SWEEPS); do \
+	  $(LAB_BIN) experiment plot --scenario $$s --systems drip,drip-uncompressed,nats --dir $(SCALE_OUT) || exit 1; \
+	done
+
 .PHONY: experiments-harmony
 # Kim10 §4 (issue 14): dynamic path delays and path failures on drip's four
 # deadline variants and NATS, in the lab (root); about 25 minutes.

@@ -30,7 +30,7 @@ checks every delivery. Results are JSON (configuration embedded) and PNG plots.
 
 On loopback the links have no capacity: the numbers measure CPU, not links.`,
 	}
-	cmd.AddCommand(newExperimentListCmd(), newExperimentRunCmd(), newExperimentPlotCmd())
+	cmd.AddCommand(newExperimentListCmd(), newExperimentRunCmd(), newExperimentPlotCmd(), newExperimentTopologyCmd())
 	return cmd
 }
 
@@ -73,6 +73,7 @@ func newExperimentRunCmd() *cobra.Command {
 		out        string
 		keep       string
 		dripBinary string
+		dripArgs   []string
 		noConduit  bool
 		quiet      bool
 		onLab      bool
@@ -117,7 +118,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 			for _, name := range systemList {
 				switch name {
 				case "drip", "drip-uncompressed":
-					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed"}))
+					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed", Args: dripArgs}))
 				case "activemq":
 					syss = append(syss, systems.NewActiveMQ(systems.ActiveMQOptions{NoConduit: noConduit}))
 				default:
@@ -173,6 +174,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 	fl.StringVar(&out, "out", "experiment-results", "directory for the JSON and PNG results")
 	fl.StringVar(&keep, "keep", "", "keep the systems' configuration, logs and data in this directory (default: a temporary one, removed)")
 	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this drip binary (drip broker ...) instead of in this process")
+	fl.StringSliceVar(&dripArgs, "drip-args", nil, "flags added to every drip broker process, comma-separated (--drip-args=--wan,--pprof); with --drip-binary or --lab")
 	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default --drip-binary: the drip beside this executable, else on PATH)")
@@ -235,4 +237,42 @@ func findDrip() (string, error) {
 		return p, nil
 	}
 	return "", errors.New("--lab runs each site's broker as a drip broker process, and no drip binary is beside this executable or on PATH: run make build (bin/drip beside bin/driplab) or give --drip-binary")
+}
+
+func newExperimentTopologyCmd() *cobra.Command {
+	var scenario, out string
+	cmd := &cobra.Command{
+		Use:   "topology --scenario NAME --out DIR",
+		Short: "Write a scenario's topology as a file and a picture",
+		Long: `Write the topology of a scenario (or of the first scenario of a group) to
+--out as SCENARIO-topology.yaml (the topology file format, links at the
+paper's bandwidth) and SCENARIO-topology.png (sites and links, force-directed
+layout, with the diameter and the degree range).`,
+		Example: `  driplab experiment topology --scenario scale-base --out docs/results/experiments/scale`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scenarios, err := experiment.Lookup(scenario)
+			if err != nil {
+				return fmt.Errorf("--scenario: %w", err)
+			}
+			sc := scenarios[0]
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			base := filepath.Join(out, sc.Name+"-topology")
+			if err := experiment.WriteTopology(sc.Topology, base+".yaml"); err != nil {
+				return err
+			}
+			if err := experiment.PlotTopology(sc.Topology, sc.Name, base+".png"); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), base+".yaml")
+			fmt.Fprintln(cmd.OutOrStdout(), base+".png")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&scenario, "scenario", "", "scenario or group whose topology to write")
+	cmd.Flags().StringVar(&out, "out", "experiment-results", "directory to write into")
+	_ = cmd.MarkFlagRequired("scenario")
+	return cmd
 }

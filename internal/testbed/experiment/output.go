@@ -35,7 +35,8 @@ func Save(dir, name string, results [][]*Result) ([]string, error) {
 //	SCENARIO-compare.png   throughput against input rate, all systems (PlotCompare)
 //
 // and, when name is a group of several scenarios, NAME-grid.png (PlotGrid)
-// and NAME-links.png (PlotLinks). It returns the paths written.
+// and NAME-links.png (PlotLinks); when the results hold runs of the scale
+// sweeps, NAME-fig7-SYSTEM.png (PlotSweeps). It returns the paths written.
 func Plot(dir, name string, results [][]*Result) ([]string, error) {
 	var files []string
 	add := func(f string, err error) error {
@@ -70,7 +71,8 @@ func Plot(dir, name string, results [][]*Result) ([]string, error) {
 			return files, err
 		}
 	}
-	return files, nil
+	sweeps, err := plotSweeps(dir, name, results)
+	return append(files, sweeps...), err
 }
 
 // Load reads back what Save wrote in dir for the scenarios of name (a

@@ -31,9 +31,17 @@ type Result struct {
 	Latency     bench.Latency      `json:"latency_ms"`
 	Bench       bench.ReportConfig `json:"bench"`
 	SendSeconds float64            `json:"send_s"`
-	Summary     Summary            `json:"summary"`
+	// SettleSeconds is how long the system's routing took to settle once
+	// every client had subscribed (systems.Deployment.Ready): at the
+	// start of a run, a cold start of routing with all subscriptions.
+	SettleSeconds float64 `json:"settle_s,omitempty"`
+	Summary       Summary `json:"summary"`
 	// Lab is what the emulator saw, when the run was in a lab.
 	Lab *LabReport `json:"lab,omitempty"`
+	// Testbed is the CPU the run took, the runner's (clients and oracle)
+	// and the rest's, so that a limit of the testbed is not read as one of
+	// the system.
+	Testbed *TestbedCost `json:"testbed,omitempty"`
 }
 
 // Summary condenses a ramp into the numbers a results table needs, all

@@ -92,16 +92,27 @@ func Scenarios() []Scenario {
 		Mode:         bench.Poisson, RateStart: 20, RateEnd: 20,
 		Duration: 3 * time.Second, Warmup: 200 * time.Millisecond, Drain: 10 * time.Second,
 	})
-	return out
+	_, scale := ScaleSweeps()
+	return append(out, scale...)
 }
 
 // Groups returns the named series of scenarios.
 func Groups() []Group {
-	return []Group{{
+	out := []Group{{
 		Name:        "scaling",
 		Description: "Carzaniga09 Figs. 4–5: the 80-client workload on 1, 2, 4 and 8 brokers",
 		Scenarios:   []string{"brokers-1", "brokers-2", "brokers-4", "brokers-8"},
 	}}
+	sweeps, scale := ScaleSweeps()
+	all := Group{Name: "scale", Description: "Carzaniga09 §5.2.2 / Fig. 7: the four sweeps at 42 brokers"}
+	for _, sc := range scale {
+		all.Scenarios = append(all.Scenarios, sc.Name)
+	}
+	for _, sw := range sweeps {
+		out = append(out, Group{Name: sw.Name, Scenarios: sw.Scenarios,
+			Description: "Carzaniga09 §5.2.2 / Fig. 7: 42 brokers, varying " + sw.Parameter})
+	}
+	return append(out, all)
 }
 
 // Lookup resolves a scenario or group name to its scenarios.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type DripOptions struct {
 	Binary string
 	// Env is added to the broker processes' environment (with Binary).
 	Env []string
+	// Args are added to every broker process's command line (with
+	// Binary), after the flags the system sets: --wan, --pprof, ….
+	Args []string
 	// NoPeerCompression turns off the compression of peer links: the
 	// system is then called drip-uncompressed, so that reports can show
 	// what B-DRP routing and what compression contribute.
@@ -94,6 +98,9 @@ type dripDeployment struct {
 }
 
 func (s *dripSystem) Start(ctx context.Context, spec Spec) (Deployment, error) {
+	if len(s.opts.Args) > 0 && s.opts.Binary == "" {
+		return nil, fmt.Errorf("drip: broker flags %q need broker processes (a drip binary); in-process brokers take Configure", s.opts.Args)
+	}
 	d := &dripDeployment{name: s.Name(), spec: spec, place: spec.placement(), opts: s.opts, sites: map[string]*dripSite{}, order: sites(spec.Topology)}
 	d.http = monitorClient(d.place, func(addr string) (string, bool) {
 		for name, s := range d.sites {
@@ -170,6 +177,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 		if d.opts.Binary != "" {
 			argv := []string{d.opts.Binary, "broker", "--topology", topoPath, "--name", name, "--log-format", "json",
 				"--peer-compression=" + strconv.FormatBool(!d.opts.NoPeerCompression)}
+			argv = append(argv, d.opts.Args...)
 			if site.proc, err = startProcess(d.place, name, "drip broker", filepath.Join(d.spec.Dir, "drip-"+name+".log"), argv, d.opts.Env); err != nil {
 				return err
 			}
@@ -232,7 +240,7 @@ func (d *dripDeployment) Info() Info {
 	if d.opts.Configure != nil {
 		d.opts.Configure(&cfg)
 	}
-	return Info{
+	info := Info{
 		System:  d.name,
 		Version: buildinfo.String(),
 		Config: map[string]string{
@@ -248,6 +256,12 @@ func (d *dripDeployment) Info() Info {
 		},
 		Files: map[string]string{"drip-topology.yaml": string(d.topo)},
 	}
+	if d.opts.Binary != "" && len(d.opts.Args) > 0 {
+		// The flags override what the defaults above say; the record
+		// keeps them as given.
+		info.Config["broker_args"] = strings.Join(d.opts.Args, " ")
+	}
+	return info
 }
 
 func costMode(cfg broker.Config) string {
@@ -281,7 +295,7 @@ func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoi
 func (d *dripDeployment) Ready(ctx context.Context) error {
 	n := float64(len(d.order))
 	last, stable := "", 0
-	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
+	return poll(ctx, readyPoll(100*time.Millisecond, len(d.order)), func() (bool, string, error) {
 		var routers, lsdb, advertised, digests, pending []float64
 		advertisers := 0.0
 		for _, name := range d.order {

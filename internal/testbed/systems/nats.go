@@ -218,7 +218,7 @@ func (d *natsDeployment) routez(ctx context.Context, site string) (*natsRoutez, 
 // where interest takes round trips over emulated links to spread.
 func (d *natsDeployment) Ready(ctx context.Context) error {
 	want := len(d.order) - 1
-	return poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
+	return poll(ctx, readyPoll(100*time.Millisecond, len(d.order)), func() (bool, string, error) {
 		all := map[string]*natsRoutez{}
 		siteOf := map[string]string{} // server ID → site
 		for _, name := range d.order {

@@ -322,3 +322,22 @@ func checkServers(t *testing.T, d Deployment, sites []string, processes bool) {
 		assert.NoError(t, err, "site %s: process %d is running", s.Site, s.PID)
 	}
 }
+
+func TestDripArgsNeedProcesses(t *testing.T) {
+	_, err := NewDrip(DripOptions{Args: []string{"--wan"}}).Start(context.Background(), Spec{Topology: line(1), Dir: t.TempDir()})
+	assert.ErrorContains(t, err, `broker flags ["--wan"] need broker processes`)
+}
+
+func TestReadyPoll(t *testing.T) {
+	for _, tt := range []struct {
+		sites int
+		want  time.Duration
+	}{
+		{1, 100 * time.Millisecond},
+		{4, 100 * time.Millisecond},
+		{8, 200 * time.Millisecond},
+		{42, 1050 * time.Millisecond},
+	} {
+		assert.Equal(t, tt.want, readyPoll(100*time.Millisecond, tt.sites), "%d sites", tt.sites)
+	}
+}
