@@ -175,16 +175,20 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Result, error) {
 	}
 	defer pc.Close()
 	var sent atomic.Int64
+	// Every publisher is open before Duration starts: on a loaded machine
+	// opening 200 takes a while, and the run measures their sending.
+	pubs := make([]*client.Publisher, cfg.Publishers)
+	for k := range pubs {
+		if pubs[k], err = pc.NewPublisher(ctx); err != nil {
+			return nil, err
+		}
+	}
 	pctx, stopPubs := context.WithTimeout(ctx, cfg.Duration)
 	defer stopPubs()
 	payload := make([]byte, cfg.Payload)
 	every := time.Duration(float64(time.Second) * float64(cfg.Publishers) / cfg.Rate)
 	var pwg sync.WaitGroup
-	for k := range cfg.Publishers {
-		p, err := pc.NewPublisher(ctx)
-		if err != nil {
-			return nil, err
-		}
+	for k, p := range pubs {
 		pwg.Add(1)
 		go func() {
 			defer pwg.Done()
