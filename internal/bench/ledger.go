@@ -31,7 +31,6 @@ type shard struct {
 type record struct {
 	expected []int32 // subscriber indexes, increasing
 	got      []uint8 // copies received per expected subscriber, saturating at 255
-	second   int32   // of the run's series in which it was sent
 	sentMs   int32   // when it was sent, milliseconds since sending started
 }
 
@@ -39,17 +38,17 @@ func newLedger(publishers int) *ledger {
 	return &ledger{shards: make([]shard, publishers)}
 }
 
-// add records message seq of publisher pub, sent in the given second of
-// the series; seq must be the publisher's next sequence number, which is
-// how a publisher numbers its messages.
-func (l *ledger) add(pub int, seq uint64, second int, sent time.Duration, expected []int32) {
+// add records message seq of publisher pub, sent that long after sending
+// started; seq must be the publisher's next sequence number, which is how
+// a publisher numbers its messages.
+func (l *ledger) add(pub int, seq uint64, sent time.Duration, expected []int32) {
 	s := &l.shards[pub]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if uint64(len(s.msgs)) != seq {
 		panic("bench: ledger: messages recorded out of sequence")
 	}
-	s.msgs = append(s.msgs, record{expected: expected, got: make([]uint8, len(expected)), second: int32(second), sentMs: int32(sent.Milliseconds())})
+	s.msgs = append(s.msgs, record{expected: expected, got: make([]uint8, len(expected)), sentMs: int32(sent.Milliseconds())})
 }
 
 // deliver classifies the delivery of message (pub, seq) to subscriber sub.
@@ -80,8 +79,8 @@ func (l *ledger) deliver(pub uint32, seq uint64, sub int32) verdict {
 }
 
 // undelivered counts the expected deliveries that never arrived, per
-// subscriber and per second of sending (seconds must exceed every second
-// recorded).
+// subscriber and per second of sending (the last of the seconds also
+// counts what was sent after it, as the run's series does).
 func (l *ledger) undelivered(subscribers, seconds int) (bySub, bySecond []uint64) {
 	bySub, bySecond = make([]uint64, subscribers), make([]uint64, seconds)
 	for i := range l.shards {
@@ -91,7 +90,7 @@ func (l *ledger) undelivered(subscribers, seconds int) (bySub, bySecond []uint64
 			for k, j := range r.expected {
 				if r.got[k] == 0 {
 					bySub[j]++
-					bySecond[r.second]++
+					bySecond[min(max(int(r.sentMs/1000), 0), seconds-1)]++
 				}
 			}
 		}

@@ -10,9 +10,9 @@ import (
 
 func TestLedgerVerdicts(t *testing.T) {
 	l := newLedger(2)
-	l.add(0, 0, 0, 0, []int32{1, 3})
-	l.add(0, 1, 0, 0, nil)
-	l.add(1, 0, 0, 0, []int32{0})
+	l.add(0, 0, 0, []int32{1, 3})
+	l.add(0, 1, 0, nil)
+	l.add(1, 0, 0, []int32{0})
 	tests := []struct {
 		name string
 		pub  uint32
@@ -39,19 +39,19 @@ func TestLedgerVerdicts(t *testing.T) {
 
 	assert.Empty(t, l.misses(10))
 
-	l.add(1, 1, 2, 2345*time.Millisecond, []int32{0, 2})
+	l.add(1, 1, 2345*time.Millisecond, []int32{0, 2})
 	bySub, bySec = l.undelivered(4, 3)
 	assert.Equal(t, []uint64{1, 0, 1, 0}, bySub)
 	assert.Equal(t, []uint64{0, 0, 2}, bySec, "counted in the second the message was sent")
 	assert.Equal(t, []Miss{{Subscriber: 0, Publisher: 1, Seq: 1, SentS: 2.345}, {Subscriber: 2, Publisher: 1, Seq: 1, SentS: 2.345}}, l.misses(10),
 		"each undelivered delivery, with when its message was sent")
 	assert.Len(t, l.misses(1), 1, "at most the limit")
-	assert.Panics(t, func() { l.add(1, 5, 0, 0, nil) }, "sequence numbers must be dense")
+	assert.Panics(t, func() { l.add(1, 5, 0, nil) }, "sequence numbers must be dense")
 }
 
 func TestLedgerDuplicateCountSaturates(t *testing.T) {
 	l := newLedger(1)
-	l.add(0, 0, 0, 0, []int32{0})
+	l.add(0, 0, 0, []int32{0})
 	require.Equal(t, expected, l.deliver(0, 0, 0))
 	for range 1000 {
 		require.Equal(t, duplicate, l.deliver(0, 0, 0))
@@ -61,7 +61,7 @@ func TestLedgerDuplicateCountSaturates(t *testing.T) {
 func BenchmarkLedgerDeliver(b *testing.B) {
 	l := newLedger(1)
 	for seq := range uint64(1 << 16) {
-		l.add(0, seq, 0, 0, []int32{1, 5, 9, 40})
+		l.add(0, seq, 0, []int32{1, 5, 9, 40})
 	}
 	b.ReportAllocs()
 	i := uint64(0)

@@ -371,10 +371,11 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 		m := gen.Message()
 		expected, brokers := r.oracle.expect(m, scratch)
 		sentAt := r.now()
-		sec := r.second(r.sinceSendStart(sentAt))
+		since := r.sinceSendStart(sentAt)
+		sec := r.second(since)
 		// Recorded before sending: a delivery can overtake the return of
 		// Publish.
-		r.ledger.add(i, seq, sec, r.sinceSendStart(sentAt), expected)
+		r.ledger.add(i, seq, since, expected)
 		payload := stamp{run: r.runID, pub: uint32(i), seq: seq, sent: sentAt}.encode()
 		if err := p.Publish(m, payload); err != nil {
 			if ctx.Err() == nil {
