@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync"
 
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 )
 
@@ -175,17 +174,4 @@ func (c *meteredConn) Write(p []byte) (int, error) {
 func (c *meteredConn) Close() error {
 	c.once.Do(c.forget)
 	return c.Conn.Close()
-}
-
-// newSendBuffers is the pool of the buffers deliveries are encoded into:
-// tiers a power of two apart up to a full batch and a large message
-// beside it, so that a buffer is less than twice what it holds and what
-// gRPC holds for a stream is close to what the meter counts. Larger
-// events get buffers of their own size (the pool's fallback).
-func newSendBuffers() mem.BufferPool {
-	var tiers []int
-	for size := 1 << 10; size <= 4*maxBatchBytes; size <<= 1 {
-		tiers = append(tiers, size)
-	}
-	return mem.NewTieredBufferPool(tiers...)
 }

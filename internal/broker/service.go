@@ -438,6 +438,19 @@ func (d *deliverySender) buffer(size int) []byte {
 	return (*d.pool.Get(size))[:0]
 }
 
+// newSendBuffers is the pool of the buffers deliveries are encoded into:
+// tiers a power of two apart up to a full batch and a large message
+// beside it, so that a buffer is less than twice what it holds and what
+// gRPC holds for a stream is close to what the meter counts. Larger
+// events get buffers of their own size (the pool's fallback).
+func newSendBuffers() mem.BufferPool {
+	var tiers []int
+	for size := 1 << 10; size <= 4*maxBatchBytes; size <<= 1 {
+		tiers = append(tiers, size)
+	}
+	return mem.NewTieredBufferPool(tiers...)
+}
+
 // raw sends one encoded event, marking the span of the send so that a
 // subscriber whose stream stalls is told from a broker that is behind.
 func (d *deliverySender) raw(b []byte) error {
