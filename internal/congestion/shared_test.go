@@ -55,7 +55,7 @@ func fairnessRun(k int, seed uint64) (sharedOutcome, [][]float64, []float64) {
 			x = append(x, meanRate(out.delivered[i], (p+1)*n-n/2, (p+1)*n))
 		}
 		rates = append(rates, x)
-		index = append(index, jain(x, maxMin(c, fairnessDemands)))
+		index = append(index, jain(x, MaxMin(c, fairnessDemands)))
 	}
 	return out, rates, index
 }
@@ -71,7 +71,7 @@ func TestFairnessAfterCapacityCuts(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		_, rates, index := fairnessRun(64, seed)
 		for p, c := range fairnessCaps {
-			t.Logf("seed %d, capacity %5.1f msg/s, shares %.1f: rates %.1f, Jain %.3f", seed, c, maxMin(c, fairnessDemands), rates[p], index[p])
+			t.Logf("seed %d, capacity %5.1f msg/s, shares %.1f: rates %.1f, Jain %.3f", seed, c, MaxMin(c, fairnessDemands), rates[p], index[p])
 			assert.GreaterOrEqual(t, index[p], 0.95, "seed %d at %v msg/s", seed, c)
 		}
 	}

@@ -215,7 +215,7 @@ func TestMaxMin(t *testing.T) {
 		{0, []float64{5}, []float64{0}},
 		{10, nil, []float64{}},
 	} {
-		assert.Equal(t, c.want, maxMin(c.capacity, c.demand), "%v of %v", c.capacity, c.demand)
+		assert.Equal(t, c.want, MaxMin(c.capacity, c.demand), "%v of %v", c.capacity, c.demand)
 	}
 }
 

@@ -3,6 +3,8 @@ package congestion
 import (
 	"fmt"
 	"time"
+
+	cc "github.com/dripmesh/drip/internal/congestion"
 )
 
 // Finding is one quantity of the paper read from a run, and the target
@@ -172,7 +174,7 @@ func fig9(r *Result, v *VariantResult) []Finding {
 			mid := r.Scenario.Steps[k].At + time.Duration(ph[1]-ph[0])*r.Config.Bin/2
 			demands = append(demands, r.Scenario.Publishers[sp.Publishers[0]].Schedule.Rate(mid)*float64(sp.KTo-sp.KFrom)/100)
 		}
-		shares := MaxMinShares(demands, total)
+		shares := cc.MaxMin(total, demands)
 		name := fmt.Sprintf("%s: phase %d (%.0f kbit/s)", v.Variant.Name, k+1, r.Scenario.Steps[k].Bandwidth*8/1000)
 		for i, g := range v.Groups {
 			out = append(out, report(fmt.Sprintf("%s: %s received msg/s (max-min share %.0f)", name, g.Group, shares[i]), rates[i]))

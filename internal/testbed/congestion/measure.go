@@ -9,36 +9,6 @@ import (
 // The measures below are pure: the runner records series, these read the
 // paper's quantities from them, and table tests check them.
 
-// MaxMinShares divides capacity among demands max-min fairly: no flow gets
-// more than it demands, and a flow gets less only when every flow that
-// gets more is held to the same share (water filling). The shares are in
-// the order of demands; a negative demand counts as zero.
-func MaxMinShares(demands []float64, capacity float64) []float64 {
-	shares := make([]float64, len(demands))
-	order := make([]int, len(demands))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmpFloat(demands[a], demands[b]) })
-	left := max(capacity, 0)
-	for k, i := range order {
-		fair := left / float64(len(order)-k)
-		shares[i] = min(max(demands[i], 0), fair)
-		left -= shares[i]
-	}
-	return shares
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // Jain is Jain's fairness index of the rates normalised by their fair
 // shares, (Σx)²/(n·Σx²) with x_i = rates_i/shares_i: 1 when every flow gets
 // the same fraction of its share, 1/n when one flow takes everything. Flows

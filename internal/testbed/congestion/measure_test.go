@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	cc "github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/topology"
 )
@@ -30,7 +31,7 @@ func TestMaxMinShares(t *testing.T) {
 		{"none", nil, 10, []float64{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := MaxMinShares(tc.demands, tc.capacity)
+			got := cc.MaxMin(tc.capacity, tc.demands)
 			assert.InDeltaSlice(t, tc.want, got, 1e-9)
 			sum := 0.0
 			for i, s := range got {
