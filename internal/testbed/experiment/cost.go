@@ -17,8 +17,8 @@ import (
 // and the system measured: the runner process (the clients, the oracle
 // that matches every message against every predicate, the per-second
 // counts and the link sampler), the lab's link emulator (LabReport), and
-// the rest of the machine, which during a locked run on an otherwise idle
-// machine is the system's brokers. Shares are of one core (2 = both cores
+// the rest of the machine, which on an otherwise idle machine is the
+// system's brokers. Shares are of one core (2 = both cores
 // of a 2-core machine) over the whole run: connecting, settling, sending
 // and draining.
 type TestbedCost struct {
