@@ -153,6 +153,9 @@ func (s *Sim) subscribe(sub *subscriber) bool {
 func (s *Sim) pollSubscriber(sub *subscriber) {
 	rec := s.ledger.subs[sub.idx]
 	kept := sub.conns[:0]
+	// Moves subscribe elsewhere, adding to sub.conns: after the loop, which
+	// rewrites sub.conns in place.
+	var moving []*subConn
 	for _, c := range sub.conns {
 		n := s.nodes[c.node]
 		broken := n.inc != c.inc // the broker died: its stream ends without a word
@@ -169,7 +172,7 @@ func (s *Sim) pollSubscriber(sub *subscriber) {
 			select {
 			case <-c.sub.Draining():
 				c.moving = true
-				s.move(sub, c)
+				moving = append(moving, c)
 			default:
 			}
 		}
@@ -178,6 +181,9 @@ func (s *Sim) pollSubscriber(sub *subscriber) {
 		}
 	}
 	sub.conns = kept
+	for _, c := range moving {
+		s.move(sub, c)
+	}
 	if len(sub.conns) == 0 && sub.gapStart < 0 {
 		sub.gapStart = s.now
 	}
