@@ -49,8 +49,8 @@ JSON to --out (docs/results/memory-budget.md).`,
 				if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
 					return fmt.Errorf("--out: %w", err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "fanout: budget %d MiB: max RSS %d MiB over %d samples; sent %d, received %d\n",
-					cfg.Budget>>20, res.MaxRSS>>20, len(res.Samples), res.Sent, res.Received)
+				fmt.Fprintf(cmd.OutOrStdout(), "fanout: budget %d MiB: max RSS %d MiB over %d samples; sent %d, accepted %d (closing took %.1f s), received %d\n",
+					cfg.Budget>>20, res.MaxRSS>>20, len(res.Samples), res.Sent, res.Accepted, res.CloseSeconds, res.Received)
 			}
 			return runErr
 		},
@@ -66,6 +66,7 @@ JSON to --out (docs/results/memory-budget.md).`,
 	fl.IntVar(&cfg.Payload, "payload", cfg.Payload, "payload bytes per message")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to publish")
 	fl.DurationVar(&cfg.Sample, "sample", cfg.Sample, "how often to read the broker's RSS")
+	fl.StringSliceVar(&cfg.BrokerArgs, "drip-args", nil, "flags added to the broker's command line, comma-separated (--drip-args=--pprof)")
 	fl.StringVar(&out, "out", "", "write the samples as JSON to this `file`")
 	fl.StringArrayVar(&plotRuns, "plot", nil, "instead of a run, plot the RSS of earlier runs' JSON `files` (LABEL=FILE, repeatable) as a PNG to --out")
 	return cmd

@@ -45,6 +45,9 @@ type Config struct {
 	Duration, Sample time.Duration
 	// Conns is how many gRPC connections the subscribers share.
 	Conns int
+	// BrokerArgs are flags added to the broker's command line (--pprof,
+	// for instance, to look inside a run).
+	BrokerArgs []string
 }
 
 // DefaultConfig is issue 17's probe: 2,000 subscribers and 200 publishers,
@@ -62,6 +65,11 @@ type Sample struct {
 	Budget   int64   `json:"budget_used_bytes"`
 	Sent     int64   `json:"sent"`
 	Received int64   `json:"received"`
+	// Heap is the Go heap in use and Goroutines the broker's goroutines
+	// (-1 when its metrics did not answer): what RSS holds beside the
+	// queues.
+	Heap       int64 `json:"heap_inuse_bytes"`
+	Goroutines int64 `json:"goroutines"`
 }
 
 // Result is a run's samples and totals.
@@ -71,6 +79,13 @@ type Result struct {
 	MaxRSS   int64    `json:"max_rss_bytes"`
 	Sent     int64    `json:"sent"`
 	Received int64    `json:"received"`
+	// Accepted is what the broker acknowledged when the publishers
+	// closed, and CloseSeconds how long closing took after Duration: a
+	// broker that cannot keep up makes its publishers wait (flow control)
+	// instead of buffering what they send, and they close only once it
+	// has taken what they had queued.
+	Accepted     uint64  `json:"accepted"`
+	CloseSeconds float64 `json:"close_s"`
 }
 
 func freePort() (int, error) {
@@ -106,6 +121,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Result, error) {
 	if cfg.Budget >= 0 {
 		args = append(args, "--memory-budget", strconv.Itoa(cfg.Budget))
 	}
+	args = append(args, cfg.BrokerArgs...)
 	cmd := exec.CommandContext(bctx, cfg.Drip, args...)
 	cmd.Stderr = log
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -187,12 +203,18 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Result, error) {
 	defer stopPubs()
 	payload := make([]byte, cfg.Payload)
 	every := time.Duration(float64(time.Second) * float64(cfg.Publishers) / cfg.Rate)
-	var pwg sync.WaitGroup
+	var (
+		pwg      sync.WaitGroup
+		accepted atomic.Uint64
+	)
 	for k, p := range pubs {
 		pwg.Add(1)
 		go func() {
 			defer pwg.Done()
-			defer p.Close()
+			defer func() {
+				sum, _ := p.Close() // an error leaves Accepted short, which the report shows
+				accepted.Add(sum.Accepted)
+			}()
 			tick := time.NewTicker(every)
 			defer tick.Stop()
 			for n := 0; ; n++ {
@@ -223,16 +245,20 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Result, error) {
 			return res, fmt.Errorf("fanout: broker exited? %w", err)
 		}
 		s := Sample{T: time.Since(start).Seconds(), RSS: rss, Budget: scrape(metrics, "drip_memory_budget_used_bytes"),
-			Sent: sent.Load(), Received: received.Load()}
+			Sent: sent.Load(), Received: received.Load(),
+			Heap: scrape(metrics, "go_memstats_heap_inuse_bytes"), Goroutines: scrape(metrics, "go_goroutines")}
 		res.Samples = append(res.Samples, s)
 		res.MaxRSS = max(res.MaxRSS, rss)
 		if len(res.Samples)%10 == 0 {
-			fmt.Fprintf(log, "fanout: %5.1fs rss %4d MiB, budget used %4d MiB, sent %d, received %d\n",
-				s.T, s.RSS>>20, s.Budget>>20, s.Sent, s.Received)
+			fmt.Fprintf(log, "fanout: %5.1fs rss %4d MiB, heap %4d MiB, budget used %4d MiB, %d goroutines, sent %d, received %d\n",
+				s.T, s.RSS>>20, s.Heap>>20, s.Budget>>20, s.Goroutines, s.Sent, s.Received)
 		}
 	}
+	closing := time.Now()
+	fmt.Fprintf(log, "fanout: publishers closing: they wait until the broker has taken what they queued\n")
 	pwg.Wait()
-	res.Sent, res.Received = sent.Load(), received.Load()
+	res.CloseSeconds = time.Since(closing).Seconds()
+	res.Sent, res.Received, res.Accepted = sent.Load(), received.Load(), accepted.Load()
 	return res, nil
 }
 
