@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -301,4 +302,145 @@ func TestMoveSkipsABrokerThatHangs(t *testing.T) {
 	assert.Empty(t, sub.Gaps(), "the subscription moved past the hanging address before its broker left")
 	assert.Equal(t, "b1", sub.Broker())
 	t.Logf("broker stopped in %v; subscriber dropped %d copies during the overlap", took.Round(time.Millisecond), sub.Duplicates())
+}
+
+// TestRollingRestartLosesNothing is a Kubernetes rolling update on real
+// brokers and clients: each broker in turn, highest first, stops
+// gracefully, starts again and joins, while a publisher and a subscriber
+// on every broker keep going. Every subscriber takes everything; every
+// message must reach each of them exactly once, and no publisher may lose
+// a message in flight (every move is a drain, whose acknowledgement is
+// exact).
+func TestRollingRestartLosesNothing(t *testing.T) {
+	const n = 4
+	// Production-like margins against a starved test machine: a 2 s dead
+	// interval, and drain phases that end when their work is done, not at
+	// a deadline (the test's brokers otherwise give up after a second).
+	cl := brokertest.NewCluster(t, n, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 0}, {0, 2}}, func(c *broker.Config) {
+		c.LinkState.DeadInterval = 2 * time.Second
+		c.DrainTimeout, c.RerouteGrace = 20*time.Second, 5*time.Second
+	})
+	converged(t, cl)
+	// Longer than hangGuard: four drains, under -race on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	begin := time.Now()
+	since := func() string { return fmt.Sprintf("%.3fs", time.Since(begin).Seconds()) }
+	clients := make([]*Client, n)
+	subs := make([]*Subscription, n)
+	for i := range n {
+		clients[i] = dialAt(t, cl, i, WithFailoverHandler(func(f Failover) {
+			t.Logf("%s client %d: publisher moved %s → %s, resent %d, in flight %d (%v)", since(), i, f.From, f.To, f.Resent, f.InFlight, f.Err)
+		}))
+		var err error
+		subs[i], err = clients[i].Subscribe(ctx, `seq >= 0`)
+		require.NoError(t, err)
+		defer subs[i].Close()
+	}
+	converged(t, cl)
+
+	stop := make(chan struct{})
+	sent := make([]int, n)
+	sums := make([]Summary, n)
+	lost := make([]uint64, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		p, err := clients[k].NewPublisher(ctx)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					sums[k], err = p.Close()
+					assert.NoError(t, err, "publisher %d", k)
+					lost[k] = p.InFlightLost()
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				if !assert.NoError(t, p.Publish(Message{Attrs: Attrs{"pub": k, "seq": i}})) {
+					return
+				}
+				sent[k] = i + 1
+			}
+		}()
+	}
+	for i := n - 1; i >= 0; i-- {
+		time.Sleep(300 * time.Millisecond)
+		reg := cl.Registry(i)
+		t.Logf("%s stopping b%d", since(), i)
+		cl.Stop(i)
+		t.Logf("%s b%d stopped; it counted %s", since(), i, dropCounters(t, reg))
+		cl.Restart(i)
+		select {
+		case <-cl.Broker(i).Joined():
+			t.Logf("%s b%d joined", since(), i)
+		case <-ctx.Done():
+			t.Fatalf("broker %d did not join again", i)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	for i := range n {
+		t.Logf("b%d counted %s", i, dropCounters(t, cl.Registry(i)))
+	}
+	total := 0
+	for k := range n {
+		assert.Equal(t, uint64(sent[k]), sums[k].Accepted, "publisher %d: every message published exactly once", k)
+		assert.Zero(t, lost[k], "publisher %d: nothing in flight to a broker that failed", k)
+		total += sent[k]
+	}
+	for j, sub := range subs {
+		got := map[[2]int64]bool{}
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		for len(got) < total {
+			d, err := sub.Next(rctx)
+			if err != nil {
+				break
+			}
+			key := [2]int64{d.Attrs["pub"].(int64), d.Attrs["seq"].(int64)}
+			require.False(t, got[key], "subscriber %d: message %v delivered twice", j, key)
+			got[key] = true
+		}
+		rcancel()
+		var missing [][2]int64
+		for k := range n {
+			for i := range sent[k] {
+				if key := [2]int64{int64(k), int64(i)}; !got[key] {
+					missing = append(missing, key)
+				}
+			}
+		}
+		assert.Empty(t, missing, "subscriber %d (at %s, %d reported lost) never received these (publisher, seq) of %v sent", j, sub.Broker(), sub.Lost(), sent)
+		assert.Empty(t, sub.Gaps(), "subscriber %d moved make-before-break", j)
+	}
+}
+
+// dropCounters lists a broker's nonzero counters of what it did not
+// deliver.
+func dropCounters(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var out []string
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.Contains(name, "dropped") && !strings.Contains(name, "false_positives") &&
+			!strings.Contains(name, "suppressed") && !strings.Contains(name, "shed") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if v := m.GetCounter().GetValue(); v > 0 {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetValue())
+				}
+				out = append(out, fmt.Sprintf("%s%v=%.0f", strings.TrimPrefix(name, "drip_"), labels, v))
+			}
+		}
+	}
+	return strings.Join(out, " ")
 }

@@ -30,7 +30,12 @@
 // a broadcast stops where every destination lay on the path to it. A
 // broadcast uses at most Known−1 links, which is less than
 // 1/BroadcastFraction times the at least |D| links partitioning would use.
-// The tree must be the same at every router (Routing.TreeChildren).
+// The tree must be the same at every router (Routing.TreeChildren), and
+// while link state reconverges it need not be: a destination that two
+// routers each place below the other is reached by neither and counted by
+// none (TestBroadcastLosesSilentlyWhereTreesDisagree). Brokers therefore
+// leave broadcast off (DefaultConfig); partitioned bundles name every
+// destination until it is delivered or counted.
 //
 // # Hop limit and drops
 //

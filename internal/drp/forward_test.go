@@ -297,3 +297,64 @@ func TestConfig(t *testing.T) {
 		})
 	}
 }
+
+// walk carries one message from ingress through routers that each decide
+// with their own view of the network, and returns which routers delivered
+// it and how many destinations some router counted as dropped.
+func walk(t *testing.T, cfg drp.Config, views []drp.Routing, ingress int, dest *bitset.BitSet) (delivered map[uint32]bool, dropped int) {
+	t.Helper()
+	f, err := drp.NewForwarder(cfg)
+	require.NoError(t, err)
+	type hop struct {
+		at, from uint32
+		b        drp.Bundle
+	}
+	delivered = map[uint32]bool{}
+	count := func(d drp.Decision) {
+		for _, k := range d.Dropped {
+			dropped += k
+		}
+	}
+	d := f.Ingress(views[ingress], dest)
+	count(d)
+	var queue []hop
+	for _, fw := range d.Forwards {
+		queue = append(queue, hop{fw.Next, uint32(ingress), drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest.Clone(), HopsLeft: fw.Bundle.HopsLeft, Broadcast: fw.Bundle.Broadcast}})
+	}
+	for steps := 0; len(queue) > 0 && steps < 100; steps++ { // a loop ends at the hop limit
+		h := queue[0]
+		queue = queue[1:]
+		d := f.Transit(views[h.at], h.from, h.b)
+		if d.Deliver {
+			delivered[h.at] = true
+		}
+		count(d)
+		for _, fw := range d.Forwards {
+			queue = append(queue, hop{fw.Next, h.at, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest.Clone(), HopsLeft: fw.Bundle.HopsLeft, Broadcast: fw.Bundle.Broadcast}})
+		}
+	}
+	return delivered, dropped
+}
+
+// TestBroadcastLosesSilentlyWhereTreesDisagree is why broadcast is off by
+// default: on the square 0–1–2–3–0, router 1 (and 2) believe 3 hangs below
+// 0 in 1's tree, router 0 believes it hangs below 2 — as while a link's
+// new cost floods. A broadcast from 1 then reaches neither 3 nor any drop
+// counter; partitioned bundles carry 3 until some router delivers it or
+// counts it.
+func TestBroadcastLosesSilentlyWhereTreesDisagree(t *testing.T) {
+	square := func(w03, w23 float64) *fakeNet {
+		return newFakeNet(newGraph(4).link(0, 1, 1).link(1, 2, 1).link(0, 3, w03).link(2, 3, w23))
+	}
+	old, updated := square(1, 2), square(2, 1)
+	views := []drp.Routing{updated.at(0), old.at(1), old.at(2), old.at(3)}
+	dest := set(0, 2, 3) // more than half of the others: the ingress broadcasts
+
+	delivered, dropped := walk(t, drp.Config{BroadcastFraction: 0.5, HopLimit: 8}, views, 1, dest)
+	assert.False(t, delivered[3], "the trees disagree on 3's parent")
+	assert.Zero(t, dropped, "and nobody counts it")
+
+	delivered, dropped = walk(t, drp.DefaultConfig(), views, 1, dest)
+	assert.Equal(t, map[uint32]bool{0: true, 2: true, 3: true}, delivered, "partitioned, every destination arrives")
+	assert.Zero(t, dropped)
+}
