@@ -435,3 +435,48 @@ func firstLost(t *testing.T, stream dripv1.Broker_SubscribeClient) uint64 {
 		}
 	}
 }
+
+// TestStreamsBeyondTheBudgetAreRefused: open client streams are charged
+// to the memory budget, and those that would leave the queues less than a
+// quarter of it are refused with ResourceExhausted naming the flag; a
+// stream that ends makes room again.
+func TestStreamsBeyondTheBudgetAreRefused(t *testing.T) {
+	// Queues get 1 MiB; streams may hold 768 KiB: 24 subscribers at 32
+	// KiB, or 8 publishers at 96 KiB.
+	m := startMesh(t, 1, nil, func(c *broker.Config) { c.MemoryBudget = 2 << 20 })
+	api := dripv1.NewBrokerClient(m.clients[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	subscribe := func(ctx context.Context) error {
+		st, err := api.Subscribe(ctx)
+		if err == nil {
+			if err = st.Send(&dripv1.SubscribeRequest{Predicate: &dripv1.Predicate{Text: "n exists"}}); err == nil {
+				_, err = st.Recv()
+			}
+		}
+		return err
+	}
+	cancels := make([]context.CancelFunc, 0, 24)
+	for range 24 {
+		sctx, scancel := context.WithCancel(ctx)
+		cancels = append(cancels, scancel)
+		require.NoError(t, subscribe(sctx))
+	}
+	reg := m.nodes[0].srv.Registry()
+	assert.Equal(t, float64(24*32<<10), metricValue(t, reg, "drip_memory_budget_streams_bytes"))
+
+	err := subscribe(ctx)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), "--memory-budget")
+	pub, err := api.PublishStream(ctx)
+	require.NoError(t, err)
+	_, err = pub.Recv()
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "a publisher too: %v", err)
+
+	cancels[0]()
+	require.Eventually(t, func() bool { return subscribe(ctx) == nil }, 10*time.Second, 20*time.Millisecond,
+		"an ended stream gives its share back")
+	for _, c := range cancels {
+		c()
+	}
+}

@@ -22,6 +22,9 @@ type budget struct {
 	used  atomic.Int64
 	// inGRPC is the part of used that client connections hold.
 	inGRPC atomic.Int64
+	// streams is the part of used that open client streams stand for
+	// (holdStream).
+	streams atomic.Int64
 }
 
 // add accounts delta bytes (negative when they leave) and returns the new
@@ -47,3 +50,22 @@ func (b *budget) sending(delta int64) {
 
 // account is the transport.LinkConfig.Account of the broker's links.
 func (b *budget) account(delta int64) { b.used.Add(delta) }
+
+// holdStream accounts what an open client stream costs at rest (its
+// goroutines' stacks, gRPC's state, and for a publisher the requests its
+// flow-control window lets wait unread): memory that grows with the
+// streams, not the traffic, and that no queue can shed. It refuses the
+// stream when the streams would take more than three quarters of the
+// limit, which would leave the queues too little to deliver anything.
+// The release returned gives the bytes back when the stream ends.
+func (b *budget) holdStream(cost int64) (release func(), ok bool) {
+	if n := b.streams.Add(cost); b.limit > 0 && n > b.limit/4*3 {
+		b.streams.Add(-cost)
+		return nil, false
+	}
+	b.used.Add(cost)
+	return func() {
+		b.streams.Add(-cost)
+		b.used.Add(-cost)
+	}, true
+}

@@ -274,3 +274,49 @@ func TestOfferToAClosedSubscription(t *testing.T) {
 	assert.Zero(t, b.Used())
 	assert.Zero(t, testutil.ToFloat64(m.delivered))
 }
+
+// TestBudgetHoldsStreams: open streams count against the budget up to
+// three quarters of it, beyond which they are refused; each release gives
+// its bytes back, and a zero budget counts but refuses nothing.
+func TestBudgetHoldsStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		fits  int // streams of 10 bytes held before the first refusal (-1: none)
+	}{
+		{"no budget", 0, -1},
+		{"three quarters", 100, 7}, // 70 ≤ 75 < 80
+		{"exactly three quarters", 400, 30},
+		{"not even one", 12, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &budget{limit: tc.limit}
+			var releases []func()
+			for range 50 {
+				release, ok := b.holdStream(10)
+				if !ok {
+					break
+				}
+				releases = append(releases, release)
+			}
+			if tc.fits < 0 {
+				assert.Len(t, releases, 50)
+			} else {
+				assert.Len(t, releases, tc.fits)
+			}
+			assert.Equal(t, int64(10*len(releases)), b.streams.Load())
+			assert.Equal(t, b.streams.Load(), b.Used(), "streams are part of what is used")
+			if len(releases) > 0 {
+				releases[0]()
+				var ok bool
+				releases[0], ok = b.holdStream(10)
+				require.True(t, ok, "a released stream makes room for the next")
+			}
+			for _, r := range releases {
+				r()
+			}
+			assert.Zero(t, b.Used())
+			assert.Zero(t, b.streams.Load())
+		})
+	}
+}

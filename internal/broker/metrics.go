@@ -181,6 +181,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_sending_bytes",
 		Help: "The part of memory_budget_used_bytes that client connections hold for Subscribe streams: deliveries handed to gRPC and not yet written to the socket."},
 		func() float64 { return float64(b.inGRPC.Load()) }))
+	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_streams_bytes",
+		Help: "The part of memory_budget_used_bytes that open client streams stand for: a fixed cost per stream at rest, more for a publisher's flow-control window."},
+		func() float64 { return float64(b.streams.Load()) }))
 	f.gauge("memory_budget_bytes", "The part of the broker's memory budget its subscriber and link send queues may hold: half of --memory-budget (0: none).").Set(float64(b.limit))
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
 	f.must(info)
