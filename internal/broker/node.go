@@ -323,25 +323,54 @@ func (n *Node) refused(l Link, reason string, err error) {
 // Tick drives the protocol's timers (hellos, dead intervals, refresh,
 // aging) and the node's housekeeping. Call it every TickInterval.
 func (n *Node) Tick() {
-	n.ls.Tick(n.now())
-	now := n.clock.Now()
-	if now.Sub(n.lastBudgets) >= n.cfg.DelayBudgetInterval {
-		n.lastBudgets = now
+	now := n.now()
+	n.heardFrames(now)
+	n.ls.Tick(now)
+	wall := n.clock.Now()
+	if wall.Sub(n.lastBudgets) >= n.cfg.DelayBudgetInterval {
+		n.lastBudgets = wall
 		n.setDelayBudgets()
 	}
-	if now.Sub(n.lastRTTExport) >= time.Second {
-		n.lastRTTExport = now
+	if wall.Sub(n.lastRTTExport) >= time.Second {
+		n.lastRTTExport = wall
 		n.exportNeighbors()
 	}
-	if now.Sub(n.lastExpire) >= time.Minute {
-		n.lastExpire = now
-		n.dups.Expire(now)
+	if wall.Sub(n.lastExpire) >= time.Minute {
+		n.lastExpire = wall
+		n.dups.Expire(wall)
 		origins, windows, bytes := n.dups.Stats()
 		n.m.dedupOrigins.Set(float64(origins))
 		n.m.dedupWindows.Set(float64(windows))
 		n.m.dedupBytes.Set(float64(bytes))
 	}
 	n.flush()
+}
+
+// receiver is a Link that says when its last frame arrived, on its own
+// clock (transport.Link).
+type receiver interface {
+	LastReceived() int64
+}
+
+// heardFrames hands the routing protocol the arrival of each link's last
+// frame as evidence that the neighbour is alive (linkstate.Node.Alive). A
+// frame is stamped when the link's reader takes it, while the hellos in it
+// or after it may still wait in the driver's queue behind other control
+// messages, or behind data on the link: on a broker short of CPU, those
+// hellos would otherwise arrive after the dead interval and drop a working
+// adjacency (docs/design.md §3). Link clocks may differ from the node's,
+// so the stamp travels as an age.
+func (n *Node) heardFrames(now time.Duration) {
+	for peer, l := range n.current {
+		r, ok := l.(receiver)
+		if !ok {
+			continue
+		}
+		if at := r.LastReceived(); at > 0 {
+			age := max(0, time.Duration(l.Now()-at))
+			n.ls.Alive(peer, now-age)
+		}
+	}
 }
 
 // Flush does what is due now: a pending advertisement once the advertise
