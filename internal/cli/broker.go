@@ -35,8 +35,6 @@ type brokerFlags struct {
 
 	wan        bool
 	costRTT    bool
-	// --hello-interval and --dead-interval (0: the default's or --wan's).
-	helloInterval, deadInterval time.Duration
 	bloomBits  int
 	bloomK     int
 	bloomSchm  string
@@ -59,6 +57,9 @@ type brokerFlags struct {
 	maxRouterID                uint32
 	matchAll                   string
 	pprof                      bool
+
+	// --hello-interval and --dead-interval (0: the default's or --wan's).
+	helloInterval, deadInterval time.Duration
 
 	tlsCert, tlsKey, tlsCA string
 	tlsClientCA            string
