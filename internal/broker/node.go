@@ -77,6 +77,7 @@ type Node struct {
 	current       map[uint32]Link // the link the protocol knows per neighbour
 	predsDirty    bool
 	lastBuild     time.Time
+	lastBuildTook time.Duration // on the node's clock (rebuildPacing)
 	lastAd        time.Time
 	lastRTTExport time.Time
 	lastExpire    time.Time
@@ -373,6 +374,16 @@ func (n *Node) heardFrames(now time.Duration) {
 	}
 }
 
+// rebuildPacing is how many times as long as the last PREDICATES rebuild
+// took the next one waits at least, beyond PredicateRebuildInterval: while
+// advertisements keep changing — a flood of subscriptions, an adjacency
+// flapping — rebuilds then take at most a tenth of the control plane's
+// time. A rebuild costs about 10 ms at 42 routers × 300 filters; on a
+// broker short of CPU it takes far longer on the clock, and the pacing
+// backs off with it, instead of spending what CPU there is on indexes that
+// the next advertisement makes stale (docs/results/experiments/scale).
+const rebuildPacing = 10
+
 // Flush does what is due now: a pending advertisement once the advertise
 // interval allows it, the protocol's output, a pending rebuild of the
 // PREDICATES index. Drivers call it when SetWake's function has run.
@@ -387,9 +398,9 @@ func (n *Node) flush() {
 		n.setLocalPredicate()
 	}
 	n.processReady()
-	if n.predsDirty && now.Sub(n.lastBuild) >= n.cfg.PredicateRebuildInterval {
+	if n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, rebuildPacing*n.lastBuildTook) {
 		n.preds.Store(n.table.Snapshot())
-		n.predsDirty, n.lastBuild = false, now
+		n.predsDirty, n.lastBuild, n.lastBuildTook = false, now, n.clock.Since(now)
 		if n.classesDirty {
 			n.qos.Store(qos.NewTable(n.classes))
 			n.classesDirty = false
