@@ -77,6 +77,7 @@ type Node struct {
 	current       map[uint32]Link // the link the protocol knows per neighbour
 	predsDirty    bool
 	lastBuild     time.Time
+	lastBuildTook time.Duration // on the node's clock (rebuildPacing)
 	lastAd        time.Time
 	lastRTTExport time.Time
 	lastExpire    time.Time
@@ -323,19 +324,21 @@ func (n *Node) refused(l Link, reason string, err error) {
 // Tick drives the protocol's timers (hellos, dead intervals, refresh,
 // aging) and the node's housekeeping. Call it every TickInterval.
 func (n *Node) Tick() {
-	n.ls.Tick(n.now())
-	now := n.clock.Now()
-	if now.Sub(n.lastBudgets) >= n.cfg.DelayBudgetInterval {
-		n.lastBudgets = now
+	now := n.now()
+	n.heardFrames(now)
+	n.ls.Tick(now)
+	wall := n.clock.Now()
+	if wall.Sub(n.lastBudgets) >= n.cfg.DelayBudgetInterval {
+		n.lastBudgets = wall
 		n.setDelayBudgets()
 	}
-	if now.Sub(n.lastRTTExport) >= time.Second {
-		n.lastRTTExport = now
+	if wall.Sub(n.lastRTTExport) >= time.Second {
+		n.lastRTTExport = wall
 		n.exportNeighbors()
 	}
-	if now.Sub(n.lastExpire) >= time.Minute {
-		n.lastExpire = now
-		n.dups.Expire(now)
+	if wall.Sub(n.lastExpire) >= time.Minute {
+		n.lastExpire = wall
+		n.dups.Expire(wall)
 		origins, windows, bytes := n.dups.Stats()
 		n.m.dedupOrigins.Set(float64(origins))
 		n.m.dedupWindows.Set(float64(windows))
@@ -343,6 +346,43 @@ func (n *Node) Tick() {
 	}
 	n.flush()
 }
+
+// receiver is a Link that says when its last frame arrived, on its own
+// clock (transport.Link).
+type receiver interface {
+	LastReceived() int64
+}
+
+// heardFrames hands the routing protocol the arrival of each link's last
+// frame as evidence that the neighbour is alive (linkstate.Node.Alive). A
+// frame is stamped when the link's reader takes it, while the hellos in it
+// or after it may still wait in the driver's queue behind other control
+// messages, or behind data on the link: on a broker short of CPU, those
+// hellos would otherwise arrive after the dead interval and drop a working
+// adjacency (docs/design.md §3). Link clocks may differ from the node's,
+// so the stamp travels as an age.
+func (n *Node) heardFrames(now time.Duration) {
+	for peer, l := range n.current {
+		r, ok := l.(receiver)
+		if !ok {
+			continue
+		}
+		if at := r.LastReceived(); at > 0 {
+			age := max(0, time.Duration(l.Now()-at))
+			n.ls.Alive(peer, now-age)
+		}
+	}
+}
+
+// rebuildPacing is how many times as long as the last PREDICATES rebuild
+// took the next one waits at least, beyond PredicateRebuildInterval: while
+// advertisements keep changing — a flood of subscriptions, an adjacency
+// flapping — rebuilds then take at most a tenth of the control plane's
+// time. A rebuild costs about 10 ms at 42 routers × 300 filters; on a
+// broker short of CPU it takes far longer on the clock, and the pacing
+// backs off with it, instead of spending what CPU there is on indexes that
+// the next advertisement makes stale (docs/results/experiments/scale).
+const rebuildPacing = 10
 
 // Flush does what is due now: a pending advertisement once the advertise
 // interval allows it, the protocol's output, a pending rebuild of the
@@ -358,9 +398,9 @@ func (n *Node) flush() {
 		n.setLocalPredicate()
 	}
 	n.processReady()
-	if n.predsDirty && now.Sub(n.lastBuild) >= n.cfg.PredicateRebuildInterval {
+	if n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, rebuildPacing*n.lastBuildTook) {
 		n.preds.Store(n.table.Snapshot())
-		n.predsDirty, n.lastBuild = false, now
+		n.predsDirty, n.lastBuild, n.lastBuildTook = false, now, n.clock.Since(now)
 		if n.classesDirty {
 			n.qos.Store(qos.NewTable(n.classes))
 			n.classesDirty = false

@@ -58,6 +58,9 @@ type brokerFlags struct {
 	matchAll                   string
 	pprof                      bool
 
+	// --hello-interval and --dead-interval (0: the default's or --wan's).
+	helloInterval, deadInterval time.Duration
+
 	tlsCert, tlsKey, tlsCA string
 	tlsClientCA            string
 	tlsPeerIdentity        bool
@@ -131,6 +134,8 @@ The broker's identity and neighbours come either from a topology file
 	fl.StringSliceVar(&f.peers, "peer", nil, "neighbour to dial as ID=HOST:PORT[@WEIGHT] (repeatable)")
 	fl.BoolVar(&f.wan, "wan", false, "use wide-area link-state timers (slower hellos, longer dead interval)")
 	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (Kim10)")
+	fl.DurationVar(&f.helloInterval, "hello-interval", 0, "how often a hello goes to each neighbour (0: 1s, or 2s with --wan); unlike --wan it leaves link costs alone. Every broker of a mesh should use the same timers")
+	fl.DurationVar(&f.deadInterval, "dead-interval", 0, "how long a neighbour may go unheard (no frame of any kind) before its adjacency is dropped (0: 4s, or 10s with --wan); at least 3× the hello interval, and longer where brokers may be starved of CPU (docs/design.md §3)")
 	fl.StringVar(&f.bloomSchm, "bloom-scheme", def.Encoding.Scheme.String(), "Bloom encoding scheme: cat-v2 keeps ranges, prefixes and substrings selective; cat-v1 (Carzaniga09 §3) is what brokers older than the flag run. Every broker of a mesh must agree: brokers of different schemes refuse to link")
 	fl.IntVar(&f.bloomBits, "bloom-bits", 0, "Bloom filter width M in bits, if not the scheme's (2048 for cat-v2, 512 for cat-v1); every broker of a mesh must agree")
 	fl.IntVar(&f.bloomK, "bloom-hashes", 0, "Bloom hash positions K per category, if not the scheme's (6); every broker of a mesh must agree")
@@ -168,6 +173,30 @@ The broker's identity and neighbours come either from a topology file
 	_ = cmd.MarkFlagFilename("authz-policy", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("topology", "yaml", "yml")
 	return cmd
+}
+
+// timers applies --hello-interval and --dead-interval over the timers of
+// the default or --wan. The dead interval must be at least three hellos:
+// two hellos late (a busy neighbour, a frame of data ahead of them) must
+// not drop an adjacency, whose flap costs the whole mesh a reroute.
+func (f *brokerFlags) timers(ls *linkstate.Config) error {
+	switch {
+	case f.helloInterval < 0:
+		return fmt.Errorf("--hello-interval %v is negative (0: the default)", f.helloInterval)
+	case f.deadInterval < 0:
+		return fmt.Errorf("--dead-interval %v is negative (0: the default)", f.deadInterval)
+	}
+	if f.helloInterval > 0 {
+		ls.HelloInterval = f.helloInterval
+	}
+	if f.deadInterval > 0 {
+		ls.DeadInterval = f.deadInterval
+	}
+	if (f.helloInterval > 0 || f.deadInterval > 0) && ls.DeadInterval < 3*ls.HelloInterval {
+		return fmt.Errorf("dead interval %v is shorter than three hello intervals (%v): set --dead-interval to at least %v or a shorter --hello-interval",
+			ls.DeadInterval, ls.HelloInterval, 3*ls.HelloInterval)
+	}
+	return nil
 }
 
 // config builds the broker's configuration; changed says which flags were
@@ -214,6 +243,9 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	}
 	if f.costRTT {
 		cfg.LinkState.CostMode = linkstate.CostRTT
+	}
+	if err := f.timers(&cfg.LinkState); err != nil {
+		return cfg, sc, err
 	}
 	scheme, err := encoding.ParseScheme(f.bloomSchm)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/topology"
 )
 
@@ -115,12 +116,44 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--metrics-tls-cert", "m.pem"}, "--metrics-tls-cert and --metrics-tls-key go together"},
 		{[]string{"--name", "b0", "--metrics-tls-client-ca", "ca.pem"}, "--metrics-tls-client-ca needs --metrics-tls-cert"},
 		{[]string{"--name", "b0", "--authz-policy", "/nonexistent.yaml"}, "authorization policy: open /nonexistent.yaml"},
+		{[]string{"--name", "b0", "--hello-interval", "2s"}, "dead interval 4s is shorter than three hello intervals (2s)"},
+		{[]string{"--name", "b0", "--dead-interval", "2s"}, "set --dead-interval to at least 3s"},
+		{[]string{"--name", "b0", "--hello-interval", "-1s"}, "--hello-interval -1s is negative"},
+		{[]string{"--name", "b0", "--dead-interval", "-1s"}, "--dead-interval -1s is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, _, err := brokerConfig(t, tt.args...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// TestBrokerTimerFlags: --hello-interval and --dead-interval set the
+// link-state timers over the default's or --wan's, and leave the cost mode
+// as it was (--wan alone turns on RTT costs).
+func TestBrokerTimerFlags(t *testing.T) {
+	tests := []struct {
+		args        []string
+		hello, dead time.Duration
+		cost        linkstate.CostMode
+	}{
+		{nil, time.Second, 4 * time.Second, linkstate.CostWeight},
+		{[]string{"--dead-interval", "10s"}, time.Second, 10 * time.Second, linkstate.CostWeight},
+		{[]string{"--hello-interval", "2s", "--dead-interval", "10s"}, 2 * time.Second, 10 * time.Second, linkstate.CostWeight},
+		{[]string{"--hello-interval", "500ms"}, 500 * time.Millisecond, 4 * time.Second, linkstate.CostWeight},
+		{[]string{"--wan"}, 2 * time.Second, 10 * time.Second, linkstate.CostRTT},
+		{[]string{"--wan", "--dead-interval", "20s"}, 2 * time.Second, 20 * time.Second, linkstate.CostRTT},
+		{[]string{"--hello-interval", "1s", "--dead-interval", "3s"}, time.Second, 3 * time.Second, linkstate.CostWeight},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, _, err := brokerConfig(t, append([]string{"--name", "b0"}, tt.args...)...)
+			require.NoError(t, err)
+			assert.Equal(t, tt.hello, cfg.LinkState.HelloInterval)
+			assert.Equal(t, tt.dead, cfg.LinkState.DeadInterval)
+			assert.Equal(t, tt.cost, cfg.LinkState.CostMode)
 		})
 	}
 }

@@ -220,9 +220,11 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 	// filter) pair, and count the routers of each. The map is keyed by a
 	// hash, with a chain through same-hash filters: a map keyed by the
 	// 256-byte Blooms themselves would store every key on the heap.
+	// The slices are sized for the worst case, every filter distinct, so
+	// that they are allocated once rather than grown by doubling.
 	index := make(map[uint64]int32, pairs)
-	var distinct []*Bloom // into s.filters, which no one modifies
-	var count, sameHash []int32
+	distinct := make([]*Bloom, 0, pairs) // into s.filters, which no one modifies
+	count, sameHash := make([]int32, 0, pairs), make([]int32, 0, pairs)
 	pairDistinct := make([]int32, 0, pairs)
 	for slot := range ids {
 		for j := range s.filters[slot] {
@@ -268,7 +270,8 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 	owners := func(d int32) []uint32 { return ownerIDs[ownerStart[d]:ownerStart[d+1]] }
 
 	hotMin := int32(max(hotMinRouters, nWords))
-	var hot, cold []int32
+	var hot []int32
+	cold := make([]int32, 0, len(distinct))
 	for d, b := range distinct {
 		switch {
 		case b.IsZero():
@@ -294,6 +297,7 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 
 	entryOf := s.buildColdIndex(distinct, cold, owners)
 	s.coldStart = make([]uint32, len(ids)+1)
+	s.coldOf = make([]uint32, 0, pairs)
 	i = 0
 	for slot := range ids {
 		for range s.filters[slot] {
@@ -328,7 +332,13 @@ func (s *Snapshot) buildColdIndex(distinct []*Bloom, cold []int32, owners func(i
 	// for cold[i], ascending here and in entry order after keyOrder.
 	freq := make([]int32, s.m)
 	ordStart := make([]uint32, len(cold)+1)
-	var ordered []uint16
+	total, pairs := 0, 0
+	for _, d := range cold {
+		total += distinct[d].PopCount()
+		pairs += len(owners(d))
+	}
+	ordered := make([]uint16, 0, total)
+	s.routers = make([]uint32, 0, pairs)
 	for i, d := range cold {
 		ordered = distinct[d].appendPositions16(ordered)
 		ordStart[i+1] = uint32(len(ordered))

@@ -50,9 +50,10 @@ type Config struct {
 	// both keep adjacencies alive and sample the RTT, so it bounds how fast
 	// a dead neighbour or a delay change is noticed.
 	HelloInterval time.Duration
-	// DeadInterval is how long a neighbour may stay silent before its
-	// adjacency is dropped. It must be at least twice HelloInterval so that
-	// one lost hello never tears down a link.
+	// DeadInterval is how long a neighbour may stay silent — no hello, and
+	// no frame of any kind reported by Alive — before its adjacency is
+	// dropped. It must be at least twice HelloInterval so that one lost
+	// hello never tears down a link.
 	DeadInterval time.Duration
 	// RefreshInterval is how often the router re-originates its LSA and
 	// predicate advertisement even when nothing changed, so that entries

@@ -321,3 +321,82 @@ func TestHelloErrors(t *testing.T) {
 	require.ErrorContains(t, a.LinkUp(1, 1, 0), "cannot link to itself")
 	require.ErrorContains(t, a.LinkUp(3, 0, 0), "weight 0")
 }
+
+func TestAliveKeepsAdjacency(t *testing.T) {
+	// docs/design.md §3: any frame from the neighbour (Alive) proves it
+	// alive while its hellos are late, for up to helloSilence dead
+	// intervals after the last hello; it never brings an adjacency up.
+	dead := DefaultConfig(1, "").DeadInterval
+	tests := []struct {
+		name string
+		// frames arrive without a hello; each is reported at the first
+		// tick at or after its seen time, stamped with its arrival at.
+		frames []frame
+		// downAt is when a declares b dead (0: not before the end).
+		downAt time.Duration
+	}{
+		{"no frames: dead interval", nil, dead},
+		{"frames until 2 s: dead 4 s later", []frame{{time.Second, time.Second}, {2 * time.Second, 2 * time.Second}}, 2*time.Second + dead},
+		{"a stale stamp reported last counts as its arrival", []frame{{3 * time.Second, 3 * time.Second}, {3500 * ms, time.Second}}, 3*time.Second + dead},
+		{"a stamp reported late keeps it alive from its arrival", []frame{{3900 * ms, 3500 * ms}}, 3500*ms + dead},
+		{"frames every 500 ms: dead at the hello silence", every(500*ms, helloSilence*dead+time.Second), helloSilence * dead},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := newNode(t, 1), newNode(t, 2)
+			m := newMesh(t, a, b)
+			m.link(1, 2, 1, 0)
+			require.Equal(t, StateFull, state(a, 2))
+			drain(a)
+			var downAt time.Duration
+			for now := 50 * ms; now <= helloSilence*dead+2*time.Second && downAt == 0; now += 50 * ms {
+				for _, f := range tt.frames {
+					if f.seen <= now && f.seen > now-50*ms {
+						a.Alive(2, f.at)
+					}
+				}
+				a.Tick(now)
+				if down := events(drain(a), EventAdjacencyDown); len(down) > 0 {
+					require.Len(t, down, 1)
+					assert.Equal(t, DownDead, down[0].Reason)
+					downAt = now
+				}
+			}
+			if tt.downAt == 0 {
+				assert.Zero(t, downAt, "adjacency dropped")
+				return
+			}
+			assert.Equal(t, tt.downAt, downAt)
+		})
+	}
+
+	t.Run("frames do not revive a dead adjacency", func(t *testing.T) {
+		a, b := newNode(t, 1), newNode(t, 2)
+		m := newMesh(t, a, b)
+		m.link(1, 2, 1, 0)
+		a.Tick(dead)
+		require.Equal(t, StateDown, state(a, 2))
+		a.Alive(2, dead+100*ms)
+		a.Alive(9, dead+100*ms) // no such neighbour: ignored
+		a.Tick(dead + 200*ms)
+		assert.Equal(t, StateDown, state(a, 2))
+		h := only[*Hello](to(drain(a), 2))
+		for _, x := range h {
+			assert.False(t, x.Heard, "a frame is not a hello: b has not heard a")
+		}
+	})
+}
+
+// frame is a frame without a hello that arrived at at and was handed to
+// the protocol at seen.
+type frame struct{ seen, at time.Duration }
+
+// every lists frames arriving at the multiples of step in (0, until], each
+// handed over at once.
+func every(step, until time.Duration) []frame {
+	var out []frame
+	for t := step; t <= until; t += step {
+		out = append(out, frame{t, t})
+	}
+	return out
+}

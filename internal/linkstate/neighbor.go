@@ -45,7 +45,12 @@ type neighbor struct {
 	cost   uint32 // what the own LSA advertises for this link
 
 	nextHello time.Duration
+	// lastHeard is when the neighbour last showed it is alive: a hello,
+	// or a frame of any kind on the link (Alive). lastHello is when its
+	// last hello arrived, which bounds how long frames alone keep the
+	// adjacency (helloSilence).
 	lastHeard time.Duration
+	lastHello time.Duration
 	// theirSentAt and theirRecvAt describe the last hello received, which
 	// the next hello echoes once (echoPending) so each hello yields one
 	// RTT sample.
@@ -91,7 +96,8 @@ type NeighborInfo struct {
 	Samples int
 	// Budget is the link's delay budget (SetDelayBudget); 0: none.
 	Budget time.Duration
-	// LastHeard is when the last hello arrived, on the node's clock.
+	// LastHeard is when the neighbour last showed it is alive, by a hello
+	// or any frame (Node.Alive), on the node's clock.
 	LastHeard time.Duration
 }
 
@@ -138,7 +144,7 @@ func (n *Node) stepHello(nb *neighbor, h *Hello) error {
 	}
 	nb.badVersion = false
 	nb.name = h.Name
-	nb.lastHeard = n.now
+	nb.lastHeard, nb.lastHello = n.now, n.now
 	nb.theirSentAt, nb.theirRecvAt, nb.echoPending = h.SentAt, n.now, true
 	if h.Echoed {
 		// The sample is on our clock alone: we sent at Echo, the peer held

@@ -157,7 +157,7 @@ func (n *Node) Tick(now time.Duration) {
 	n.clock(now)
 	for _, id := range n.nbrIDs {
 		nb := n.nbrs[id]
-		if nb.state != StateDown && n.now-nb.lastHeard >= n.cfg.DeadInterval {
+		if nb.state != StateDown && (n.now-nb.lastHeard >= n.cfg.DeadInterval || n.now-nb.lastHello >= helloSilence*n.cfg.DeadInterval) {
 			n.neighborDead(nb)
 		}
 		if n.now >= nb.nextHello {
@@ -175,6 +175,27 @@ func (n *Node) Tick(now time.Duration) {
 		n.expire()
 	}
 	n.flush()
+}
+
+// helloSilence is how many dead intervals frames alone (Alive) keep an
+// adjacency up without a hello: a neighbour whose routing has stopped while
+// its links still carry data is dead to routing, however busy.
+const helloSilence = 3
+
+// Alive tells the protocol that a frame of any kind arrived from the
+// neighbour peer at time at, which need not be the latest time seen. It
+// keeps an adjacency that is not down from dying while the neighbour's
+// hellos are late — queued behind other frames, or behind the driver's own
+// backlog — for up to helloSilence dead intervals since the last hello
+// (docs/design.md §3). It never brings an adjacency up: that takes hellos
+// both ways. Unknown peers and stopped nodes are ignored.
+func (n *Node) Alive(peer uint32, at time.Duration) {
+	nb := n.nbrs[peer]
+	if n.stopped || nb == nil || nb.state == StateDown {
+		return
+	}
+	n.clock(at)
+	nb.lastHeard = max(nb.lastHeard, min(at, n.now))
 }
 
 // Step processes a message received from the neighbour from. It returns

@@ -106,6 +106,7 @@ type Link struct {
 	parsed     wire.ParsedFrame // the reader's, reused
 	sending    atomic.Int64     // when the writer's current send began (Backpressure.Now); 0: not sending
 	oneWay     atomic.Int64     // estimated one-way delay to the neighbour, ns (SetOneWay)
+	received   atomic.Int64     // when the last frame arrived (Backpressure.Now); 0: none yet
 
 	// Finish and the neighbour's finished frame (Frame.finished).
 	finishing    atomic.Bool
@@ -250,6 +251,12 @@ func (l *Link) waitRoom(b []byte, u Urgency, room <-chan struct{}) bool {
 // SetOneWay sets the estimated one-way delay to the neighbour (half the
 // smoothed RTT), which budgets set as bundles leave are reduced by.
 func (l *Link) SetOneWay(d time.Duration) { l.oneWay.Store(int64(d)) }
+
+// LastReceived is when the last frame from the neighbour arrived, on the
+// link's clock (Now); 0 before the first. Any frame proves the neighbour
+// alive, even while its hellos wait behind data or behind the handler:
+// the routing protocol takes it as such (linkstate.Node.Alive).
+func (l *Link) LastReceived() int64 { return l.received.Load() }
 
 // Now reads the link's clock (Backpressure.Now), the clock of Urgency.
 func (l *Link) Now() int64 { return l.cfg.Backpressure.Now() }
@@ -445,6 +452,7 @@ func (l *Link) readLoop() {
 // must end; the reader goroutine closes it. Drivers that move frames
 // themselves call it in the order frames were taken.
 func (l *Link) Deliver(frame []byte) error {
+	l.received.Store(l.cfg.Backpressure.Now())
 	l.readerMu.Lock()
 	defer l.readerMu.Unlock()
 	inc(l.cfg.Metrics.RecvBytes, len(frame))

@@ -9,7 +9,8 @@
 // to it are lost, it restarts with a new epoch and an empty database), a
 // graceful stop (the drain of docs/design.md §10, clients moving
 // make-before-break), a cut link, a partition (streams stall and deliver after
-// it, adjacencies die by the dead interval), extra delay. Clients are modelled
+// it, adjacencies die by the dead interval), extra delay, a broker whose
+// control plane falls behind its links (SlowControl). Clients are modelled
 // too: subscribers that fail over to another broker when theirs dies and
 // move before theirs drains, keeping the client-side duplicate filter of
 // the Go client; publishers that move when their broker drains or dies.

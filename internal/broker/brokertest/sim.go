@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +107,9 @@ type simNode struct {
 	state nodeState
 	// drainAt is when the current drain phase ends.
 	drainStart, phaseEnd time.Duration
+	// controlDelay holds back the control messages the node receives
+	// (SlowControl); controlAt is when the last one held back reaches it.
+	controlDelay, controlAt time.Duration
 }
 
 // alive says whether the node runs (it may be draining).
@@ -321,7 +325,19 @@ func (s *Sim) connect(l *simLink) {
 			if n.inc != inc {
 				return errors.New("broker is down")
 			}
-			if len(control) > 0 {
+			if len(control) > 0 && (n.controlDelay > 0 || n.controlAt > s.now) {
+				// Behind: in order, after those already held back.
+				cs, gen := slices.Clone(control), l.gen
+				n.controlAt = max(s.now+n.controlDelay, n.controlAt)
+				s.at(n.controlAt, func() {
+					if n.inc != inc || l.gen != gen {
+						return
+					}
+					if err := node.Control(tl, cs); err != nil {
+						s.disconnect(l, err)
+					}
+				})
+			} else if len(control) > 0 {
 				if err := node.Control(tl, control); err != nil {
 					return err
 				}
@@ -561,6 +577,17 @@ func (s *Sim) SetExtraDelay(a, b uint32, d time.Duration) {
 	if l := s.link(a, b); l != nil {
 		l.extra = d
 	}
+}
+
+// SlowControl makes router id's control plane fall behind by d (0: catch
+// up): the control messages of each frame it receives — hellos, LSAs,
+// database exchange — reach its Node d after the frame, in order, while the
+// frame's bundles are forwarded at once and its timers keep ticking. It is
+// a production broker short of CPU, whose link readers keep reading and
+// forwarding while the control messages they hand over wait in its core's
+// queue.
+func (s *Sim) SlowControl(id uint32, d time.Duration) {
+	s.nodes[s.index[id]].controlDelay = d
 }
 
 // Partition splits the routers into groups that cannot talk: streams stay

@@ -1,0 +1,77 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dripmesh/drip/internal/encoding"
+)
+
+// creepingClock advances by step at every reading, as a clock does while
+// a slow computation runs between two readings.
+type creepingClock struct {
+	*clocktesting.FakeClock // for the timers, which the node does not use
+	t                       time.Time
+	step                    time.Duration
+}
+
+func (c *creepingClock) Now() time.Time                  { c.t = c.t.Add(c.step); return c.t }
+func (c *creepingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestRebuildPacing: while advertisements keep changing, PREDICATES
+// rebuilds come no closer than PredicateRebuildInterval, nor than ten times
+// as long as the last one took on the node's clock; a change is still
+// rebuilt in the end.
+func TestRebuildPacing(t *testing.T) {
+	tests := []struct {
+		name string
+		// step is how far the clock moves at each reading, a rebuild's
+		// duration among them.
+		step           time.Duration
+		minGap, maxGap time.Duration
+	}{
+		{"instant rebuilds: the interval", 0, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"30 ms rebuilds: ten times that", 30 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &creepingClock{FakeClock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), t: time.Unix(1e9, 0)}
+			n, err := NewNode(DefaultConfig(1, "b1"), WithClock(clk))
+			require.NoError(t, err)
+			clk.step = tt.step
+			var builds []time.Time
+			last := n.preds.Load()
+			for range 200 {
+				clk.t = clk.t.Add(10 * time.Millisecond)
+				// An advertisement arrives every 10 ms.
+				n.table.Set(2, []encoding.Bloom{{}})
+				n.predsDirty = true
+				at := clk.t
+				n.flush()
+				if p := n.preds.Load(); p != last {
+					last = p
+					builds = append(builds, at)
+				}
+			}
+			require.Greater(t, len(builds), 3)
+			gapMin, gapMax := time.Hour, time.Duration(0)
+			for i := 1; i < len(builds); i++ {
+				gap := builds[i].Sub(builds[i-1])
+				gapMin, gapMax = min(gapMin, gap), max(gapMax, gap)
+			}
+			assert.GreaterOrEqual(t, gapMin, tt.minGap)
+			assert.LessOrEqual(t, gapMax, tt.maxGap)
+
+			// The changes stop: the last one is rebuilt once the wait is over.
+			for range 50 {
+				clk.t = clk.t.Add(10 * time.Millisecond)
+				n.flush()
+			}
+			assert.False(t, n.AdvertisementPending(), "a change was never rebuilt")
+		})
+	}
+}
