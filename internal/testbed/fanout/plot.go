@@ -16,7 +16,9 @@ func Plot(path string, labels []string, runs []*Result) error {
 	p.Title.Text = "Broker RSS under a 2,000-subscriber fan-out"
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = "MiB"
-	cols := []color.Color{color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}}
+	cols := []color.Color{color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+		color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}}
+	budgets := map[int]bool{} // each budget is drawn once
 	for i, r := range runs {
 		pts := make(plotter.XYs, len(r.Samples))
 		for k, s := range r.Samples {
@@ -29,7 +31,8 @@ func Plot(path string, labels []string, runs []*Result) error {
 		l.Color, l.Width = cols[i%len(cols)], vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(labels[i], l)
-		if b := r.Config.Budget; b > 0 && len(r.Samples) > 0 {
+		if b := r.Config.Budget; b > 0 && len(r.Samples) > 0 && !budgets[b] {
+			budgets[b] = true
 			last := r.Samples[len(r.Samples)-1].T
 			bl, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(b) / (1 << 20)}, {X: last, Y: float64(b) / (1 << 20)}})
 			if err != nil {
