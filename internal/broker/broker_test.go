@@ -343,7 +343,10 @@ func TestForgedWithdrawalDoesNotStrandALink(t *testing.T) {
 // does not read is shed to the budget and told so, while a fast one
 // receives everything, and the broker's queues stay within the budget.
 func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
-	const budget = 1 << 20
+	// The queues get 1 MiB, less the three streams' charge (160 KiB): room
+	// for the fast subscriber's batches beside what gRPC holds for the
+	// slow one, which cannot be shed.
+	const budget = 2 << 20
 	m := startMesh(t, 1, nil, func(c *broker.Config) {
 		c.MemoryBudget = budget
 		c.SubscriberQueue, c.SubscriberQueueBytes = 1<<20, 64<<20
@@ -359,7 +362,7 @@ func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
 	_, err = slow.Recv()
 	require.NoError(t, err)
 
-	const total = 400 // 16 KiB each: 6 MiB, six budgets
+	const total = 400 // 16 KiB each: 6 MiB, six times what the queues may hold
 	msgs := make([]content.Message, total)
 	for k := range msgs {
 		msgs[k] = content.MessageFrom(map[string]content.Value{"n": content.Int(int64(k)), "pad": content.String(string(make([]byte, 16<<10)))})
