@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bits-and-blooms/bitset"
+	"go.uber.org/zap"
 
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
@@ -121,7 +122,9 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 		}
 		size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
 		if p == nil {
-			l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
+			if !l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw)) {
+				f.logRefused(l, fw, h)
+			}
 			continue
 		}
 		deadline, two := p.bundleDeadline(fw.Bundle.Dest)
@@ -149,13 +152,37 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 		if path == wire.PathSecond {
 			n.m.secondPathBytes.Add(float64(len(b)))
 		}
+		var ok bool
 		if q.Deadline != 0 {
 			n.m.deadlineBundles.Inc()
-			l.PushUrgent(b, u)
+			ok = l.PushUrgent(b, u)
 		} else {
-			l.PushBundle(b)
+			ok = l.PushBundle(b)
+		}
+		if !ok {
+			f.logRefused(l, fw, h)
 		}
 	}
+}
+
+// logRefused logs a few bundles their link refused (the link counts them),
+// with the message's stamp and whether this broker had finished the link
+// to a neighbour that withdrew, so that a delivery lost around a drain can
+// be traced to the bundle that carried it (docs/results/churn.md).
+func (f *Forwarder) logRefused(l Link, fw drp.Forward, h bundleHeader) {
+	f.n.refusedLog.Do(func() {
+		finishing := false
+		if fl, ok := l.(finisher); ok {
+			finishing = fl.Finishing()
+		}
+		var dests []uint32
+		for r, ok := fw.Bundle.Dest.NextSet(0); ok && len(dests) < 64; r, ok = fw.Bundle.Dest.NextSet(r + 1) {
+			dests = append(dests, uint32(r))
+		}
+		f.n.log.Info("bundle refused by its link", zap.String("peer", l.Name()), zap.Bool("finishing", finishing),
+			zap.Uint32s("routers", dests), zap.Uint32("ingress", h.stamp.Origin), zap.Uint64("epoch", h.stamp.Epoch),
+			zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops), zap.Duration("since_start", f.n.clock.Since(f.n.start)))
+	})
 }
 
 // linkDelay is the one-way delay the link to the neighbour advertises

@@ -102,6 +102,8 @@ type Node struct {
 	// noRouteLog lets the data plane log a few destinations it dropped
 	// for want of a route, not every one.
 	noRouteLog *rate.Sometimes
+	// refusedLog does the same for bundles a link refused (Forwarder.logRefused).
+	refusedLog *rate.Sometimes
 	// Per router, its QoS classes (docs/design.md §11), and whether the
 	// data plane's qos.Table is behind them.
 	classes      map[uint32][]linkstate.QoSClass
@@ -174,6 +176,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		matchAll:         map[uint32]int{},
 		matchAllLimiters: map[uint32]*rate.Limiter{},
 		noRouteLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		refusedLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		classes:          map[uint32][]linkstate.QoSClass{},
 		dups:             dups,
 		drain:            make(chan struct{}),

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bits-and-blooms/bitset"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,7 +13,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/transport"
 )
 
 // stubLink is a Link that only has a name.
@@ -45,4 +50,44 @@ func TestRefusedAdvertisementsAreLoggedOncePerLinkAndReason(t *testing.T) {
 	assert.Equal(t, 4, logs.Len(), "a minute later: logged again")
 	assert.Equal(t, 102.0, testutil.ToFloat64(n.AdvertisementsRefused(linkstate.RefusedIdentity)))
 	assert.Equal(t, "identity", logs.All()[0].ContextMap()["reason"])
+}
+
+// refusingLink refuses every bundle, as a link this broker has finished
+// does.
+type refusingLink struct {
+	stubLink
+	pushes int
+}
+
+func (l *refusingLink) PushControl(*dripv1.Control)               {}
+func (l *refusingLink) PushBundle([]byte) bool                    { l.pushes++; return false }
+func (l *refusingLink) PushUrgent([]byte, transport.Urgency) bool { l.pushes++; return false }
+func (l *refusingLink) Now() int64                                { return 0 }
+func (l *refusingLink) SetOneWay(time.Duration)                   {}
+func (l *refusingLink) Finish()                                   {}
+func (l *refusingLink) Finishing() bool                           { return true }
+func (l *refusingLink) Close(error)                               {}
+
+// TestRefusedBundlesAreLoggedWithTheirStamp: a bundle its link refuses is
+// counted by the link and, a few times, logged with the message's stamp,
+// its destinations and whether the link was finishing, so that a loss
+// around a drain can be traced (docs/results/churn.md).
+func TestRefusedBundlesAreLoggedWithTheirStamp(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	l := &refusingLink{stubLink: stubLink{id: 2}}
+	n.LinkUp(l, 1)
+	f := n.NewForwarder()
+	for seq := range uint64(20) {
+		d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
+		f.send(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: seq + 1}})
+	}
+	assert.Equal(t, 20, l.pushes)
+	refused := logs.FilterMessage("bundle refused by its link").All()
+	require.Len(t, refused, 5, "the first five, then one per interval")
+	fields := refused[0].ContextMap()
+	assert.Equal(t, uint64(1), fields["seq"])
+	assert.Equal(t, true, fields["finishing"])
+	assert.Equal(t, []any{uint32(3), uint32(5)}, fields["routers"])
 }

@@ -212,10 +212,10 @@ func TestMesh(t *testing.T) {
 			for _, l := range missLines(rep) {
 				t.Logf("undelivered: %s", l)
 			}
-			if rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 {
+			if rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 || rr.Drops["drip_link_dropped_bundles_total{link_down}"] > 0 {
 				for i := range m.Brokers {
 					if l := c.noRouteLog(ctx, ns, brokerName(i)); l != "" {
-						t.Logf("%s, no route and joining:\n%s", brokerName(i), l)
+						t.Logf("%s, no route, refused bundles and joining:\n%s", brokerName(i), l)
 					}
 				}
 			}
