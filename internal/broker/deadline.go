@@ -113,11 +113,20 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 		return
 	}
 	links := *n.links.Load()
+	refused := f.refused[:0]
 	for _, fw := range d.Forwards {
 		l := links[fw.Next]
 		if l == nil {
 			// The routing snapshot is ahead of or behind the links.
 			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(fw.Bundle.Dest.Count()))
+			continue
+		}
+		if fl, ok := l.(finisher); ok && fl.Finishing() && !f.rerouting && path != wire.PathSecond {
+			// Decided on routes loaded before the core finished this
+			// link: its neighbour withdrew, and the routes published
+			// before the link was finished lead around it.
+			fw.Bundle.Dest = fw.Bundle.Dest.Clone() // the decision's sets are scratch
+			refused = append(refused, fw)
 			continue
 		}
 		size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
@@ -162,6 +171,30 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 		if !ok {
 			f.logRefused(l, fw, h)
 		}
+	}
+	f.refused = refused[:0]
+	if len(refused) > 0 {
+		f.reroute(refused, p, path, raw, h)
+	}
+}
+
+// reroute decides bundles again on the current routes that were decided
+// for links this broker has finished. The data plane forwards with the
+// routing snapshot it loaded when a message arrived; the core publishes new
+// routes and then finishes the links to neighbours that withdrew, so a
+// bundle decided in between would be refused by its link and lost, though
+// the routes now lead around the neighbour. Decided again once: what the
+// new decision sends to a finishing link, or cannot route, is counted as
+// any drop is.
+func (f *Forwarder) reroute(refused []drp.Forward, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
+	routes := f.n.routes.Load()
+	f.rerouting = true
+	defer func() { f.rerouting = false }()
+	for _, fw := range refused {
+		// Transit passes on one hop less than it is given: the bundle
+		// has not left this broker.
+		d := f.fwd.Transit(routes, f.n.cfg.ID, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest, HopsLeft: fw.Bundle.HopsLeft + 1})
+		f.sendQoS(d, routes, p, path, raw, h)
 	}
 }
 

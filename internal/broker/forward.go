@@ -28,6 +28,11 @@ type Forwarder struct {
 	targets []*Subscription
 	qos     qosPlan // scratch for messages with deadlines or two paths
 	count   uint64  // messages handled, for sampling the latency histograms
+	// refused collects the bundles decided for links this broker has
+	// finished, and rerouting says they are being decided again
+	// (Forwarder.reroute).
+	refused   []drp.Forward
+	rerouting bool
 }
 
 // sampleEvery is how often the match-latency histograms are observed: a

@@ -52,11 +52,12 @@ func TestRefusedAdvertisementsAreLoggedOncePerLinkAndReason(t *testing.T) {
 	assert.Equal(t, "identity", logs.All()[0].ContextMap()["reason"])
 }
 
-// refusingLink refuses every bundle, as a link this broker has finished
-// does.
+// refusingLink refuses every bundle, as a full link that may wait no
+// longer does, or one this broker has finished.
 type refusingLink struct {
 	stubLink
-	pushes int
+	finishing bool
+	pushes    int
 }
 
 func (l *refusingLink) PushControl(*dripv1.Control)               {}
@@ -65,7 +66,7 @@ func (l *refusingLink) PushUrgent([]byte, transport.Urgency) bool { l.pushes++; 
 func (l *refusingLink) Now() int64                                { return 0 }
 func (l *refusingLink) SetOneWay(time.Duration)                   {}
 func (l *refusingLink) Finish()                                   {}
-func (l *refusingLink) Finishing() bool                           { return true }
+func (l *refusingLink) Finishing() bool                           { return l.finishing }
 func (l *refusingLink) Close(error)                               {}
 
 // TestRefusedBundlesAreLoggedWithTheirStamp: a bundle its link refuses is
@@ -88,6 +89,25 @@ func TestRefusedBundlesAreLoggedWithTheirStamp(t *testing.T) {
 	require.Len(t, refused, 5, "the first five, then one per interval")
 	fields := refused[0].ContextMap()
 	assert.Equal(t, uint64(1), fields["seq"])
-	assert.Equal(t, true, fields["finishing"])
+	assert.Equal(t, false, fields["finishing"])
 	assert.Equal(t, []any{uint32(3), uint32(5)}, fields["routers"])
+}
+
+// TestBundleForAFinishedLinkIsDecidedAgain: a bundle decided for a link
+// this broker has finished (its neighbour withdrew; the routes published
+// before lead around it) is not pushed there but decided again on the
+// current routes — here there are none, so its destinations are counted
+// as unroutable instead of lost on the link.
+func TestBundleForAFinishedLinkIsDecidedAgain(t *testing.T) {
+	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
+	require.NoError(t, err)
+	l := &refusingLink{stubLink: stubLink{id: 2}, finishing: true}
+	n.LinkUp(l, 1)
+	f := n.NewForwarder()
+	d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
+	f.send(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	assert.Zero(t, l.pushes, "nothing pushed to the finished link")
+	assert.Equal(t, 2.0, testutil.ToFloat64(n.m.routeDropped.WithLabelValues(drp.DropNoRoute.String())),
+		"both destinations decided again, and counted")
+	assert.False(t, f.rerouting)
 }
