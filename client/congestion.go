@@ -2,7 +2,9 @@ package client
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,6 +253,11 @@ func (p *Publisher) publishControlled(m Message) error {
 			return nil
 		case congestion.Held:
 			cc.next++
+			// Publish copies a message it sends at once (enqueue), so
+			// callers reuse their buffers; one held for later must not
+			// alias them either.
+			m.Payload = slices.Clone(m.Payload)
+			m.Attrs = maps.Clone(m.Attrs)
 			cc.held[id] = m
 			p.sent++
 			cc.poke()

@@ -187,3 +187,40 @@ func TestHeldMessageIsChecked(t *testing.T) {
 	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 2}}))
 	assert.Equal(t, uint64(1), p.Congestion().Held)
 }
+
+// TestHeldMessageIsCopied: Publish copies a message it sends at once, so
+// callers reuse their payload buffers and attribute maps; a message that
+// congestion control holds must not alias them, or it leaves later with
+// what the caller wrote since (the lab's publishers reuse one buffer, and
+// their held messages arrived as copies of later ones).
+func TestHeldMessageIsCopied(t *testing.T) {
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, "a >= 0")
+	require.NoError(t, err)
+	p, err := c.NewPublisher(ctx)
+	require.NoError(t, err)
+	defer p.Close()
+	now := time.Now()
+	p.mu.Lock()
+	p.cc.asked = now
+	flow := wire.CongestionParams.EncodeMessage(content.Message{}) // matches every message
+	require.NoError(t, p.cc.core.Feedback(congestion.Feedback{Subscriber: 9, SentAt: now, Requests: []congestion.Request{{Filter: 1, Bloom: flow, Quota: 1}}}, now))
+	p.mu.Unlock()
+	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}, Payload: []byte("first")}), "the bucket's first token")
+	payload, attrs := []byte("second"), Attrs{"a": 2}
+	require.NoError(t, p.Publish(Message{Attrs: attrs, Payload: payload}))
+	require.Equal(t, uint64(1), p.Congestion().Held, "the second waits for a token")
+	copy(payload, "reused")
+	attrs["a"] = 3
+	for _, want := range []struct {
+		payload string
+		a       int64
+	}{{"first", 1}, {"second", 2}} {
+		d, err := sub.Next(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, want.payload, string(d.Payload))
+		assert.Equal(t, want.a, d.Attrs["a"])
+	}
+}
