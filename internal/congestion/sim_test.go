@@ -99,10 +99,18 @@ type scenario struct {
 	subscriberClock time.Duration
 	// sample, if set, is called once per second of virtual time.
 	sample func(t time.Duration, s *Subscriber)
+	// filter, if set, is the subscriber's filter instead of bits(1), and
+	// other the Bloom filter of the messages it does not take instead of
+	// bits(3, 4): a coarse flow's test makes other match the flow.
+	filter *Filter
+	other  encoding.Bloom
+	// lateFrom is when lateDelivered starts counting.
+	lateFrom time.Duration
 }
 
 type outcome struct {
 	offered, sent, delivered, dropped int
+	lateDelivered                     int // from lateFrom on
 	pub                               *Publisher
 	sub                               *Subscriber
 }
@@ -118,7 +126,14 @@ func (sc scenario) run() outcome {
 		panic(err)
 	}
 	relevant, other := bits(1, 2), bits(3, 4)
-	sub.SetFilters([]Filter{{ID: 1, Bloom: bits(1)}})
+	if !sc.other.IsZero() {
+		other = sc.other
+	}
+	filter := Filter{ID: 1, Bloom: bits(1)}
+	if sc.filter != nil {
+		filter = *sc.filter
+	}
+	sub.SetFilters([]Filter{filter})
 	var out outcome
 	out.pub, out.sub = pub, sub
 	var toSub pipe[delivery]
@@ -182,6 +197,9 @@ func (sc scenario) run() outcome {
 				break
 			}
 			out.delivered++
+			if t >= sc.lateFrom {
+				out.lateDelivered++
+			}
 			sub.Receive(&d.h, d.m, subNow)
 		}
 		fbs, echoes := sub.Tick(subNow)
