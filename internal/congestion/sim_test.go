@@ -2,6 +2,7 @@ package congestion
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/dripmesh/drip/internal/encoding"
@@ -106,6 +107,10 @@ type scenario struct {
 	other  encoding.Bloom
 	// lateFrom is when lateDelivered starts counting.
 	lateFrom time.Duration
+	// split, when above 1, gives the subscriber that many filters, each
+	// taking an equal part of its messages (bits(1, 2, 10+j) for filter
+	// bits(1, 10+j)), instead of one.
+	split int
 }
 
 type outcome struct {
@@ -133,7 +138,17 @@ func (sc scenario) run() outcome {
 	if sc.filter != nil {
 		filter = *sc.filter
 	}
-	sub.SetFilters([]Filter{filter})
+	filters := []Filter{filter}
+	var parts []encoding.Bloom // the relevant messages, by filter
+	if sc.split > 1 {
+		filters = nil
+		for j := range sc.split {
+			filters = append(filters, Filter{ID: uint32(j + 1), Bloom: bits(1, 10+j)})
+			parts = append(parts, bits(1, 2, 10+j))
+		}
+	}
+	sub.SetFilters(filters)
+	isRelevant := func(m encoding.Bloom) bool { return m == relevant || slices.Contains(parts, m) }
 	var out outcome
 	out.pub, out.sub = pub, sub
 	var toSub pipe[delivery]
@@ -145,7 +160,7 @@ func (sc scenario) run() outcome {
 	credit := 0.0
 	forward := func(h Header, m encoding.Bloom, now time.Time) {
 		out.sent++
-		if m != relevant {
+		if !isRelevant(m) {
 			return
 		}
 		if at, ok := sc.link.send(now); ok {
@@ -160,6 +175,9 @@ func (sc scenario) run() outcome {
 			m := other
 			if rng.Float64() < sc.rho {
 				m = relevant
+				if len(parts) > 0 {
+					m = parts[rng.IntN(len(parts))]
+				}
 			}
 			out.offered++
 			pending = append(pending, m)
