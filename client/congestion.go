@@ -3,6 +3,7 @@ package client
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -330,7 +332,7 @@ func (cc *subCC) setPredicate(text string) {
 		// cat-v2 encodes a range or substring as a disjunction of Blooms:
 		// the subscriber matches by them, the publisher limits what all
 		// of them share.
-		alts := wire.CongestionParams.AppendFilter(nil, f)
+		alts := congestionAlternatives(f)
 		b := alts[0]
 		for _, a := range alts[1:] {
 			b = b.And(a)
@@ -341,6 +343,92 @@ func (cc *subCC) setPredicate(text string) {
 		}
 	}
 	cc.core.SetFilters(fs)
+}
+
+// congestionAlternatives is the Bloom filters a filter is told by: its
+// cat-v2 encoding, or, for a range of at most maxAlternatives integers,
+// one equality per value. cat-v2 covers a range with a few coarse nodes
+// (`k >= 0 && k < 20` by nodes that every k in [0, 100) matches), which
+// brokers' routing tolerates but congestion control cannot: the
+// subscriber would read every gap as a loss and could not measure what
+// share of its flow it takes (docs/design.md §12, "coarse flows"). A
+// value that is not an integer (a float inside the range) matches none of
+// the equalities and counts as another filter's.
+func congestionAlternatives(f content.Filter) []encoding.Bloom {
+	if alts := enumerateRange(f); alts != nil {
+		return alts
+	}
+	return wire.CongestionParams.AppendFilter(nil, f)
+}
+
+// enumerateRange is f's Bloom filters with its integer range on one
+// attribute written as equalities, or nil when f has no such range or it
+// would take more than maxAlternatives.
+func enumerateRange(f content.Filter) []encoding.Bloom {
+	for _, c := range f {
+		if c.Value.Kind() != content.KindInt || !isOrder(c.Op) {
+			continue
+		}
+		lo, hi, ok := intBounds(f, c.Name)
+		// hi − lo in uint64: the int64 difference can overflow.
+		if !ok || hi < lo || uint64(hi-lo) >= maxAlternatives {
+			return nil
+		}
+		var rest content.Filter
+		for _, d := range f {
+			if d.Name != c.Name {
+				rest = append(rest, d)
+			}
+		}
+		var alts []encoding.Bloom
+		for i := range hi - lo + 1 {
+			eq := append(slices.Clone(rest), content.Constraint{Name: c.Name, Op: content.OpEq, Value: content.Int(lo + i)})
+			alts = wire.CongestionParams.AppendFilter(alts, eq)
+			if len(alts) > maxAlternatives {
+				return nil
+			}
+		}
+		return alts
+	}
+	return nil
+}
+
+func isOrder(op content.Op) bool {
+	return op == content.OpLt || op == content.OpLe || op == content.OpGt || op == content.OpGe
+}
+
+// intBounds is the least and greatest integer f's constraints on name
+// allow, when every one of them is an integer order constraint and both
+// ends are bounded.
+func intBounds(f content.Filter, name string) (lo, hi int64, ok bool) {
+	lo, hi = math.MinInt64, math.MaxInt64
+	var hasLo, hasHi bool
+	for _, c := range f {
+		if c.Name != name {
+			continue
+		}
+		if c.Value.Kind() != content.KindInt || !isOrder(c.Op) {
+			return 0, 0, false
+		}
+		v := c.Value.Int()
+		switch c.Op {
+		case content.OpGe:
+			lo, hasLo = max(lo, v), true
+		case content.OpGt:
+			if v == math.MaxInt64 {
+				return 0, 0, false
+			}
+			lo, hasLo = max(lo, v+1), true
+		case content.OpLe:
+			hi, hasHi = min(hi, v), true
+		case content.OpLt:
+			if v == math.MinInt64 {
+				return 0, 0, false
+			}
+			hi, hasHi = min(hi, v-1), true
+		}
+	}
+	return lo, hi, hasLo && hasHi
 }
 
 // receive measures a delivery that carries a congestion header.
