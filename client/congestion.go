@@ -329,36 +329,50 @@ func (cc *subCC) setPredicate(text string) {
 	cc.predicate = text
 	fs := make([]congestion.Filter, len(pred))
 	for i, f := range pred {
-		// cat-v2 encodes a range or substring as a disjunction of Blooms:
-		// the subscriber matches by them, the publisher limits what all
-		// of them share.
-		alts := congestionAlternatives(f)
-		b := alts[0]
-		for _, a := range alts[1:] {
-			b = b.And(a)
-		}
-		fs[i] = congestion.Filter{ID: uint32(i), Bloom: b}
-		if len(alts) > 1 && len(alts) <= maxAlternatives {
-			fs[i].Alternatives = alts
-		}
+		fs[i] = congestionFilter(uint32(i), f)
 	}
 	cc.core.SetFilters(fs)
 }
 
-// congestionAlternatives is the Bloom filters a filter is told by: its
-// cat-v2 encoding, or, for a range of at most maxAlternatives integers,
-// one equality per value. cat-v2 covers a range with a few coarse nodes
-// (`k >= 0 && k < 20` by nodes that every k in [0, 100) matches), which
-// brokers' routing tolerates but congestion control cannot: the
+// congestionFilter is how congestion control tells filter f: by the
+// Bloom filters the subscriber matches messages with (Alternatives) and
+// the one the publisher limits (Bloom), which every message f takes
+// matches. cat-v2 encodes a range or substring as a disjunction of Bloom
+// filters; the publisher limits what all of them share. For a range of
+// at most maxAlternatives integers the subscriber matches by one equality
+// per value instead: cat-v2 covers a range with a few coarse nodes (in
+// `pub = 0 && k >= 0 && k < 20`, by nodes every k in [0, 100) matches),
+// which brokers' routing tolerates but congestion control cannot: the
 // subscriber would read every gap as a loss and could not measure what
-// share of its flow it takes (docs/design.md §12, "coarse flows"). A
-// value that is not an integer (a float inside the range) matches none of
-// the equalities and counts as another filter's.
-func congestionAlternatives(f content.Filter) []encoding.Bloom {
-	if alts := enumerateRange(f); alts != nil {
-		return alts
+// share of its flow it takes (docs/design.md §12, "coarse flows"). Both
+// encodings are necessary conditions of f, so the flow is what either's
+// alternatives share, the narrower for both. A value that is not an
+// integer (a float inside the range) matches none of the equalities and
+// counts as another filter's.
+func congestionFilter(id uint32, f content.Filter) congestion.Filter {
+	alts := wire.CongestionParams.AppendFilter(nil, f)
+	flow := intersection(alts)
+	if eq := enumerateRange(f); eq != nil {
+		flow = flow.Or(intersection(eq))
+		alts = eq
+		for i := range alts {
+			alts[i] = alts[i].Or(flow) // so that an alternative implies the flow
+		}
 	}
-	return wire.CongestionParams.AppendFilter(nil, f)
+	out := congestion.Filter{ID: id, Bloom: flow}
+	if len(alts) > 1 && len(alts) <= maxAlternatives {
+		out.Alternatives = alts
+	}
+	return out
+}
+
+// intersection is the bits every one of bs has.
+func intersection(bs []encoding.Bloom) encoding.Bloom {
+	b := bs[0]
+	for _, a := range bs[1:] {
+		b = b.And(a)
+	}
+	return b
 }
 
 // enumerateRange is f's Bloom filters with its integer range on one
