@@ -72,10 +72,10 @@ type Config struct {
 	DropAtLinks    bool `json:"drop_at_links"`
 	// NotSentLowat, when positive, bounds the bytes every TCP connection
 	// of the run keeps unsent in the kernel (see shallow).
-	NotSentLowat int    `json:"not_sent_lowat,omitempty"`
+	NotSentLowat int `json:"not_sent_lowat,omitempty"`
 	// RangeFilters gives the subscribers one range of k each
 	// (Subscriber.RangePredicate) instead of a filter per decade.
-	RangeFilters bool `json:"range_filters,omitempty"`
+	RangeFilters bool   `json:"range_filters,omitempty"`
 	Seed         uint64 `json:"seed"`
 
 	// Not recorded: where to run.
