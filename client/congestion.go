@@ -38,7 +38,10 @@ func WithCongestionControl(on bool) Option {
 // message), and a record entry can look relevant when it is not: about
 // 2% per filter that receives from the publisher, so a predicate of many
 // filters sees losses that did not happen and slows its publishers more
-// than it needs (docs/design.md §12). Off by default for that reason.
+// than it needs (docs/design.md §12). Off by default for that reason. A
+// range over at most 64 integers is measured by one equality per value;
+// a float range or a wider one keeps its coarse Bloom filters, and its
+// flows can be slowed far below what the subscription takes.
 func WithCongestionFeedback(on bool) Option {
 	return func(o *options) { o.congestionFeedback = on }
 }
