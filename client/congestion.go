@@ -2,13 +2,17 @@ package client
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -34,7 +38,10 @@ func WithCongestionControl(on bool) Option {
 // message), and a record entry can look relevant when it is not: about
 // 2% per filter that receives from the publisher, so a predicate of many
 // filters sees losses that did not happen and slows its publishers more
-// than it needs (docs/design.md §12). Off by default for that reason.
+// than it needs (docs/design.md §12). Off by default for that reason. A
+// range over at most 64 integers is measured by one equality per value;
+// a float range or a wider one keeps its coarse Bloom filters, and its
+// flows can be slowed far below what the subscription takes.
 func WithCongestionFeedback(on bool) Option {
 	return func(o *options) { o.congestionFeedback = on }
 }
@@ -251,6 +258,11 @@ func (p *Publisher) publishControlled(m Message) error {
 			return nil
 		case congestion.Held:
 			cc.next++
+			// Publish copies a message it sends at once (enqueue), so
+			// callers reuse their buffers; one held for later must not
+			// alias them either.
+			m.Payload = slices.Clone(m.Payload)
+			m.Attrs = maps.Clone(m.Attrs)
 			cc.held[id] = m
 			p.sent++
 			cc.poke()
@@ -320,20 +332,120 @@ func (cc *subCC) setPredicate(text string) {
 	cc.predicate = text
 	fs := make([]congestion.Filter, len(pred))
 	for i, f := range pred {
-		// cat-v2 encodes a range or substring as a disjunction of Blooms:
-		// the subscriber matches by them, the publisher limits what all
-		// of them share.
-		alts := wire.CongestionParams.AppendFilter(nil, f)
-		b := alts[0]
-		for _, a := range alts[1:] {
-			b = b.And(a)
-		}
-		fs[i] = congestion.Filter{ID: uint32(i), Bloom: b}
-		if len(alts) > 1 && len(alts) <= maxAlternatives {
-			fs[i].Alternatives = alts
-		}
+		fs[i] = congestionFilter(uint32(i), f)
 	}
 	cc.core.SetFilters(fs)
+}
+
+// congestionFilter is how congestion control tells filter f: by the
+// Bloom filters the subscriber matches messages with (Alternatives) and
+// the one the publisher limits (Bloom), which every message f takes
+// matches. cat-v2 encodes a range or substring as a disjunction of Bloom
+// filters; the publisher limits what all of them share. For a range of
+// at most maxAlternatives integers the subscriber matches by one equality
+// per value instead: cat-v2 covers a range with a few coarse nodes (in
+// `pub = 0 && k >= 0 && k < 20`, by nodes every k in [0, 100) matches),
+// which brokers' routing tolerates but congestion control cannot: the
+// subscriber would read every gap as a loss and could not measure what
+// share of its flow it takes (docs/design.md §12, "coarse flows"). Both
+// encodings are necessary conditions of f, so the flow is what either's
+// alternatives share, the narrower for both. A value that is not an
+// integer (a float inside the range) matches none of the equalities and
+// counts as another filter's.
+func congestionFilter(id uint32, f content.Filter) congestion.Filter {
+	alts := wire.CongestionParams.AppendFilter(nil, f)
+	flow := intersection(alts)
+	if eq := enumerateRange(f); eq != nil {
+		flow = flow.Or(intersection(eq))
+		alts = eq
+		for i := range alts {
+			alts[i] = alts[i].Or(flow) // so that an alternative implies the flow
+		}
+	}
+	out := congestion.Filter{ID: id, Bloom: flow}
+	if len(alts) > 1 && len(alts) <= maxAlternatives {
+		out.Alternatives = alts
+	}
+	return out
+}
+
+// intersection is the bits every one of bs has.
+func intersection(bs []encoding.Bloom) encoding.Bloom {
+	b := bs[0]
+	for _, a := range bs[1:] {
+		b = b.And(a)
+	}
+	return b
+}
+
+// enumerateRange is f's Bloom filters with its integer range on one
+// attribute written as equalities, or nil when f has no such range or it
+// would take more than maxAlternatives.
+func enumerateRange(f content.Filter) []encoding.Bloom {
+	for _, c := range f {
+		if c.Value.Kind() != content.KindInt || !isOrder(c.Op) {
+			continue
+		}
+		lo, hi, ok := intBounds(f, c.Name)
+		// hi − lo in uint64: the int64 difference can overflow.
+		if !ok || hi < lo || uint64(hi-lo) >= maxAlternatives {
+			return nil
+		}
+		var rest content.Filter
+		for _, d := range f {
+			if d.Name != c.Name {
+				rest = append(rest, d)
+			}
+		}
+		var alts []encoding.Bloom
+		for i := range hi - lo + 1 {
+			eq := append(slices.Clone(rest), content.Constraint{Name: c.Name, Op: content.OpEq, Value: content.Int(lo + i)})
+			alts = wire.CongestionParams.AppendFilter(alts, eq)
+			if len(alts) > maxAlternatives {
+				return nil
+			}
+		}
+		return alts
+	}
+	return nil
+}
+
+func isOrder(op content.Op) bool {
+	return op == content.OpLt || op == content.OpLe || op == content.OpGt || op == content.OpGe
+}
+
+// intBounds is the least and greatest integer f's constraints on name
+// allow, when every one of them is an integer order constraint and both
+// ends are bounded.
+func intBounds(f content.Filter, name string) (lo, hi int64, ok bool) {
+	lo, hi = math.MinInt64, math.MaxInt64
+	var hasLo, hasHi bool
+	for _, c := range f {
+		if c.Name != name {
+			continue
+		}
+		if c.Value.Kind() != content.KindInt || !isOrder(c.Op) {
+			return 0, 0, false
+		}
+		v := c.Value.Int()
+		switch c.Op {
+		case content.OpGe:
+			lo, hasLo = max(lo, v), true
+		case content.OpGt:
+			if v == math.MaxInt64 {
+				return 0, 0, false
+			}
+			lo, hasLo = max(lo, v+1), true
+		case content.OpLe:
+			hi, hasHi = min(hi, v), true
+		case content.OpLt:
+			if v == math.MinInt64 {
+				return 0, 0, false
+			}
+			hi, hasHi = min(hi, v-1), true
+		}
+	}
+	return lo, hi, hasLo && hasHi
 }
 
 // receive measures a delivery that carries a congestion header.

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker/brokertest"
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -186,4 +189,180 @@ func TestHeldMessageIsChecked(t *testing.T) {
 	require.ErrorContains(t, err, "not valid UTF-8")
 	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 2}}))
 	assert.Equal(t, uint64(1), p.Congestion().Held)
+}
+
+// TestHeldMessageIsCopied: Publish copies a message it sends at once, so
+// callers reuse their payload buffers and attribute maps; a message that
+// congestion control holds must not alias them, or it leaves later with
+// what the caller wrote since (the lab's publishers reuse one buffer, and
+// their held messages arrived as copies of later ones).
+func TestHeldMessageIsCopied(t *testing.T) {
+	cl := line(t, 1, nil)
+	c := dialAt(t, cl, 0)
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, "a >= 0")
+	require.NoError(t, err)
+	p, err := c.NewPublisher(ctx)
+	require.NoError(t, err)
+	defer p.Close()
+	now := time.Now()
+	p.mu.Lock()
+	p.cc.asked = now
+	flow := wire.CongestionParams.EncodeMessage(content.Message{}) // matches every message
+	require.NoError(t, p.cc.core.Feedback(congestion.Feedback{Subscriber: 9, SentAt: now, Requests: []congestion.Request{{Filter: 1, Bloom: flow, Quota: 1}}}, now))
+	p.mu.Unlock()
+	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}, Payload: []byte("first")}), "the bucket's first token")
+	payload, attrs := []byte("second"), Attrs{"a": 2}
+	require.NoError(t, p.Publish(Message{Attrs: attrs, Payload: payload}))
+	require.Equal(t, uint64(1), p.Congestion().Held, "the second waits for a token")
+	copy(payload, "reused")
+	attrs["a"] = 3
+	for _, want := range []struct {
+		payload string
+		a       int64
+	}{{"first", 1}, {"second", 2}} {
+		d, err := sub.Next(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, want.payload, string(d.Payload))
+		assert.Equal(t, want.a, d.Attrs["a"])
+	}
+}
+
+// TestCoarseRangeIsNotStarved is TestCongestionControlEndToEnd with a
+// range, as the lab's Fig. 9 had it: the slow reader takes pub = 0 &&
+// k < 20 of messages whose k is spread over [0, 100). cat-v2's Bloom
+// filters for that range (in a filter with another attribute) match every
+// k, and what they share is the flow the publisher limits: all its
+// messages, five times the reader's. Told by them, the reader saw every
+// gap as a loss and could not tell its share; counted in the reader's
+// messages and spent on the flow's, the quota fell by (1+α)·0.2 a round
+// to 1 message a second (docs/results/congestion.md, "in the lab"). Told
+// by one equality per k, scaled by the share the reader measures in the
+// records, the flow carries what the reader reads.
+func TestCoarseRangeIsNotStarved(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an 8 s run on two real brokers")
+	}
+	const d = 8 * time.Second
+	cl := line(t, 2, func(c *broker.Config) {
+		c.SubscriberQueue = 16
+		c.SlowSubscribers.Behind = 0
+	})
+	sc, pc := dialAt(t, cl, 1, WithCongestionFeedback(true), WithBufferSize(4), WithReadAhead(64<<10)), dialAt(t, cl, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	slow, err := sc.Subscribe(ctx, "pub = 0 && k >= 0 && k < 20")
+	require.NoError(t, err)
+	// A starved flow holds Publish back for good: the publisher's
+	// context ends it a little after the run.
+	pubCtx, stopPublisher := context.WithTimeout(ctx, d+2*time.Second)
+	defer stopPublisher()
+	pub, err := pc.NewPublisher(pubCtx)
+	require.NoError(t, err)
+	converged(t, cl)
+	time.Sleep(100 * time.Millisecond) // the publisher's feedback subscription, advertised
+
+	// The reader reads 50 a second of the 100 a second it takes.
+	var got int
+	readCtx, stopReading := context.WithCancel(ctx)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			if _, err := slow.Next(readCtx); err != nil {
+				return
+			}
+			got++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(1, 2))
+	offered := 0
+	tick := time.NewTicker(10 * time.Millisecond)
+publishing:
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		for range 5 {
+			err := pub.Publish(Message{Attrs: Attrs{"pub": 0, "k": rng.IntN(100)}, Payload: make([]byte, 4000)})
+			if err != nil && pubCtx.Err() != nil {
+				break publishing
+			}
+			require.NoError(t, err)
+			offered++
+		}
+	}
+	tick.Stop()
+	st := pub.Congestion()
+	_, _ = pub.Close() // what a starved flow still holds is not sent
+	time.Sleep(time.Second)
+	stopReading()
+	<-read
+	t.Logf("offered %d in %v; the reader got %d, lost %d; publisher %+v; reader %+v", offered, d, got, slow.Lost(), st, slow.Congestion())
+	require.NotEmpty(t, st.Flows, "the reader must have asked publisher A to slow down")
+	// Its capacity is 50 a second (400 in the run, less the first
+	// round's); starved, it got a message a second.
+	assert.Greater(t, got, 150, "the coarse flow must carry a good part of what the reader reads")
+}
+
+// TestCongestionFilter: a small integer range is told by one equality
+// per value, so that the subscriber's Bloom filters take exactly its
+// messages (cat-v2's nodes for pub = 0 && k >= 0 && k < 20 take every k
+// in [0, 100)), and limited by the narrower of what the equalities and
+// cat-v2's alternatives share; anything else keeps cat-v2's encoding.
+func TestCongestionFilter(t *testing.T) {
+	for _, c := range []struct {
+		pred       string
+		enumerated int // alternatives; 0: cat-v2's
+	}{
+		{"pub = 0 && k >= 0 && k < 20", 20},
+		{"k >= 30 && k < 40", 10},
+		{"k > 3 && k <= 5", 2},
+		{"k >= 40 && k < 104", 64},
+		{"k >= 0 && k < 100", 0},          // more than maxAlternatives
+		{"k >= 0", 0},                     // unbounded
+		{"k >= 5 && k < 5", 0},            // empty
+		{"k >= 0.5 && k < 3", 0},          // not integers
+		{"k >= 0 && k < 20 && k != 3", 0}, // another constraint on k
+		{"k >= -9223372036854775808 && k <= 9223372036854775807", 0},
+	} {
+		t.Run(c.pred, func(t *testing.T) {
+			f := content.MustParse(c.pred)[0]
+			cat := wire.CongestionParams.AppendFilter(nil, f)
+			got := congestionFilter(3, f)
+			assert.Equal(t, uint32(3), got.ID)
+			if c.enumerated == 0 {
+				assert.Equal(t, intersection(cat), got.Bloom)
+				if len(cat) > 1 {
+					assert.Equal(t, cat, got.Alternatives)
+				}
+				return
+			}
+			require.Len(t, got.Alternatives, c.enumerated)
+			// Against the filter itself: every message it takes matches
+			// the flow and an alternative, few that it does not match an
+			// alternative (Bloom false positives), and the flow matches
+			// no more than cat-v2's would.
+			falsePositives, inFlow, inCatFlow := 0, 0, 0
+			for k := -10; k < 130; k++ {
+				m, err := contentMessage(Message{Attrs: Attrs{"pub": 0, "k": k, "d": k / 10}})
+				require.NoError(t, err)
+				mb := wire.CongestionParams.EncodeMessage(m)
+				matched := slices.ContainsFunc(got.Alternatives, func(a encoding.Bloom) bool { return a.SubsetOf(mb) })
+				if got.Bloom.SubsetOf(mb) {
+					inFlow++
+				}
+				if intersection(cat).SubsetOf(mb) {
+					inCatFlow++
+				}
+				if f.Matches(m) {
+					assert.True(t, matched, "k = %d", k)
+					assert.True(t, got.Bloom.SubsetOf(mb), "k = %d", k)
+				} else if matched {
+					falsePositives++
+				}
+			}
+			assert.LessOrEqual(t, falsePositives, 2)
+			assert.LessOrEqual(t, inFlow, inCatFlow)
+			t.Logf("the flow matches %d of 140 messages, cat-v2's %d", inFlow, inCatFlow)
+		})
+	}
 }

@@ -40,6 +40,15 @@ type Config struct {
 	// BucketDepth is how much of its quota a flow may send at once: a token
 	// bucket holds max(1, quota·BucketDepth) tokens.
 	BucketDepth time.Duration
+	// ShareWindow is how many of a publisher's messages that a flow's
+	// Bloom filter matches, seen in publication records, a subscriber
+	// averages the flow's share over (the fraction its filter takes; see
+	// Subscriber.Receive); MaxQuotaScale bounds the factor 1/share by
+	// which it scales the quota it sends, so that a flow whose filter
+	// takes almost none of it is not released without bound by an
+	// estimate of few samples.
+	ShareWindow   int
+	MaxQuotaScale float64
 	// MaxRequests, MaxEchoes, MaxQueue, MaxTags and MaxSessions bound the
 	// publisher's requests, pending echoes, held messages and tags per
 	// header, and a subscriber's sessions.
@@ -59,6 +68,8 @@ func DefaultConfig() Config {
 		FlowTimeout:    3 * time.Second,
 		SessionTimeout: 30 * time.Second,
 		BucketDepth:    50 * time.Millisecond,
+		ShareWindow:    1024,
+		MaxQuotaScale:  100,
 		MaxRequests:    1024,
 		MaxEchoes:      64,
 		MaxQueue:       256,
@@ -87,7 +98,7 @@ func (c Config) Validate() error {
 		name string
 		v    int
 	}{
-		{"RecordSize", c.RecordSize}, {"MaxRequests", c.MaxRequests}, {"MaxEchoes", c.MaxEchoes},
+		{"RecordSize", c.RecordSize}, {"ShareWindow", c.ShareWindow}, {"MaxRequests", c.MaxRequests}, {"MaxEchoes", c.MaxEchoes},
 		{"MaxQueue", c.MaxQueue}, {"MaxTags", c.MaxTags}, {"MaxSessions", c.MaxSessions},
 	}
 	for _, p := range counts {
@@ -103,6 +114,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.MinRate > 0) || math.IsInf(c.MinRate, 0) {
 		return fmt.Errorf("congestion: MinRate %v is not a positive rate", c.MinRate)
+	}
+	if !(c.MaxQuotaScale >= 1) || math.IsInf(c.MaxQuotaScale, 0) {
+		return fmt.Errorf("congestion: MaxQuotaScale %v is not a factor of at least 1", c.MaxQuotaScale)
 	}
 	return nil
 }

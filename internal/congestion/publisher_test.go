@@ -196,6 +196,9 @@ func TestConfigValidate(t *testing.T) {
 		"FlowTimeout 0s is not positive":      func(c *Config) { c.FlowTimeout = 0 },
 		"MaxQueue -1 is not positive":         func(c *Config) { c.MaxQueue = -1 },
 		"MinRate +Inf is not a positive rate": func(c *Config) { c.MinRate = math.Inf(1) },
+		"ShareWindow 0 is not positive":       func(c *Config) { c.ShareWindow = 0 },
+		"MaxQuotaScale 0.5 is not a factor":   func(c *Config) { c.MaxQuotaScale = 0.5 },
+		"MaxQuotaScale NaN is not a factor":   func(c *Config) { c.MaxQuotaScale = math.NaN() },
 	} {
 		cfg := DefaultConfig()
 		edit(&cfg)

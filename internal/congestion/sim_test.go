@@ -2,6 +2,7 @@ package congestion
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/dripmesh/drip/internal/encoding"
@@ -99,10 +100,22 @@ type scenario struct {
 	subscriberClock time.Duration
 	// sample, if set, is called once per second of virtual time.
 	sample func(t time.Duration, s *Subscriber)
+	// filter, if set, is the subscriber's filter instead of bits(1), and
+	// other the Bloom filter of the messages it does not take instead of
+	// bits(3, 4): a coarse flow's test makes other match the flow.
+	filter *Filter
+	other  encoding.Bloom
+	// lateFrom is when lateDelivered starts counting.
+	lateFrom time.Duration
+	// split, when above 1, gives the subscriber that many filters, each
+	// taking an equal part of its messages (bits(1, 2, 10+j) for filter
+	// bits(1, 10+j)), instead of one.
+	split int
 }
 
 type outcome struct {
 	offered, sent, delivered, dropped int
+	lateDelivered                     int // from lateFrom on
 	pub                               *Publisher
 	sub                               *Subscriber
 }
@@ -118,7 +131,24 @@ func (sc scenario) run() outcome {
 		panic(err)
 	}
 	relevant, other := bits(1, 2), bits(3, 4)
-	sub.SetFilters([]Filter{{ID: 1, Bloom: bits(1)}})
+	if !sc.other.IsZero() {
+		other = sc.other
+	}
+	filter := Filter{ID: 1, Bloom: bits(1)}
+	if sc.filter != nil {
+		filter = *sc.filter
+	}
+	filters := []Filter{filter}
+	var parts []encoding.Bloom // the relevant messages, by filter
+	if sc.split > 1 {
+		filters = nil
+		for j := range sc.split {
+			filters = append(filters, Filter{ID: uint32(j + 1), Bloom: bits(1, 10+j)})
+			parts = append(parts, bits(1, 2, 10+j))
+		}
+	}
+	sub.SetFilters(filters)
+	isRelevant := func(m encoding.Bloom) bool { return m == relevant || slices.Contains(parts, m) }
 	var out outcome
 	out.pub, out.sub = pub, sub
 	var toSub pipe[delivery]
@@ -130,7 +160,7 @@ func (sc scenario) run() outcome {
 	credit := 0.0
 	forward := func(h Header, m encoding.Bloom, now time.Time) {
 		out.sent++
-		if m != relevant {
+		if !isRelevant(m) {
 			return
 		}
 		if at, ok := sc.link.send(now); ok {
@@ -145,6 +175,9 @@ func (sc scenario) run() outcome {
 			m := other
 			if rng.Float64() < sc.rho {
 				m = relevant
+				if len(parts) > 0 {
+					m = parts[rng.IntN(len(parts))]
+				}
 			}
 			out.offered++
 			pending = append(pending, m)
@@ -182,6 +215,9 @@ func (sc scenario) run() outcome {
 				break
 			}
 			out.delivered++
+			if t >= sc.lateFrom {
+				out.lateDelivered++
+			}
 			sub.Receive(&d.h, d.m, subNow)
 		}
 		fbs, echoes := sub.Tick(subNow)

@@ -81,6 +81,7 @@ type session struct {
 	distinct   int       // messages this round
 	entries    map[uint32]*entry
 	counted    uint64 // loss events in the stats
+	sampled    uint64 // the last message whose record entry was sampled
 }
 
 // entry is a filter's row in a session.
@@ -89,6 +90,18 @@ type entry struct {
 	rate  float64
 	quota float64
 	clr   bool
+	// flow and taken are the record entries sampled that the flow's Bloom
+	// filter matches and, of them, those the filter takes, each averaged
+	// over the last ShareWindow of the flow's (see sampleRecords).
+	flow, taken float64
+}
+
+// share is the fraction of its flow's messages that the filter takes,
+// estimated from the records with one message of prior that it takes all
+// (so that it starts at 1 and moves with the evidence), and at least
+// 1/MaxQuotaScale.
+func (e *entry) share(maxScale float64) float64 {
+	return max((e.taken+1)/(e.flow+1), 1/maxScale)
 }
 
 // NewSubscriber returns the state of subscriber id.
@@ -147,6 +160,7 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 		// carry no tag).
 		e.clr = slices.ContainsFunc(h.Tags, func(t Tag) bool { return t.Subscriber == s.id && t.Filter == f.ID })
 	}
+	s.sampleRecords(ss, h)
 	ss.distinct++
 	ss.recv.add(now)
 
@@ -172,6 +186,44 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 		ss.loss.deliver(math.Pow(1-rho, float64(gap-uint64(len(h.Record)))))
 	}
 	ss.last = h.Seq
+}
+
+// sampleRecords measures, for each of the session's flows, what share of
+// the publisher's messages that the flow's Bloom filter matches the
+// filter takes. The publisher spends a flow's quota on every message its
+// Bloom filter matches, while the subscriber counts its quota in the
+// messages its filter takes; when the Bloom filter is a superset (a range
+// under cat-v2, limited by what its alternatives share) the quota sent is
+// scaled by 1/share, or each round would ask for (1+α)·share of what the
+// flow was allowed and, for a share below 2/3, starve it
+// (docs/design.md §12). The sample is the record entries before each
+// delivered message, each message once, and not the delivered message
+// itself: whether a message is in a record depends on the messages after
+// it, not on its own content, while a delivered message is there because
+// its filter took it; counting it would overstate the share whenever
+// gaps outrun the record.
+func (s *Subscriber) sampleRecords(ss *session, h *Header) {
+	n := min(uint64(len(h.Record)), h.Seq-1)
+	first := max(h.Seq-n, ss.sampled+1) // the first message not yet sampled
+	if first >= h.Seq {
+		return
+	}
+	keep := 1 - 1/float64(s.cfg.ShareWindow)
+	for _, r := range h.Record[uint64(len(h.Record))-(h.Seq-first):] {
+		for i := range s.filters {
+			f := &s.filters[i]
+			e := ss.entries[f.ID]
+			if e == nil || !f.Bloom.SubsetOf(r) {
+				continue
+			}
+			e.flow = e.flow*keep + 1
+			e.taken *= keep
+			if f.matches(r) {
+				e.taken++
+			}
+		}
+	}
+	ss.sampled = h.Seq - 1
 }
 
 // revealsLoss reports whether the record shows a message in the gap
@@ -351,7 +403,10 @@ func (s *Subscriber) round(ss *session, now time.Time) (Feedback, bool) {
 	for _, id := range ids {
 		e := ss.entries[id]
 		if e.quota < e.rate || e.clr {
-			fb.Requests = append(fb.Requests, Request{Filter: id, Bloom: s.bloom(id), Quota: max(e.quota, s.cfg.MinRate)})
+			// The quota is counted in the filter's messages; the
+			// publisher spends it on the flow's.
+			q := e.quota / e.share(s.cfg.MaxQuotaScale)
+			fb.Requests = append(fb.Requests, Request{Filter: id, Bloom: s.bloom(id), Quota: max(q, s.cfg.MinRate)})
 		} else if e.rate == 0 {
 			delete(ss.entries, id) // no flow from this publisher any more
 		}

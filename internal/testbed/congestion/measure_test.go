@@ -158,6 +158,8 @@ func TestSubscriberMatches(t *testing.T) {
 	assert.Less(t, longest, 30)
 	assert.Equal(t, "d = 0", Subscriber{Publishers: []int{0, 1}, KTo: 10}.Predicate())
 	assert.Equal(t, "pub = 2", Subscriber{Publishers: []int{2}, KTo: 100}.Predicate())
+	assert.Equal(t, "k >= 30 && k < 40", Subscriber{Publishers: []int{0, 1}, KFrom: 30, KTo: 40}.RangePredicate())
+	assert.Equal(t, "pub = 0 && k >= 0 && k < 20", Subscriber{Publishers: []int{0}, KTo: 20}.RangePredicate())
 }
 
 func TestScenariosAreConsistent(t *testing.T) {

@@ -72,7 +72,10 @@ type Config struct {
 	DropAtLinks    bool `json:"drop_at_links"`
 	// NotSentLowat, when positive, bounds the bytes every TCP connection
 	// of the run keeps unsent in the kernel (see shallow).
-	NotSentLowat int    `json:"not_sent_lowat,omitempty"`
+	NotSentLowat int `json:"not_sent_lowat,omitempty"`
+	// RangeFilters gives the subscribers one range of k each
+	// (Subscriber.RangePredicate) instead of a filter per decade.
+	RangeFilters bool   `json:"range_filters,omitempty"`
 	Seed         uint64 `json:"seed"`
 
 	// Not recorded: where to run.
@@ -226,7 +229,11 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 		if err != nil {
 			return nil, err
 		}
-		pred, err := content.Parse(sp.Predicate())
+		text := sp.Predicate()
+		if cfg.RangeFilters {
+			text = sp.RangePredicate()
+		}
+		pred, err := content.Parse(text)
 		if err != nil {
 			return nil, err
 		}

@@ -112,6 +112,18 @@ func (s Subscriber) Predicate() string {
 	return strings.Join(fs, " || ")
 }
 
+// RangePredicate is the subscriber's filter as one range of k (and pub =
+// p when it takes from one publisher): what the first runs used, kept to
+// measure coarse flows (Config.RangeFilters). Under cat-v2 a range's
+// Bloom filters are a disjunction, and the flow a publisher limits is
+// what they share, a superset of the filter's messages.
+func (s Subscriber) RangePredicate() string {
+	if len(s.Publishers) == 1 {
+		return fmt.Sprintf("pub = %d && k >= %d && k < %d", s.Publishers[0], s.KFrom, s.KTo)
+	}
+	return fmt.Sprintf("k >= %d && k < %d", s.KFrom, s.KTo)
+}
+
 // Matches says whether the subscriber takes publisher p's message n.
 func (s Subscriber) Matches(p int, n uint64) bool {
 	k := K(n)
