@@ -2,6 +2,7 @@ package encoding
 
 import (
 	"cmp"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -71,12 +72,12 @@ func (t *Table) Filters(router uint32) ([]Bloom, bool) {
 	return f, ok
 }
 
-// The limits of an incremental Snapshot: beyond either, the routers
-// changed since the last full build are indexed with the rest in a new
-// one. maxChanged bounds the per-Match work of masking their stale rows
-// in the base (and the stack it takes); deltaShare bounds the filters the
-// base still tests for nothing, and what rebuilding the delta costs at
-// each Snapshot, to a quarter of the base's filters.
+// The limits of an incremental Snapshot: beyond either, the changes since
+// the last full build are indexed with the rest in a new one. maxChanged
+// bounds the per-Match work of masking stale rows in the base (and the
+// stack it takes); deltaShare bounds the delta's filters, what rebuilding
+// it costs at each Snapshot and the Match work it adds, to a quarter of the
+// base's filters.
 const (
 	maxChanged = 256
 	deltaShare = 4
@@ -87,15 +88,21 @@ const (
 //
 // A full build costs time linear in the number of filters plus a sort (see
 // docs/results/encoded-matching.md): about 10 ms at 42 routers × 300
-// filters. A mesh where subscriptions come and go changes a few routers'
-// advertisements at a time, though, and rebuilding everything for each
-// change kept the brokers of a 42-site lab busy for minutes. So Snapshot
-// keeps the index of its last full build as a base and, while the routers
-// changed since are at most maxChanged and their filters at most a
-// deltaShare-th of the base's, indexes only those routers (the delta):
-// Match runs the base with their stale rows masked out, then the delta.
-// Beyond the limits it builds everything again, and the new build is the
-// base. The result of Match never depends on which was done.
+// filters. In a mesh where subscriptions come and go, a few routers'
+// advertisements change at a time, most often by a filter or a few added;
+// rebuilding everything for each change kept every broker of a 42-site lab
+// rebuilding for seconds after each wave of subscriptions
+// (docs/results/experiments/scale). So Snapshot keeps the index of its
+// last full build as the base and indexes only what changed since (the
+// delta): of a router that only gained filters, those filters; of a router
+// new since the base, all of its filters; of a router that lost a filter
+// or left, its current filters, if any, while Match masks its stale row in
+// the base. Match runs the base, then the delta. Once the delta would hold
+// more than a deltaShare-th of the base's filters, or more than
+// maxChanged rows are masked, Snapshot builds everything again, and that
+// build is the new base: a run of changes costs, amortized, about
+// deltaShare times their own size rather than the table's. The result of
+// Match never depends on which was done.
 func (t *Table) Snapshot() *Snapshot { return t.snapshot(t.fullOnly) }
 
 // FullSnapshot is Snapshot without a delta: it indexes everything anew
@@ -117,16 +124,16 @@ func (t *Table) snapshot(full bool) *Snapshot {
 		s.span = max(s.maxID, t.base.maxID)
 		return s
 	}
-	var changed []uint32
-	deltaFilters := 0
-	if t.base != nil && !full && len(t.changed) <= maxChanged {
-		changed = make([]uint32, 0, len(t.changed))
-		for id := range t.changed {
-			changed = append(changed, id)
-			deltaFilters += len(t.entries[id])
-		}
+	var rows map[uint32][]Bloom
+	var masked []uint32
+	if t.base != nil && !full {
+		rows, masked = t.delta()
 	}
-	if changed == nil || deltaFilters*deltaShare > t.baseFilters {
+	deltaFilters := 0
+	for _, f := range rows {
+		deltaFilters += len(f)
+	}
+	if rows == nil || len(masked) > maxChanged || deltaFilters*deltaShare > t.baseFilters {
 		t.base = buildIndex(t.p, ids, t.entries)
 		t.baseFilters = 0
 		for _, f := range s.filters {
@@ -136,16 +143,66 @@ func (t *Table) snapshot(full bool) *Snapshot {
 		s.base, s.span = t.base, s.maxID
 		return s
 	}
-	slices.Sort(changed)
-	present := make([]uint32, 0, len(changed))
-	for _, id := range changed {
-		if _, ok := t.entries[id]; ok {
-			present = append(present, id)
-		}
-	}
-	s.base, s.delta, s.changed = t.base, buildIndex(t.p, present, t.entries), changed
+	s.base, s.delta, s.changed = t.base, buildIndex(t.p, slices.Sorted(maps.Keys(rows)), rows), masked
 	s.span = max(s.maxID, t.base.maxID, s.delta.maxID)
 	return s
+}
+
+// delta sorts the routers changed since the base into what the delta index
+// holds and which base rows Match must mask. A router whose filters now
+// include every filter it had in the base (subscriptions came, none went:
+// the common change) keeps its base row, and the delta holds only the
+// filters added; a router new since the base is all delta. A router that
+// lost a filter or left is masked in the base, and the delta holds its
+// current filters, if any.
+func (t *Table) delta() (rows map[uint32][]Bloom, masked []uint32) {
+	rows = make(map[uint32][]Bloom, len(t.changed))
+	for id := range t.changed {
+		now, ok := t.entries[id]
+		old, inBase := t.base.row(id)
+		switch {
+		case !ok:
+			if inBase {
+				masked = append(masked, id)
+			}
+		case !inBase:
+			rows[id] = now
+		default:
+			added, grown := addedTo(old, now)
+			switch {
+			case !grown:
+				rows[id] = now
+				masked = append(masked, id)
+			case len(added) > 0:
+				rows[id] = added
+			}
+		}
+	}
+	slices.Sort(masked)
+	return rows, masked
+}
+
+// addedTo returns the filters of now that old lacks, and whether now has
+// every filter of old. Both are rows of a table, without duplicates
+// (Advertise).
+func addedTo(old, now []Bloom) (added []Bloom, grown bool) {
+	if len(now) < len(old) {
+		return nil, false
+	}
+	have := make(map[uint64][]int32, len(old)) // hash → indexes into old
+	for i := range old {
+		h := old[i].hash()
+		have[h] = append(have[h], int32(i))
+	}
+	found := 0
+	for j := range now {
+		if slices.ContainsFunc(have[now[j].hash()], func(i int32) bool { return old[i] == now[j] }) {
+			found++
+		} else {
+			added = append(added, now[j])
+		}
+	}
+	return added, found == len(old)
 }
 
 // Snapshot is an immutable PREDICATES table with an index for Match: the
@@ -161,7 +218,7 @@ type Snapshot struct {
 	span    uint32
 	base    *index
 	delta   *index   // nil: base is the whole table
-	changed []uint32 // routers set or removed since base, ascending; at most maxChanged
+	changed []uint32 // routers whose base rows are stale (masked), ascending; at most maxChanged
 
 	force matchPath // tests pin the cold path; zero chooses by cost
 }
@@ -678,6 +735,15 @@ func (s *index) buildColdIndex(distinct []*Bloom, cold []int32, owners func(int3
 		i = j
 	}
 	return entryOf
+}
+
+// row returns router's filters in the index.
+func (s *index) row(router uint32) ([]Bloom, bool) {
+	slot, ok := slices.BinarySearch(s.ids, router)
+	if !ok {
+		return nil, false
+	}
+	return s.filters[slot], true
 }
 
 // match adds to out, which covers every router ID, the routers of the

@@ -19,7 +19,7 @@ import (
 // start with random bits, which Match must keep: the delta path masks and
 // restores the changed routers' bits around the base's match.
 func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
-	deltas, fulls := 0, 0
+	deltas, fulls, grown := 0, 0, 0
 	for seed := range 150 {
 		r := rand.New(rand.NewPCG(uint64(seed), 77))
 		m := []int{64, 192, 512}[r.IntN(3)]
@@ -48,12 +48,26 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 			tab.Set(id, ref[id])
 		}
 		for step := range 60 {
-			switch k := r.IntN(10); {
-			case k < 6:
+			switch k := r.IntN(12); {
+			case k < 4:
 				id := uint32(r.IntN(idRange))
 				ref[id] = randomFilters()
 				tab.Set(id, ref[id])
 			case k < 8:
+				// A router gains filters (a subscription arrives): the
+				// delta holds the new ones alone while the base row stays
+				// true. Advertise may drop filters the new ones cover.
+				id := uint32(r.IntN(idRange))
+				if len(ref) > 0 && r.IntN(4) > 0 {
+					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+				}
+				fs := slices.Clone(ref[id])
+				for range 1 + r.IntN(3) {
+					fs = append(fs, pool[r.IntN(len(pool))])
+				}
+				ref[id] = fs
+				tab.Set(id, fs)
+			case k < 10:
 				id := uint32(r.IntN(idRange))
 				if len(ref) > 0 && r.IntN(2) == 0 { // usually one that is there
 					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
@@ -64,6 +78,12 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 				snap := tab.Snapshot()
 				if snap.delta != nil {
 					deltas++
+					for _, id := range snap.delta.ids {
+						if _, masked := slices.BinarySearch(snap.changed, id); !masked && slices.Contains(snap.base.ids, id) {
+							grown++ // in the base, unmasked, with added filters in the delta
+							break
+						}
+					}
 				} else {
 					fulls++
 				}
@@ -116,6 +136,7 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 	// Both paths were taken, or the test shows nothing about one.
 	require.Greater(t, deltas, 500, "snapshots with a delta")
 	require.Greater(t, fulls, 100, "full builds")
+	require.Greater(t, grown, 200, "snapshots with a router that only gained filters")
 }
 
 // A Snapshot that only re-indexed the routers changed since the last full
