@@ -380,8 +380,9 @@ func (n *Node) heardFrames(now time.Duration) {
 // took the next one waits at least, beyond PredicateRebuildInterval: while
 // advertisements keep changing — a flood of subscriptions, an adjacency
 // flapping — rebuilds then take at most a tenth of the control plane's
-// time. A rebuild costs about 10 ms at 42 routers × 300 filters; on a
-// broker short of CPU it takes far longer on the clock, and the pacing
+// time. A full rebuild costs about 10 ms at 42 routers × 300 filters, one
+// that indexes only the changes a small part of that (encoding.Table.Snapshot);
+// on a broker short of CPU either takes far longer on the clock, and the pacing
 // backs off with it, instead of spending what CPU there is on indexes that
 // the next advertisement makes stale (docs/results/experiments/scale).
 const rebuildPacing = 10
