@@ -21,13 +21,20 @@ import (
 type Table struct {
 	p       Params
 	entries map[uint32][]Bloom
-	// base is the index of the last full build (nil before the first);
-	// changed holds the routers set or removed since, whose rows in base
-	// are stale. Snapshot indexes only those routers anew while they are
-	// few (see Snapshot).
-	base        *index
-	baseFilters int
-	changed     map[uint32]struct{}
+	// base is the index of the last full build (nil before the first).
+	// What changed since is kept as the delta index needs it (see
+	// Snapshot): rows holds per router the filters the delta indexes,
+	// deltaFilters counts them, masked holds the routers whose base rows
+	// are stale, and delta is their index as of the last Snapshot. dirty
+	// holds the routers set or removed since the last Snapshot, which the
+	// next one sorts into rows and masked.
+	base         *index
+	baseFilters  int
+	rows         map[uint32][]Bloom
+	deltaFilters int
+	masked       map[uint32]struct{}
+	delta        *index
+	dirty        map[uint32]struct{}
 	// fullOnly makes every Snapshot a full build (tests and benchmarks
 	// compare the two).
 	fullOnly bool
@@ -37,7 +44,10 @@ type Table struct {
 // is invalid.
 func NewTable(p Params) *Table {
 	p.mustValidate()
-	return &Table{p: p, entries: make(map[uint32][]Bloom), changed: make(map[uint32]struct{})}
+	return &Table{
+		p: p, entries: make(map[uint32][]Bloom),
+		rows: make(map[uint32][]Bloom), masked: make(map[uint32]struct{}), dirty: make(map[uint32]struct{}),
+	}
 }
 
 // Set replaces router's encoded predicate. The filters are reduced with
@@ -46,13 +56,13 @@ func NewTable(p Params) *Table {
 // table and matches nothing.
 func (t *Table) Set(router uint32, filters []Bloom) {
 	t.entries[router] = Advertise(filters)
-	t.changed[router] = struct{}{}
+	t.dirty[router] = struct{}{}
 }
 
 // Remove drops router from the table.
 func (t *Table) Remove(router uint32) {
 	delete(t.entries, router)
-	t.changed[router] = struct{}{}
+	t.dirty[router] = struct{}{}
 }
 
 // Routers returns the routers in the table in ascending order.
@@ -76,11 +86,11 @@ func (t *Table) Filters(router uint32) ([]Bloom, bool) {
 // the last full build are indexed with the rest in a new one. maxChanged
 // bounds the per-Match work of masking stale rows in the base (and the
 // stack it takes); deltaShare bounds the delta's filters, what rebuilding
-// it costs at each Snapshot and the Match work it adds, to a quarter of the
+// it costs at each Snapshot and the Match work it adds, to an eighth of the
 // base's filters.
 const (
 	maxChanged = 256
-	deltaShare = 4
+	deltaShare = 8
 )
 
 // Snapshot builds the read-only, indexed form of the table's current
@@ -100,9 +110,11 @@ const (
 // the base. Match runs the base, then the delta. Once the delta would hold
 // more than a deltaShare-th of the base's filters, or more than
 // maxChanged rows are masked, Snapshot builds everything again, and that
-// build is the new base: a run of changes costs, amortized, about
-// deltaShare times their own size rather than the table's. The result of
-// Match never depends on which was done.
+// build is the new base. A Snapshot then costs the changes since the
+// last one, plus indexing the delta (at most a deltaShare-th of a full
+// build), plus a full build each time the changes add up to a
+// deltaShare-th of the table. The result of Match never depends on which
+// was done.
 func (t *Table) Snapshot() *Snapshot { return t.snapshot(t.fullOnly) }
 
 // FullSnapshot is Snapshot without a delta: it indexes everything anew
@@ -119,67 +131,78 @@ func (t *Table) snapshot(full bool) *Snapshot {
 	if len(ids) > 0 {
 		s.maxID = ids[len(ids)-1]
 	}
-	if t.base != nil && len(t.changed) == 0 {
-		s.base = t.base
-		s.span = max(s.maxID, t.base.maxID)
+	if t.base != nil && len(t.dirty) == 0 && (!full || t.delta == nil) {
+		// Nothing changed since the last Snapshot.
+		t.compose(s)
 		return s
 	}
-	var rows map[uint32][]Bloom
-	var masked []uint32
 	if t.base != nil && !full {
-		rows, masked = t.delta()
-	}
-	deltaFilters := 0
-	for _, f := range rows {
-		deltaFilters += len(f)
-	}
-	if rows == nil || len(masked) > maxChanged || deltaFilters*deltaShare > t.baseFilters {
-		t.base = buildIndex(t.p, ids, t.entries)
-		t.baseFilters = 0
-		for _, f := range s.filters {
-			t.baseFilters += len(f)
+		for id := range t.dirty {
+			t.redo(id)
 		}
-		clear(t.changed)
-		s.base, s.span = t.base, s.maxID
-		return s
+		clear(t.dirty)
+		if len(t.masked) <= maxChanged && t.deltaFilters*deltaShare <= t.baseFilters {
+			t.delta = nil
+			if len(t.rows) > 0 || len(t.masked) > 0 {
+				t.delta = buildIndex(t.p, slices.Sorted(maps.Keys(t.rows)), t.rows)
+			}
+			t.compose(s)
+			return s
+		}
 	}
-	s.base, s.delta, s.changed = t.base, buildIndex(t.p, slices.Sorted(maps.Keys(rows)), rows), masked
-	s.span = max(s.maxID, t.base.maxID, s.delta.maxID)
+	t.base = buildIndex(t.p, ids, t.entries)
+	t.baseFilters = 0
+	for _, f := range s.filters {
+		t.baseFilters += len(f)
+	}
+	clear(t.rows)
+	clear(t.masked)
+	clear(t.dirty)
+	t.deltaFilters, t.delta = 0, nil
+	t.compose(s)
 	return s
 }
 
-// delta sorts the routers changed since the base into what the delta index
-// holds and which base rows Match must mask. A router whose filters now
+// compose gives s the table's base and delta.
+func (t *Table) compose(s *Snapshot) {
+	s.base, s.delta, s.span = t.base, t.delta, max(s.maxID, t.base.maxID)
+	if t.delta != nil {
+		s.changed = slices.Sorted(maps.Keys(t.masked))
+		s.span = max(s.span, t.delta.maxID)
+	}
+}
+
+// redo sorts router, changed since the last Snapshot, into what the delta
+// index holds and which base rows Match masks. A router whose filters now
 // include every filter it had in the base (subscriptions came, none went:
 // the common change) keeps its base row, and the delta holds only the
 // filters added; a router new since the base is all delta. A router that
 // lost a filter or left is masked in the base, and the delta holds its
 // current filters, if any.
-func (t *Table) delta() (rows map[uint32][]Bloom, masked []uint32) {
-	rows = make(map[uint32][]Bloom, len(t.changed))
-	for id := range t.changed {
-		now, ok := t.entries[id]
-		old, inBase := t.base.row(id)
+func (t *Table) redo(router uint32) {
+	t.deltaFilters -= len(t.rows[router])
+	delete(t.rows, router)
+	delete(t.masked, router)
+	now, ok := t.entries[router]
+	old, inBase := t.base.row(router)
+	switch {
+	case !ok:
+		if inBase {
+			t.masked[router] = struct{}{}
+		}
+	case !inBase:
+		t.rows[router] = now
+	default:
+		added, grown := addedTo(old, now)
 		switch {
-		case !ok:
-			if inBase {
-				masked = append(masked, id)
-			}
-		case !inBase:
-			rows[id] = now
-		default:
-			added, grown := addedTo(old, now)
-			switch {
-			case !grown:
-				rows[id] = now
-				masked = append(masked, id)
-			case len(added) > 0:
-				rows[id] = added
-			}
+		case !grown:
+			t.rows[router] = now
+			t.masked[router] = struct{}{}
+		case len(added) > 0:
+			t.rows[router] = added
 		}
 	}
-	slices.Sort(masked)
-	return rows, masked
+	t.deltaFilters += len(t.rows[router])
 }
 
 // addedTo returns the filters of now that old lacks, and whether now has

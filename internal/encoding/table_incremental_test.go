@@ -214,8 +214,8 @@ func BenchmarkSnapshotAfterChange(b *testing.B) {
 		for _, mode := range []string{"full", "incremental"} {
 			tab := setup(mode == "full")
 			// Near the most a delta holds before a full build: changed
-			// routers with a fifth of the filters (the limit is a quarter).
-			for r := range size.routers / 5 {
+			// routers with a tenth of the filters (the limit is an eighth).
+			for r := range size.routers / 10 {
 				tab.Set(uint32(r), base[r])
 			}
 			snap := tab.Snapshot()
