@@ -76,8 +76,10 @@ type Node struct {
 	table         *encoding.Table
 	current       map[uint32]Link // the link the protocol knows per neighbour
 	predsDirty    bool
+	predsChanged  int // PREDICATES updates since the last rebuild (logged with it)
 	lastBuild     time.Time
 	lastBuildTook time.Duration // on the node's clock (rebuildPacing)
+	lastFullTook  time.Duration // of the last full build (compactAfter)
 	lastAd        time.Time
 	lastRTTExport time.Time
 	lastExpire    time.Time
@@ -381,8 +383,9 @@ func (n *Node) heardFrames(now time.Duration) {
 // took the next one waits at least, beyond PredicateRebuildInterval: while
 // advertisements keep changing — a flood of subscriptions, an adjacency
 // flapping — rebuilds then take at most a tenth of the control plane's
-// time. A rebuild costs about 10 ms at 42 routers × 300 filters; on a
-// broker short of CPU it takes far longer on the clock, and the pacing
+// time. A full rebuild costs about 10 ms at 42 routers × 300 filters, one
+// that indexes only the changes a small part of that (encoding.Table.Snapshot);
+// on a broker short of CPU either takes far longer on the clock, and the pacing
 // backs off with it, instead of spending what CPU there is on indexes that
 // the next advertisement makes stale (docs/results/experiments/scale).
 const rebuildPacing = 10
@@ -401,14 +404,36 @@ func (n *Node) flush() {
 		n.setLocalPredicate()
 	}
 	n.processReady()
-	if n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, rebuildPacing*n.lastBuildTook) {
-		n.preds.Store(n.table.Snapshot())
-		n.predsDirty, n.lastBuild, n.lastBuildTook = false, now, n.clock.Since(now)
+	switch {
+	case n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, rebuildPacing*n.lastBuildTook):
+		// Usually re-indexes only the routers whose advertisements changed
+		// since the last full build (encoding.Table.Snapshot).
+		n.rebuild(now, n.table.Snapshot())
 		if n.classesDirty {
 			n.qos.Store(qos.NewTable(n.classes))
 			n.classesDirty = false
 		}
+	case !n.predsDirty && n.preds.Load().Partial() && now.Sub(n.lastBuild) >= max(compactAfter, rebuildPacing*n.lastFullTook):
+		// Changes paused: index everything together, which matches faster.
+		n.rebuild(now, n.table.FullSnapshot())
 	}
+}
+
+// compactAfter is how long the PREDICATES index keeps a partial build
+// (encoding.Snapshot.Partial) after the last change before it is built
+// whole.
+const compactAfter = 2 * time.Second
+
+// rebuild publishes the snapshot snap, built from the table starting at
+// now.
+func (n *Node) rebuild(now time.Time, snap *encoding.Snapshot) {
+	n.preds.Store(snap)
+	n.predsDirty, n.lastBuild, n.lastBuildTook = false, now, n.clock.Since(now)
+	if !snap.Partial() {
+		n.lastFullTook = n.lastBuildTook
+	}
+	n.log.Debug("PREDICATES index rebuilt", zap.Int("updates", n.predsChanged), zap.Bool("partial", snap.Partial()), zap.Duration("took", n.lastBuildTook))
+	n.predsChanged = 0
 }
 
 // AdvertisementPending reports whether local subscription changes wait to
@@ -443,6 +468,7 @@ func (n *Node) processReady() {
 			}
 			n.setClasses(u)
 			n.predsDirty = true
+			n.predsChanged++
 		}
 		for _, ev := range rd.Events {
 			n.observe(ev)

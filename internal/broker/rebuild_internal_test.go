@@ -75,3 +75,39 @@ func TestRebuildPacing(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialIndexBuiltWholeWhenQuiet: a change of one router's
+// advertisement re-indexes that router alone (a partial snapshot), and
+// once changes pause for compactAfter the whole table is indexed again.
+func TestPartialIndexBuiltWholeWhenQuiet(t *testing.T) {
+	clk := &creepingClock{FakeClock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), t: time.Unix(1e9, 0)}
+	n, err := NewNode(DefaultConfig(1, "b1"), WithClock(clk))
+	require.NoError(t, err)
+	bloom := func(bit int) encoding.Bloom {
+		var b encoding.Bloom
+		b.Set(bit)
+		return b
+	}
+	for r := range uint32(20) {
+		n.table.Set(r+2, []encoding.Bloom{bloom(int(r)), bloom(int(r) + 100)})
+	}
+	n.predsDirty = true
+	n.flush()
+	require.False(t, n.preds.Load().Partial(), "the first build is whole")
+
+	clk.t = clk.t.Add(time.Second)
+	n.table.Set(5, []encoding.Bloom{bloom(7)})
+	n.predsDirty = true
+	n.flush()
+	require.True(t, n.preds.Load().Partial(), "one router changed: re-indexed alone")
+	for range 19 { // 1.9 s of ticks without a change
+		clk.t = clk.t.Add(100 * time.Millisecond)
+		n.flush()
+		require.True(t, n.preds.Load().Partial(), "built whole before changes paused for %v", compactAfter)
+	}
+	clk.t = clk.t.Add(100 * time.Millisecond)
+	n.flush()
+	require.False(t, n.preds.Load().Partial(), "not built whole after changes paused for %v", compactAfter)
+	f, _ := n.preds.Load().Filters(5)
+	assert.Equal(t, []encoding.Bloom{bloom(7)}, f)
+}

@@ -149,5 +149,7 @@
 // A broker advertises the Blooms of all its local filters, deduplicated
 // and without covered ones (Advertise). Other brokers store them in a
 // Table, router ID → Blooms, and match messages against an immutable,
-// indexed Snapshot of it; see Snapshot for the index.
+// indexed Snapshot of it; see Snapshot for the index. Table.Snapshot
+// indexes only what changed since its last full build while that is a
+// small part of the table.
 package encoding

@@ -2,6 +2,7 @@ package encoding
 
 import (
 	"cmp"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -20,13 +21,33 @@ import (
 type Table struct {
 	p       Params
 	entries map[uint32][]Bloom
+	// base is the index of the last full build (nil before the first).
+	// What changed since is kept as the delta index needs it (see
+	// Snapshot): rows holds per router the filters the delta indexes,
+	// deltaFilters counts them, masked holds the routers whose base rows
+	// are stale, and delta is their index as of the last Snapshot. dirty
+	// holds the routers set or removed since the last Snapshot, which the
+	// next one sorts into rows and masked.
+	base         *index
+	baseFilters  int
+	rows         map[uint32][]Bloom
+	deltaFilters int
+	masked       map[uint32]struct{}
+	delta        *index
+	dirty        map[uint32]struct{}
+	// fullOnly makes every Snapshot a full build (tests and benchmarks
+	// compare the two).
+	fullOnly bool
 }
 
 // NewTable returns an empty table for Blooms encoded with p. It panics if p
 // is invalid.
 func NewTable(p Params) *Table {
 	p.mustValidate()
-	return &Table{p: p, entries: make(map[uint32][]Bloom)}
+	return &Table{
+		p: p, entries: make(map[uint32][]Bloom),
+		rows: make(map[uint32][]Bloom), masked: make(map[uint32]struct{}), dirty: make(map[uint32]struct{}),
+	}
 }
 
 // Set replaces router's encoded predicate. The filters are reduced with
@@ -35,10 +56,14 @@ func NewTable(p Params) *Table {
 // table and matches nothing.
 func (t *Table) Set(router uint32, filters []Bloom) {
 	t.entries[router] = Advertise(filters)
+	t.dirty[router] = struct{}{}
 }
 
 // Remove drops router from the table.
-func (t *Table) Remove(router uint32) { delete(t.entries, router) }
+func (t *Table) Remove(router uint32) {
+	delete(t.entries, router)
+	t.dirty[router] = struct{}{}
+}
 
 // Routers returns the routers in the table in ascending order.
 func (t *Table) Routers() []uint32 {
@@ -57,16 +82,254 @@ func (t *Table) Filters(router uint32) ([]Bloom, bool) {
 	return f, ok
 }
 
+// The limits of an incremental Snapshot: beyond either, the changes since
+// the last full build are indexed with the rest in a new one. maxChanged
+// bounds the per-Match work of masking stale rows in the base (and the
+// stack it takes); deltaShare bounds the delta's filters, what rebuilding
+// it costs at each Snapshot and the Match work it adds, to an eighth of the
+// base's filters.
+const (
+	maxChanged = 256
+	deltaShare = 8
+)
+
 // Snapshot builds the read-only, indexed form of the table's current
-// contents. It costs time linear in the number of filters plus a sort (see
-// docs/results/encoded-matching.md), so a broker should rebuild it once per
-// batch of advertisements, not once per advertisement.
-func (t *Table) Snapshot() *Snapshot {
-	return buildSnapshot(t.p, t.Routers(), t.entries)
+// contents.
+//
+// A full build costs time linear in the number of filters plus a sort (see
+// docs/results/encoded-matching.md): about 10 ms at 42 routers × 300
+// filters. In a mesh where subscriptions come and go, a few routers'
+// advertisements change at a time, most often by a filter or a few added;
+// rebuilding everything for each change kept every broker of a 42-site lab
+// rebuilding for seconds after each wave of subscriptions
+// (docs/results/experiments/scale). So Snapshot keeps the index of its
+// last full build as the base and indexes only what changed since (the
+// delta): of a router that only gained filters, those filters; of a router
+// new since the base, all of its filters; of a router that lost a filter
+// or left, its current filters, if any, while Match masks its stale row in
+// the base. Match runs the base, then the delta. Once the delta would hold
+// more than a deltaShare-th of the base's filters, or more than
+// maxChanged rows are masked, Snapshot builds everything again, and that
+// build is the new base. A Snapshot then costs the changes since the
+// last one, plus indexing the delta (at most a deltaShare-th of a full
+// build), plus a full build each time the changes add up to a
+// deltaShare-th of the table. The result of Match never depends on which
+// was done.
+func (t *Table) Snapshot() *Snapshot { return t.snapshot(t.fullOnly) }
+
+// FullSnapshot is Snapshot without a delta: it indexes everything anew
+// (and makes that the base). A Snapshot with a delta matches somewhat
+// slower; its owner may replace it with a full one once changes pause.
+func (t *Table) FullSnapshot() *Snapshot { return t.snapshot(true) }
+
+func (t *Table) snapshot(full bool) *Snapshot {
+	ids := t.Routers()
+	s := &Snapshot{ids: ids, filters: make([][]Bloom, len(ids))}
+	for slot, id := range ids {
+		s.filters[slot] = t.entries[id]
+	}
+	if len(ids) > 0 {
+		s.maxID = ids[len(ids)-1]
+	}
+	if t.base != nil && len(t.dirty) == 0 && (!full || t.delta == nil) {
+		// Nothing changed since the last Snapshot.
+		t.compose(s)
+		return s
+	}
+	if t.base != nil && !full {
+		for id := range t.dirty {
+			t.redo(id)
+		}
+		clear(t.dirty)
+		if len(t.masked) <= maxChanged && t.deltaFilters*deltaShare <= t.baseFilters {
+			t.delta = nil
+			if len(t.rows) > 0 || len(t.masked) > 0 {
+				t.delta = buildIndex(t.p, slices.Sorted(maps.Keys(t.rows)), t.rows)
+			}
+			t.compose(s)
+			return s
+		}
+	}
+	t.base = buildIndex(t.p, ids, t.entries)
+	t.baseFilters = 0
+	for _, f := range s.filters {
+		t.baseFilters += len(f)
+	}
+	clear(t.rows)
+	clear(t.masked)
+	clear(t.dirty)
+	t.deltaFilters, t.delta = 0, nil
+	t.compose(s)
+	return s
 }
 
-// Snapshot is an immutable PREDICATES table with an index for Match. It is
-// safe for concurrent use.
+// compose gives s the table's base and delta.
+func (t *Table) compose(s *Snapshot) {
+	s.base, s.delta, s.span = t.base, t.delta, max(s.maxID, t.base.maxID)
+	if t.delta != nil {
+		s.changed = slices.Sorted(maps.Keys(t.masked))
+		s.span = max(s.span, t.delta.maxID)
+	}
+}
+
+// redo sorts router, changed since the last Snapshot, into what the delta
+// index holds and which base rows Match masks. A router whose filters now
+// include every filter it had in the base (subscriptions came, none went:
+// the common change) keeps its base row, and the delta holds only the
+// filters added; a router new since the base is all delta. A router that
+// lost a filter or left is masked in the base, and the delta holds its
+// current filters, if any.
+func (t *Table) redo(router uint32) {
+	t.deltaFilters -= len(t.rows[router])
+	delete(t.rows, router)
+	delete(t.masked, router)
+	now, ok := t.entries[router]
+	old, inBase := t.base.row(router)
+	switch {
+	case !ok:
+		if inBase {
+			t.masked[router] = struct{}{}
+		}
+	case !inBase:
+		t.rows[router] = now
+	default:
+		added, grown := addedTo(old, now)
+		switch {
+		case !grown:
+			t.rows[router] = now
+			t.masked[router] = struct{}{}
+		case len(added) > 0:
+			t.rows[router] = added
+		}
+	}
+	t.deltaFilters += len(t.rows[router])
+}
+
+// addedTo returns the filters of now that old lacks, and whether now has
+// every filter of old. Both are rows of a table, without duplicates
+// (Advertise).
+func addedTo(old, now []Bloom) (added []Bloom, grown bool) {
+	if len(now) < len(old) {
+		return nil, false
+	}
+	have := make(map[uint64][]int32, len(old)) // hash → indexes into old
+	for i := range old {
+		h := old[i].hash()
+		have[h] = append(have[h], int32(i))
+	}
+	found := 0
+	for j := range now {
+		if slices.ContainsFunc(have[now[j].hash()], func(i int32) bool { return old[i] == now[j] }) {
+			found++
+		} else {
+			added = append(added, now[j])
+		}
+	}
+	return added, found == len(old)
+}
+
+// Snapshot is an immutable PREDICATES table with an index for Match: the
+// index of a full build (base), and, when routers changed since, the index
+// of just those routers (delta) with the list of them (Table.Snapshot). It
+// is safe for concurrent use.
+type Snapshot struct {
+	ids     []uint32  // routers in ascending order
+	filters [][]Bloom // filters[i] is router ids[i]'s predicate
+	maxID   uint32    // the highest router ID
+	// span is the highest router ID of the table and of base: Match
+	// writes the bits of base's routers before it masks the changed ones.
+	span    uint32
+	base    *index
+	delta   *index   // nil: base is the whole table
+	changed []uint32 // routers whose base rows are stale (masked), ascending; at most maxChanged
+
+	force matchPath // tests pin the cold path; zero chooses by cost
+}
+
+// Partial reports whether the snapshot indexes some routers apart from the
+// rest, as Table.Snapshot does after a few changes (Table.FullSnapshot
+// does not).
+func (s *Snapshot) Partial() bool { return s.delta != nil }
+
+// Routers returns the routers in the snapshot in ascending order. The slice
+// is shared: do not modify it.
+func (s *Snapshot) Routers() []uint32 { return s.ids }
+
+// Filters returns router's encoded predicate. The slice is shared: do not
+// modify it.
+func (s *Snapshot) Filters(router uint32) ([]Bloom, bool) {
+	slot, ok := slices.BinarySearch(s.ids, router)
+	if !ok {
+		return nil, false
+	}
+	return s.filters[slot], true
+}
+
+// MaxID is at least the highest router ID in the snapshot (more when a
+// router removed since the last full build had the highest ID then). A
+// destination set of length MaxID()+1 or more is never grown by Match,
+// which then allocates nothing.
+func (s *Snapshot) MaxID() uint32 { return s.span }
+
+// Match adds to dst (bit i = router ID i, the destination-set contract of
+// docs/design.md §4) every router with some filter Bi ⊆ bm: the set D of Carzaniga09
+// §2.2 for a message with Bloom bm. It does not clear dst.
+func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
+	if len(s.ids) == 0 {
+		return
+	}
+	out := s.destWords(dst)
+	if s.delta == nil {
+		s.base.match(bm, out, s.force)
+		return
+	}
+	// The base's rows of the changed routers are stale: remember what dst
+	// held for them, let the base set what it will, and put it back before
+	// the delta adds what their current filters match.
+	var held [maxChanged / 64]uint64
+	for i, id := range s.changed {
+		if out[id>>6]&(1<<(id&63)) != 0 {
+			held[i>>6] |= 1 << (i & 63)
+		}
+	}
+	s.base.match(bm, out, s.force)
+	for i, id := range s.changed {
+		out[id>>6] = out[id>>6]&^(1<<(id&63)) | (held[i>>6]>>(i&63)&1)<<(id&63)
+	}
+	s.delta.match(bm, out, s.force)
+}
+
+// destWords grows dst to cover every router ID Match may write and
+// returns its words.
+func (s *Snapshot) destWords(dst *bitset.BitSet) []uint64 {
+	if dst.Len() <= uint(s.span) {
+		// Bit span is beyond dst, so it was clear: set and clear it only
+		// to grow.
+		dst.Set(uint(s.span)).Clear(uint(s.span))
+	}
+	return dst.Words()
+}
+
+// MatchLinear is the reference for Match: it tests every router's filters in
+// turn and stops at a router's first match. It gives the same result.
+func (s *Snapshot) MatchLinear(bm Bloom, dst *bitset.BitSet) {
+	if len(s.ids) == 0 {
+		return
+	}
+	out := s.destWords(dst)
+	nWords := (s.base.m + 63) / 64
+	for slot, id := range s.ids {
+		for i := range s.filters[slot] {
+			if s.filters[slot][i].subsetOfFirst(&bm, nWords) {
+				out[id>>6] |= 1 << (id & 63)
+				break
+			}
+		}
+	}
+}
+
+// index is the indexed form of some routers' predicates, which a Snapshot
+// matches with. It is immutable.
 //
 // # Index
 //
@@ -97,7 +360,7 @@ func (t *Table) Snapshot() *Snapshot {
 // just those routers' cold filters; otherwise it runs the cold index. Both
 // give the same set; the choice is made per message from an estimate of
 // the two costs.
-type Snapshot struct {
+type index struct {
 	m      int
 	coarse int      // the coarse part of the Bloom is [0, coarse)
 	nWords int      // words of a Bloom of width m
@@ -146,8 +409,6 @@ type Snapshot struct {
 	positions []uint16
 	routers   []uint32
 	nCold     int // distinct cold filters
-
-	force matchPath // tests pin the cold path; zero chooses by cost
 }
 
 type matchPath uint8
@@ -193,8 +454,10 @@ const (
 // is better off in the index.
 const hotMinRouters = 8
 
-func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot {
-	s := &Snapshot{m: p.M, coarse: p.coarseBits(), nWords: (p.M + 63) / 64, ids: ids, filters: make([][]Bloom, len(ids))}
+// buildIndex indexes the predicates of routers ids (ascending, each in
+// entries).
+func buildIndex(p Params, ids []uint32, entries map[uint32][]Bloom) *index {
+	s := &index{m: p.M, coarse: p.coarseBits(), nWords: (p.M + 63) / 64, ids: ids, filters: make([][]Bloom, len(ids))}
 	pairs := 0
 	for slot, id := range ids {
 		s.filters[slot] = entries[id]
@@ -322,7 +585,7 @@ func buildSnapshot(p Params, ids []uint32, entries map[uint32][]Bloom) *Snapshot
 // attribute): keyed by them, a filter would be a candidate for nearly
 // every message. (Its lowest positions, the first choice, are as common as
 // any: on default under cat-v2 they made Match 100 times slower.)
-func (s *Snapshot) buildColdIndex(distinct []*Bloom, cold []int32, owners func(int32) []uint32) []int32 {
+func (s *index) buildColdIndex(distinct []*Bloom, cold []int32, owners func(int32) []uint32) []int32 {
 	s.nCold = len(cold)
 	s.level1 = make([]level1Node, s.m)
 	for p := range s.level1 {
@@ -497,13 +760,8 @@ func (s *Snapshot) buildColdIndex(distinct []*Bloom, cold []int32, owners func(i
 	return entryOf
 }
 
-// Routers returns the routers in the snapshot in ascending order. The slice
-// is shared: do not modify it.
-func (s *Snapshot) Routers() []uint32 { return s.ids }
-
-// Filters returns router's encoded predicate. The slice is shared: do not
-// modify it.
-func (s *Snapshot) Filters(router uint32) ([]Bloom, bool) {
+// row returns router's filters in the index.
+func (s *index) row(router uint32) ([]Bloom, bool) {
 	slot, ok := slices.BinarySearch(s.ids, router)
 	if !ok {
 		return nil, false
@@ -511,19 +769,12 @@ func (s *Snapshot) Filters(router uint32) ([]Bloom, bool) {
 	return s.filters[slot], true
 }
 
-// MaxID is the highest router ID in the snapshot. A destination set of
-// length MaxID()+1 or more is never grown by Match, which then allocates
-// nothing.
-func (s *Snapshot) MaxID() uint32 { return s.maxID }
-
-// Match adds to dst (bit i = router ID i, the destination-set contract of
-// docs/design.md §4) every router with some filter Bi ⊆ bm: the set D of Carzaniga09
-// §2.2 for a message with Bloom bm. It does not clear dst.
-func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
+// match adds to out, which covers every router ID, the routers of the
+// index with some filter Bi ⊆ bm (Snapshot.Match).
+func (s *index) match(bm Bloom, out []uint64, force matchPath) {
 	if len(s.ids) == 0 {
 		return
 	}
-	out := s.destWords(dst)
 	for _, id := range s.always {
 		out[id>>6] |= 1 << (id & 63)
 	}
@@ -543,7 +794,7 @@ func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
 		return
 	}
 	limit := s.indexCost(bm)
-	switch s.force {
+	switch force {
 	case pathLeft:
 		limit = len(s.coldOf)
 	case pathIndex:
@@ -557,22 +808,12 @@ func (s *Snapshot) Match(bm Bloom, dst *bitset.BitSet) {
 	}
 }
 
-// destWords grows dst to cover every router ID and returns its words.
-func (s *Snapshot) destWords(dst *bitset.BitSet) []uint64 {
-	if dst.Len() <= uint(s.maxID) {
-		// Bit maxID is beyond dst, so it was clear: set and clear it only
-		// to grow.
-		dst.Set(uint(s.maxID)).Clear(uint(s.maxID))
-	}
-	return dst.Words()
-}
-
 // indexCost estimates the filter tests of matchIndex: if a share d of the
 // level-1 nodes is set in bm, the index visits about d² of the cold
 // filters, plus those d nodes. (Measuring d over the nodes rather than all
 // M bits matters under cat-v2, whose filters start in the sparser first
 // quarter of the Bloom.)
-func (s *Snapshot) indexCost(bm Bloom) int {
+func (s *index) indexCost(bm Bloom) int {
 	v := 0
 	for i := range s.nWords {
 		v += bits.OnesCount64(bm.w[i] & s.l1Mask.w[i])
@@ -582,7 +823,7 @@ func (s *Snapshot) indexCost(bm Bloom) int {
 
 // leftWork reports whether the routers not yet in out have at most limit
 // cold filters in total, and if so how many routers that is.
-func (s *Snapshot) leftWork(out []uint64, limit int) (routers int, ok bool) {
+func (s *index) leftWork(out []uint64, limit int) (routers int, ok bool) {
 	work := 0
 	if s.dense {
 		for i, w := range s.all {
@@ -610,7 +851,7 @@ func (s *Snapshot) leftWork(out []uint64, limit int) (routers int, ok bool) {
 }
 
 // matchLeft scans the cold filters of each router not yet in out.
-func (s *Snapshot) matchLeft(bm Bloom, out []uint64) {
+func (s *index) matchLeft(bm Bloom, out []uint64) {
 	try := func(slot int, id uint32) {
 		for _, e := range s.coldOf[s.coldStart[slot]:s.coldStart[slot+1]] {
 			if s.entryIn(e, 0, bm) {
@@ -636,7 +877,7 @@ func (s *Snapshot) matchLeft(bm Bloom, out []uint64) {
 }
 
 // matchIndex runs the cold index.
-func (s *Snapshot) matchIndex(bm Bloom, out []uint64) {
+func (s *index) matchIndex(bm Bloom, out []uint64) {
 	for i := range s.nWords {
 		for u := bm.w[i] & s.l1Mask.w[i]; u != 0; u &= u - 1 {
 			n := &s.level1[i<<6+bits.TrailingZeros64(u)]
@@ -663,7 +904,7 @@ func (s *Snapshot) matchIndex(bm Bloom, out []uint64) {
 
 // entryIn reports whether the positions of entry e from the skip-th on are
 // all set in bm.
-func (s *Snapshot) entryIn(e uint32, skip uint32, bm Bloom) bool {
+func (s *index) entryIn(e uint32, skip uint32, bm Bloom) bool {
 	for _, p := range s.positions[s.entries[e].pos+skip : s.entries[e+1].pos] {
 		if bm.w[p>>6]&(1<<(p&63)) == 0 {
 			return false
@@ -675,7 +916,7 @@ func (s *Snapshot) entryIn(e uint32, skip uint32, bm Bloom) bool {
 // anyLeft reports whether some router of entry e is not yet in out: the
 // per-router early exit, inside the index. On dense workloads most
 // candidates belong to routers that an earlier filter already matched.
-func (s *Snapshot) anyLeft(out []uint64, e uint32) bool {
+func (s *index) anyLeft(out []uint64, e uint32) bool {
 	for _, id := range s.routers[s.entries[e].rtr:s.entries[e+1].rtr] {
 		if out[id>>6]&(1<<(id&63)) == 0 {
 			return true
@@ -684,25 +925,8 @@ func (s *Snapshot) anyLeft(out []uint64, e uint32) bool {
 	return false
 }
 
-func (s *Snapshot) setRouters(out []uint64, e uint32) {
+func (s *index) setRouters(out []uint64, e uint32) {
 	for _, id := range s.routers[s.entries[e].rtr:s.entries[e+1].rtr] {
 		out[id>>6] |= 1 << (id & 63)
-	}
-}
-
-// MatchLinear is the reference for Match: it tests every router's filters in
-// turn and stops at a router's first match. It gives the same result.
-func (s *Snapshot) MatchLinear(bm Bloom, dst *bitset.BitSet) {
-	if len(s.ids) == 0 {
-		return
-	}
-	out := s.destWords(dst)
-	for slot, id := range s.ids {
-		for i := range s.filters[slot] {
-			if s.filters[slot][i].subsetOfFirst(&bm, s.nWords) {
-				out[id>>6] |= 1 << (id & 63)
-				break
-			}
-		}
 	}
 }

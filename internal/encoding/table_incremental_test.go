@@ -1,0 +1,237 @@
+package encoding
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/bits-and-blooms/bitset"
+	"github.com/dripmesh/drip/internal/workload"
+	"github.com/stretchr/testify/require"
+)
+
+// A table changed by random sequences of Set and Remove, with Snapshots
+// taken now and then, matches as the definition says at every Snapshot —
+// whether Snapshot indexed only the changed routers (the delta) or
+// everything — and as a full build of the same contents. Destination sets
+// start with random bits, which Match must keep: the delta path masks and
+// restores the changed routers' bits around the base's match.
+func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
+	deltas, fulls, grown := 0, 0, 0
+	for seed := range 150 {
+		r := rand.New(rand.NewPCG(uint64(seed), 77))
+		m := []int{64, 192, 512}[r.IntN(3)]
+		p := Params{M: m, K: 3}
+		pool := make([]Bloom, 1+r.IntN(200))
+		for i := range pool {
+			pool[i] = randomBloom(r, m, 1+r.IntN(8))
+		}
+		if r.IntN(4) == 0 {
+			pool[0] = Bloom{}
+		}
+		idRange := []int{8, 100, 300, 1 << 16}[r.IntN(4)]
+		ref := map[uint32][]Bloom{} // the simple reference: router → filters
+		tab := NewTable(p)
+		randomFilters := func() []Bloom {
+			fs := make([]Bloom, r.IntN(40))
+			for j := range fs {
+				fs[j] = pool[r.IntN(len(pool))]
+			}
+			return fs
+		}
+		// A start of some size, then a trickle of changes.
+		for range r.IntN(150) {
+			id := uint32(r.IntN(idRange))
+			ref[id] = randomFilters()
+			tab.Set(id, ref[id])
+		}
+		for step := range 60 {
+			switch k := r.IntN(12); {
+			case k < 4:
+				id := uint32(r.IntN(idRange))
+				ref[id] = randomFilters()
+				tab.Set(id, ref[id])
+			case k < 8:
+				// A router gains filters (a subscription arrives): the
+				// delta holds the new ones alone while the base row stays
+				// true. Advertise may drop filters the new ones cover.
+				id := uint32(r.IntN(idRange))
+				if len(ref) > 0 && r.IntN(4) > 0 {
+					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+				}
+				fs := slices.Clone(ref[id])
+				for range 1 + r.IntN(3) {
+					fs = append(fs, pool[r.IntN(len(pool))])
+				}
+				ref[id] = fs
+				tab.Set(id, fs)
+			case k < 10:
+				id := uint32(r.IntN(idRange))
+				if len(ref) > 0 && r.IntN(2) == 0 { // usually one that is there
+					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+				}
+				delete(ref, id)
+				tab.Remove(id)
+			default:
+				snap := tab.Snapshot()
+				if snap.delta != nil {
+					deltas++
+					for _, id := range snap.delta.ids {
+						if _, masked := slices.BinarySearch(snap.changed, id); !masked && slices.Contains(snap.base.ids, id) {
+							grown++ // in the base, unmasked, with added filters in the delta
+							break
+						}
+					}
+				} else {
+					fulls++
+				}
+				full := NewTable(p)
+				for id, fs := range ref {
+					full.Set(id, fs)
+				}
+				fullSnap := full.Snapshot()
+				require.Equal(t, fullSnap.Routers(), snap.Routers(), "seed %d step %d", seed, step)
+				for _, id := range snap.Routers() {
+					got, _ := snap.Filters(id)
+					want, _ := fullSnap.Filters(id)
+					require.Equal(t, want, got, "seed %d step %d router %d", seed, step, id)
+				}
+				for range 20 {
+					bm := randomBloom(r, m, r.IntN(m))
+					if r.IntN(2) == 0 && len(pool) > 0 {
+						bm = randomBloom(r, m, r.IntN(m/8))
+						for range 1 + r.IntN(4) {
+							bm = bm.Or(pool[r.IntN(len(pool))])
+						}
+					}
+					pre := bitset.New(0)
+					for range r.IntN(6) {
+						pre.Set(uint(r.IntN(idRange)))
+					}
+					// The reference: the routers set before, and each
+					// router with a filter contained in bm.
+					want := pre.Clone()
+					for id, fs := range ref {
+						if slices.ContainsFunc(fs, func(b Bloom) bool { return b.SubsetOf(bm) }) {
+							want.Set(uint(id))
+						}
+					}
+					for _, force := range []matchPath{pathByCost, pathLeft, pathIndex} {
+						snap.force = force
+						got := pre.Clone()
+						snap.Match(bm, got)
+						require.Equal(t, setBits(want), setBits(got), "seed %d step %d path %d (delta %v): Match", seed, step, force, snap.delta != nil)
+					}
+					lin, fullGot := pre.Clone(), pre.Clone()
+					snap.MatchLinear(bm, lin)
+					fullSnap.Match(bm, fullGot)
+					require.Equal(t, setBits(want), setBits(lin), "seed %d step %d: MatchLinear", seed, step)
+					require.Equal(t, setBits(want), setBits(fullGot), "seed %d step %d: full build", seed, step)
+				}
+			}
+		}
+	}
+	// Both paths were taken, or the test shows nothing about one.
+	require.Greater(t, deltas, 500, "snapshots with a delta")
+	require.Greater(t, fulls, 100, "full builds")
+	require.Greater(t, grown, 200, "snapshots with a router that only gained filters")
+}
+
+// A Snapshot that only re-indexed the routers changed since the last full
+// build does not allocate in Match either.
+func TestIncrementalMatchDoesNotAllocate(t *testing.T) {
+	p := DefaultParams()
+	mesh := newPaperMesh(t, workload.SingleConstraint(), 100, 5, 100)
+	tab := NewTable(p)
+	for r := range 100 {
+		tab.Set(uint32(r), mesh.filters(p, r))
+	}
+	tab.Snapshot()
+	tab.Set(3, mesh.filters(p, 4))
+	tab.Remove(99)
+	snap := tab.Snapshot()
+	require.NotNil(t, snap.delta)
+	msgs := make([]Bloom, len(mesh.messages))
+	for i, m := range mesh.messages {
+		msgs[i] = p.EncodeMessage(m)
+	}
+	dst := bitset.New(uint(snap.MaxID()) + 1)
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		dst.ClearAll()
+		snap.Match(msgs[i%len(msgs)], dst)
+		i++
+	})
+	require.Zero(t, allocs)
+}
+
+// BenchmarkSnapshotAfterChange is what a broker's PREDICATES rebuild costs
+// when one router's advertisement changed since the last: one more filter,
+// as when a subscription arrives at its broker. full rebuilds everything
+// (every rebuild before the delta); incremental is Table.Snapshot, which
+// re-indexes the changed routers and every so often everything. Then the
+// cost of Match on such a snapshot, against one without a delta.
+func BenchmarkSnapshotAfterChange(b *testing.B) {
+	p := DefaultParams()
+	for _, size := range []struct{ routers, clients int }{{42, 15}, {1000, 5}} {
+		mesh := newPaperMesh(b, workload.SingleConstraint(), size.routers, size.clients+1, 200)
+		base := make([][]Bloom, size.routers)
+		for r := range size.routers {
+			base[r] = mesh.filters(p, r)
+		}
+		setup := func(fullOnly bool) *Table {
+			tab := NewTable(p)
+			tab.fullOnly = fullOnly
+			for r := range size.routers {
+				// The last client's filters arrive one by one, below.
+				tab.Set(uint32(r), base[r][:len(base[r])-20])
+			}
+			tab.Snapshot()
+			return tab
+		}
+		for _, mode := range []string{"full", "incremental"} {
+			b.Run(fmt.Sprintf("routers=%d/filters=%d/%s", size.routers, size.routers*size.clients*20, mode), func(b *testing.B) {
+				tab := setup(mode == "full")
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					// Router i%routers gains one filter of its last client
+					// (and starts over once it has all 20).
+					r := i % size.routers
+					n := len(base[r]) - 20 + (i/size.routers)%20 + 1
+					tab.Set(uint32(r), base[r][:n])
+					tab.Snapshot()
+					i++
+				}
+			})
+		}
+		msgs := make([]Bloom, len(mesh.messages))
+		for i, m := range mesh.messages {
+			msgs[i] = p.EncodeMessage(m)
+		}
+		for _, mode := range []string{"full", "incremental"} {
+			tab := setup(mode == "full")
+			// Near the most a delta holds before a full build: changed
+			// routers with a tenth of the filters (the limit is an eighth).
+			for r := range size.routers / 10 {
+				tab.Set(uint32(r), base[r])
+			}
+			snap := tab.Snapshot()
+			if (snap.delta != nil) != (mode == "incremental") {
+				b.Fatalf("%s: delta %v", mode, snap.delta != nil)
+			}
+			b.Run(fmt.Sprintf("routers=%d/match/%s", size.routers, mode), func(b *testing.B) {
+				dst := bitset.New(uint(snap.MaxID()) + 1)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					dst.ClearAll()
+					snap.Match(msgs[i%len(msgs)], dst)
+					i++
+				}
+			})
+		}
+	}
+}
