@@ -169,6 +169,19 @@ func TestCongestionControlEndToEnd(t *testing.T) {
 	}
 }
 
+// limitEveryMessage gives p's congestion control a subscriber's request
+// that limits a flow matching every message to one a second: the first
+// message takes the bucket's token, the next are held.
+func limitEveryMessage(t *testing.T, p *Publisher) {
+	t.Helper()
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cc.asked = now
+	flow := wire.CongestionParams.EncodeMessage(content.Message{}) // matches every message
+	require.NoError(t, p.cc.core.Feedback(congestion.Feedback{Subscriber: 9, SentAt: now, Requests: []congestion.Request{{Filter: 1, Bloom: flow, Quota: 1}}}, now))
+}
+
 // TestHeldMessageIsChecked: a message congestion control holds is checked
 // when Publish takes it, so that the pacer never finds it malformed and
 // drops it unseen.
@@ -178,12 +191,7 @@ func TestHeldMessageIsChecked(t *testing.T) {
 	p, err := c.NewPublisher(testContext(t))
 	require.NoError(t, err)
 	defer p.Close()
-	now := time.Now()
-	p.mu.Lock()
-	p.cc.asked = now
-	flow := wire.CongestionParams.EncodeMessage(content.Message{}) // matches every message
-	require.NoError(t, p.cc.core.Feedback(congestion.Feedback{Subscriber: 9, SentAt: now, Requests: []congestion.Request{{Filter: 1, Bloom: flow, Quota: 1}}}, now))
-	p.mu.Unlock()
+	limitEveryMessage(t, p)
 	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}}), "the bucket's first token")
 	err = p.Publish(Message{Attrs: Attrs{"a": "\xff"}})
 	require.ErrorContains(t, err, "not valid UTF-8")
@@ -205,12 +213,7 @@ func TestHeldMessageIsCopied(t *testing.T) {
 	p, err := c.NewPublisher(ctx)
 	require.NoError(t, err)
 	defer p.Close()
-	now := time.Now()
-	p.mu.Lock()
-	p.cc.asked = now
-	flow := wire.CongestionParams.EncodeMessage(content.Message{}) // matches every message
-	require.NoError(t, p.cc.core.Feedback(congestion.Feedback{Subscriber: 9, SentAt: now, Requests: []congestion.Request{{Filter: 1, Bloom: flow, Quota: 1}}}, now))
-	p.mu.Unlock()
+	limitEveryMessage(t, p)
 	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}, Payload: []byte("first")}), "the bucket's first token")
 	payload, attrs := []byte("second"), Attrs{"a": 2}
 	require.NoError(t, p.Publish(Message{Attrs: attrs, Payload: payload}))
