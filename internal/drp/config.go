@@ -29,7 +29,8 @@ type Config struct {
 // destination explicitly until it is delivered or counted as dropped, so
 // they lose nothing silently whatever the tables; a rolling restart of
 // four brokers lost deliveries in 3 of 10 runs with broadcast at 0.5 and
-// in none of 20 without (client.TestRollingRestartLosesNothing). What
+// in none of 20 without (client.TestRollingRestartLosesNothing; design
+// §4 has the runs that lost otherwise, on a starved machine). What
 // broadcast saves — a next-hop lookup per destination at each hop — is a
 // bitset walk here. HopLimit 64,
 // IP's customary TTL, is several times the diameter of the largest
