@@ -176,16 +176,6 @@ type ServerConfig struct {
 	ClientListener, PeerListener, MetricsListener net.Listener
 }
 
-// clientStreamWindow bounds what one client stream may send ahead of the
-// broker reading it (HTTP/2 flow control, fixed: setting it turns gRPC's
-// dynamic window off): 64 KiB a round trip, 6.4 MB/s per publisher 10 ms
-// away. clientConnWindow is the connection's, which gRPC's server grants
-// as data arrives, not as it is read, so it bounds no memory.
-const (
-	clientStreamWindow = 64 << 10
-	clientConnWindow   = 1 << 20
-)
-
 // Server runs a Broker behind real listeners.
 type Server struct {
 	b                  *Broker
@@ -270,14 +260,8 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	}
 	// The client API sends deliveries and receives publish requests in
 	// their wire form (wire.Raw): encoded once, decoded without building
-	// protobuf objects.
-	// Client streams get a fixed flow-control window: what a publisher has
-	// sent and the broker has not yet read waits in gRPC, outside the
-	// memory budget, up to the stream's window, and gRPC's dynamic window
-	// grows it towards 16 MiB on a busy connection. 200 publishers held
-	// 174 MB that way in a CPU-starved broker (docs/results/memory-budget.md).
-	win := []grpc.ServerOption{grpc.InitialWindowSize(clientStreamWindow), grpc.InitialConnWindowSize(clientConnWindow)}
-	s.clientSrv = grpc.NewServer(append(append(append(ka, win...), append(ClientServerOptions(), grpc.MaxRecvMsgSize(ReceiveLimit(cfg)))...), creds(clientCreds)...)...)
+	// protobuf objects; its streams have a fixed window (ClientServerOptions).
+	s.clientSrv = grpc.NewServer(append(append(ka, append(ClientServerOptions(), grpc.MaxRecvMsgSize(ReceiveLimit(cfg)))...), creds(clientCreds)...)...)
 	dripv1.RegisterBrokerServer(s.clientSrv, b.ClientService())
 	healthpb.RegisterHealthServer(s.clientSrv, s.health)
 	reflection.Register(s.clientSrv)
