@@ -244,9 +244,9 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("fanout: broker exited? %w", err)
 		}
-		s := Sample{T: time.Since(start).Seconds(), RSS: rss, Budget: scrape(metrics, "drip_memory_budget_used_bytes"),
-			Sent: sent.Load(), Received: received.Load(),
-			Heap: scrape(metrics, "go_memstats_heap_inuse_bytes"), Goroutines: scrape(metrics, "go_goroutines")}
+		g := scrape(metrics, "drip_memory_budget_used_bytes", "go_memstats_heap_inuse_bytes", "go_goroutines")
+		s := Sample{T: time.Since(start).Seconds(), RSS: rss, Budget: g[0], Heap: g[1], Goroutines: g[2],
+			Sent: sent.Load(), Received: received.Load()}
 		res.Samples = append(res.Samples, s)
 		res.MaxRSS = max(res.MaxRSS, rss)
 		if len(res.Samples)%10 == 0 {
@@ -300,13 +300,18 @@ func vmRSS(pid int) (int64, error) {
 	return 0, errors.New("no VmRSS line")
 }
 
-// scrape reads one unlabelled gauge from the broker's /metrics (-1 when
-// it cannot).
-func scrape(addr, name string) int64 {
+// scrape reads unlabelled gauges from one fetch of the broker's /metrics,
+// in the order named (-1 for one it cannot read): a sample on a starved
+// machine should cost the broker one scrape, not one per gauge.
+func scrape(addr string, names ...string) []int64 {
+	out := make([]int64, len(names))
+	for i := range out {
+		out[i] = -1
+	}
 	c := net.Dialer{Timeout: time.Second}
 	conn, err := c.Dial("tcp", addr)
 	if err != nil {
-		return -1
+		return out
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
@@ -314,12 +319,13 @@ func scrape(addr, name string) int64 {
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err == nil {
-				return int64(v)
+		for i, name := range names {
+			if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				if v, err := strconv.ParseFloat(rest, 64); err == nil {
+					out[i] = int64(v)
+				}
 			}
 		}
 	}
-	return -1
+	return out
 }
