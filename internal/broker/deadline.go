@@ -113,7 +113,7 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 		return
 	}
 	links := *n.links.Load()
-	refused := f.refused[:0]
+	var refused []drp.Forward // rare: only while a neighbour leaves
 	for _, fw := range d.Forwards {
 		l := links[fw.Next]
 		if l == nil {
@@ -172,7 +172,6 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 			f.logRefused(l, fw, h)
 		}
 	}
-	f.refused = refused[:0]
 	if len(refused) > 0 {
 		f.reroute(refused, p, path, raw, h)
 	}
@@ -208,12 +207,8 @@ func (f *Forwarder) logRefused(l Link, fw drp.Forward, h bundleHeader) {
 		if fl, ok := l.(finisher); ok {
 			finishing = fl.Finishing()
 		}
-		var dests []uint32
-		for r, ok := fw.Bundle.Dest.NextSet(0); ok && len(dests) < 64; r, ok = fw.Bundle.Dest.NextSet(r + 1) {
-			dests = append(dests, uint32(r))
-		}
 		f.n.log.Info("bundle refused by its link", zap.String("peer", l.Name()), zap.Bool("finishing", finishing),
-			zap.Uint32s("routers", dests), zap.Uint32("ingress", h.stamp.Origin), zap.Uint64("epoch", h.stamp.Epoch),
+			zap.Uint32s("routers", loggedRouters(fw.Bundle.Dest)), zap.Uint32("ingress", h.stamp.Origin), zap.Uint64("epoch", h.stamp.Epoch),
 			zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops), zap.Duration("since_start", f.n.clock.Since(f.n.start)))
 	})
 }

@@ -28,10 +28,8 @@ type Forwarder struct {
 	targets []*Subscription
 	qos     qosPlan // scratch for messages with deadlines or two paths
 	count   uint64  // messages handled, for sampling the latency histograms
-	// refused collects the bundles decided for links this broker has
-	// finished, and rerouting says they are being decided again
-	// (Forwarder.reroute).
-	refused   []drp.Forward
+	// rerouting says bundles decided for links this broker has finished
+	// are being decided again (Forwarder.reroute).
 	rerouting bool
 }
 
@@ -254,16 +252,22 @@ func (f *Forwarder) countDrops(d drp.Decision, h bundleHeader) {
 			for _, fw := range d.Forwards {
 				all.InPlaceUnion(fw.Bundle.Dest)
 			}
-			var routed []uint32
-			for r, ok := all.NextSet(0); ok && len(routed) < 64; r, ok = all.NextSet(r + 1) {
-				routed = append(routed, uint32(r))
-			}
 			f.n.log.Info("destinations dropped: no route to them",
-				zap.Uint32s("routers", d.Unrouted), zap.Uint32s("routed", routed), zap.Uint32("ingress", h.stamp.Origin),
+				zap.Uint32s("routers", d.Unrouted), zap.Uint32s("routed", loggedRouters(&all)), zap.Uint32("ingress", h.stamp.Origin),
 				zap.Uint64("epoch", h.stamp.Epoch), zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops),
 				zap.Duration("since_start", f.n.clock.Since(f.n.start)))
 		})
 	}
+}
+
+// loggedRouters lists the first 64 routers of a destination set, for a
+// log line.
+func loggedRouters(dest *bitset.BitSet) []uint32 {
+	var out []uint32
+	for r, ok := dest.NextSet(0); ok && len(out) < 64; r, ok = dest.NextSet(r + 1) {
+		out = append(out, uint32(r))
+	}
+	return out
 }
 
 // send queues one bundle per next hop and counts what cannot leave.
