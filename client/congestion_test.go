@@ -248,7 +248,7 @@ func TestHeldMessageIsCopied(t *testing.T) {
 // records, the flow carries what the reader reads.
 func TestCoarseRangeIsNotStarved(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: an 8 s run on two real brokers")
+		t.Skip("-short: an 8 s run on two real brokers (make test runs it)")
 	}
 	const d = 8 * time.Second
 	cl := line(t, 2, func(c *broker.Config) {

@@ -19,7 +19,7 @@ func TestRunOnLoopback(t *testing.T) {
 	// control; every message is accounted for, the findings are read and
 	// the plot renders.
 	if testing.Short() {
-		t.Skip("-short: deploys two real brokers per variant on loopback, about 10 s")
+		t.Skip("-short: deploys two real brokers per variant on loopback, about 10 s (make test runs it)")
 	}
 	cfg := DefaultConfig()
 	cfg.Scale, cfg.BandwidthScale, cfg.Warmup, cfg.Drain = 0.06, 0.2, 200*time.Millisecond, time.Second
