@@ -122,12 +122,12 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	return b, nil
 }
 
-// Joined is closed once the running broker has joined the mesh: it has
-// routes from a neighbour's database (Node.HasRoutes) or has waited
-// JoinTimeout for them. Until then clients it serves would have their
-// messages dropped for want of a route, so the server reports itself
-// ready — to Kubernetes, which then goes on with a rolling update — only
-// after it.
+// Joined is closed once the running broker has joined the mesh: it is
+// linked both ways to every configured neighbour (Node.Joined) or has
+// waited JoinTimeout for them. Until then messages published here could be
+// dropped for want of a route, so publish streams wait for it, and the
+// server reports itself ready — to Kubernetes, which then goes on with a
+// rolling update — only after it.
 func (b *Broker) Joined() <-chan struct{} { return b.joined }
 
 // Stopped is closed once Run has returned.
@@ -260,10 +260,16 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		now := b.clock.Now()
 		if !joined {
-			if n.HasRoutes() {
+			switch linked, configured := n.Linked(); {
+			case linked == configured:
 				joined = true
-				n.log.Info("joined the mesh", zap.Duration("after", now.Sub(started)))
-			} else if now.Sub(started) >= cfg.JoinTimeout {
+				n.log.Info("joined the mesh", zap.Duration("after", now.Sub(started)), zap.Int("neighbours", configured))
+			case now.Sub(started) < cfg.JoinTimeout:
+			case n.HasRoutes():
+				joined = true
+				n.log.Warn("not linked to every neighbour after the join timeout; serving with the routes it has",
+					zap.Int("linked", linked), zap.Int("neighbours", configured), zap.Duration("join_timeout", cfg.JoinTimeout))
+			default:
 				joined = true
 				n.log.Warn("no neighbour's database after the join timeout; serving anyway", zap.Duration("join_timeout", cfg.JoinTimeout))
 			}

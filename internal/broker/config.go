@@ -139,9 +139,10 @@ type Config struct {
 	// rebuild, the flood across the mesh).
 	DrainOverlap time.Duration
 	// JoinTimeout bounds how long a starting broker with configured peers
-	// waits to join the mesh — to hold a neighbour's database through a
-	// finished exchange, so that it has routes — before it reports itself
-	// ready (Joined) anyway, as the first broker of a new mesh must.
+	// waits to join the mesh — to be linked both ways to every one of them,
+	// each database exchange finished — before it reports itself ready
+	// (Joined) anyway, as the first broker of a new mesh, or one whose
+	// neighbour is down, must. Publish streams wait for it too.
 	JoinTimeout time.Duration
 	// RerouteGrace bounds how long a withdrawn broker keeps forwarding
 	// the bundles still on their way while its neighbours reroute around

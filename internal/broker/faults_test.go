@@ -351,6 +351,29 @@ func TestReadyOnceJoined(t *testing.T) {
 	})
 }
 
+// TestPublishWaitsUntilJoined: a restarted broker linked to one of its two
+// neighbours — the other is down — has not joined the mesh, and holds
+// publish streams until it has, here after JoinTimeout: a broker still
+// joining routes on part of the mesh's links and filters. The message is
+// then published and delivered.
+func TestPublishWaitsUntilJoined(t *testing.T) {
+	const timeout = 1500 * time.Millisecond
+	m := startMesh(t, 3, [][2]int{{0, 1}, {1, 2}}, func(c *broker.Config) { c.JoinTimeout = timeout })
+	everything := content.MustParse(`n exists`)
+	sub := m.subscribe(0, everything)
+	m.waitConverged(m.allReachable())
+	m.kill(2)
+	m.kill(1)
+	start := time.Now()
+	m.restart(1)
+	msg := content.MessageFrom(map[string]content.Value{"n": content.Int(1)})
+	m.publish(1, 7, []content.Message{msg})
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, timeout, "the publish stream waited for the join")
+	require.Eventually(t, func() bool { return sub.received() == 1 }, 5*time.Second, 10*time.Millisecond)
+	t.Logf("published %v after the restart", took.Round(time.Millisecond))
+}
+
 // TestReadyzFollowsReadiness: /readyz on the metrics listener answers as
 // the gRPC readiness does — 503 until the broker has joined, then 200 —
 // so a TLS broker, whose gRPC health kubelet cannot ask, still gets a

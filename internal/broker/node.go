@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -657,6 +659,44 @@ func (n *Node) Subscriptions() int { return n.subs.count() }
 // exchange (an advertised adjacency), so its routes are as complete as
 // that neighbour's.
 func (n *Node) HasRoutes() bool { return len(n.cfg.Peers) == 0 || n.adjacencyAdvertised }
+
+// Linked counts the configured neighbours (Config.Peers) whose link routes
+// both ways: this node advertises it (their database exchange is done) and
+// the neighbour's own advertisement lists this node. Only such a link is in
+// every router's shortest paths.
+func (n *Node) Linked() (linked, configured int) {
+	advertised := make(map[uint32]bool, len(n.cfg.Peers))
+	for _, nb := range n.ls.Neighbors() {
+		advertised[nb.ID] = nb.Advertised
+	}
+	for _, p := range n.cfg.Peers {
+		if advertised[p.ID] && n.listedBy(p.ID) {
+			linked++
+		}
+	}
+	return linked, len(n.cfg.Peers)
+}
+
+// listedBy says whether router id's advertisement lists a link to this node.
+func (n *Node) listedBy(id uint32) bool {
+	lsa, ok := n.ls.LSA(id)
+	if !ok || lsa.Withdrawn {
+		return false
+	}
+	_, found := slices.BinarySearchFunc(lsa.Links, n.cfg.ID, func(l linkstate.Link, id uint32) int { return cmp.Compare(l.Neighbor, id) })
+	return found
+}
+
+// Joined reports whether the node is linked both ways to every configured
+// neighbour (Linked): only then may the next broker of a rolling update
+// leave. A broker ready after its first neighbour's database, as it once
+// was, could be that neighbour's only link to the mesh when Kubernetes
+// took the neighbour down next, and dropped what it was handed for want of
+// a route (docs/design.md §10, "Ready means joined").
+func (n *Node) Joined() bool {
+	linked, configured := n.Linked()
+	return linked == configured
+}
 
 // BeginDrain starts a graceful departure: new subscriptions are refused,
 // each local subscriber is told to move (Draining, with the overlap its

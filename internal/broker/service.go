@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,14 +28,35 @@ const ackEvery = 64
 // clientService implements drip.v1.Broker over a Node.
 type clientService struct {
 	dripv1.UnimplementedBrokerServer
-	n  *Node
-	az *authorizer
+	n      *Node
+	az     *authorizer
+	joined <-chan struct{} // Broker.Joined
 }
 
 // ClientService returns the drip.v1.Broker service of this broker. Serve it
 // on a gRPC server made with ClientServerOptions: it exchanges deliveries
 // and publish requests in their wire form.
-func (b *Broker) ClientService() dripv1.BrokerServer { return clientService{n: b.node, az: b.authz} }
+func (b *Broker) ClientService() dripv1.BrokerServer {
+	return clientService{n: b.node, az: b.authz, joined: b.joined}
+}
+
+// waitJoined holds a publish stream until the broker has joined the mesh
+// (Broker.Joined: linked to every neighbour, or JoinTimeout after its
+// start). A broker still loading its neighbours' databases has routes to
+// part of the mesh and an index of part of its filters: a message published
+// then would miss destinations, counted as no_route at best. Publishers
+// wait instead — gRPC's flow control holds them — and one that must not
+// wait has other brokers to go to. A drain ends the wait: the stream's
+// final acknowledgement (moving) follows.
+func (c clientService) waitJoined(ctx context.Context) error {
+	select {
+	case <-c.joined:
+	case <-c.n.Draining():
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
 
 // ClientServerOptions are the gRPC server options the client service
 // needs: the codec that passes wire.Raw through, and a fixed flow-control
@@ -144,6 +166,9 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 		return err
 	}
 	defer release()
+	if err := c.waitJoined(stream.Context()); err != nil {
+		return err
+	}
 	fwd := c.n.NewForwarder()
 	var (
 		counts publishCounts
@@ -239,6 +264,9 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 		case <-stream.Context().Done():
 		}
 	}()
+	if err := c.waitJoined(stream.Context()); err != nil {
+		return err
+	}
 	for {
 		var req wire.Raw
 		err := stream.RecvMsg(&req)

@@ -145,7 +145,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles wait (--link-wait) or are dropped")
 	fl.DurationVar(&f.linkWait, "link-wait", def.SlowLinks.Behind, "how long a full link queue makes publishers and upstream brokers wait for room while the link still sends, before its bundles are dropped (0: drop at once)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", def.DrainTimeout, "bound on a graceful shutdown (SIGTERM): clients moving away, withdrawal, links draining; keep it below Kubernetes' termination grace period")
-	fl.DurationVar(&f.joinTimeout, "join-timeout", def.JoinTimeout, "how long a starting broker with peers waits for a neighbour's database (routes) before it reports ready anyway")
+	fl.DurationVar(&f.joinTimeout, "join-timeout", def.JoinTimeout, "how long a starting broker waits to be linked to every configured neighbour before it reports ready and takes publications anyway")
 	fl.DurationVar(&f.drainOverlap, "drain-overlap", def.DrainOverlap, "how long a moving subscriber keeps both subscriptions: the time the mesh needs to learn where it went")
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")

@@ -114,15 +114,24 @@ func (s *Sim) nextGap(p *publisher) time.Duration {
 }
 
 // pick returns the broker a client should use now: from preferred on, the
-// first that runs and does not drain, skipping avoid; -1 if none.
-func (s *Sim) pick(preferred, avoid int) int {
+// first that runs and does not drain, skipping avoid; -1 if none. A
+// publisher also skips brokers that have not joined the mesh: a broker holds
+// publish streams until it has (broker.Broker.Joined), and the publisher
+// waiting there is, here, one picking another.
+func (s *Sim) pick(preferred, avoid int, publishing bool) int {
 	for k := range s.nodes {
 		i := (preferred + k) % len(s.nodes)
-		if i != avoid && s.nodes[i].state == up {
+		if n := s.nodes[i]; i != avoid && n.state == up && (!publishing || s.joined(n)) {
 			return i
 		}
 	}
 	return -1
+}
+
+// joined is Broker.Joined's rule: linked to every neighbour, or past the
+// join timeout.
+func (s *Sim) joined(n *simNode) bool {
+	return n.node.Joined() || s.now-n.bootAt >= n.cfg.JoinTimeout
 }
 
 // subscribe opens a subscription for sub, preferring its home broker.
@@ -131,7 +140,7 @@ func (s *Sim) subscribe(sub *subscriber) bool {
 	for _, c := range sub.conns {
 		avoid = c.node
 	}
-	i := s.pick(sub.home, avoid)
+	i := s.pick(sub.home, avoid, false)
 	if i < 0 {
 		return false
 	}
@@ -272,7 +281,7 @@ func (s *Sim) publish(p *publisher) {
 		}
 	}
 	if p.node < 0 {
-		i := s.pick(p.home, -1)
+		i := s.pick(p.home, -1, true)
 		if i < 0 {
 			return
 		}

@@ -82,54 +82,93 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 			for i := range topo.Links {
 				topo.Links[i].Delay = time.Duration(1+i%5) * time.Millisecond
 			}
-			wl := workload.SingleConstraint()
-			wl.Seed, wl.FiltersPerPredicate = int64(seed), 5
-			s, err := New(Options{Seed: seed, Topology: topo, Workload: wl, Subscribers: 24, Publishers: 16, Rate: 50})
-			require.NoError(t, err)
-			const publishFor = 70 * time.Second
-			s.publishUntil = publishFor
-			node := func(i int) *simNode { return s.nodes[s.index[uint32(i)]] }
-			// Broker i stops; a second after it is down it restarts; a
-			// second after it has joined, broker i−1 stops.
-			rolled := -1
-			var roll func(i int)
-			roll = func(i int) {
-				s.Stop(uint32(i))
-				whenever(s, func() bool { return node(i).state == down }, func() {
-					s.after(time.Second, func() {
-						s.Restart(uint32(i))
-						whenever(s, func() bool { return node(i).state == up && node(i).node.HasRoutes() }, func() {
-							rolled = i
-							if i > 0 {
-								s.after(time.Second, func() { roll(i - 1) })
-							}
-						})
-					})
-				})
-			}
-			s.watchConvergence(ConvergenceCheckEvery)
-			s.at(5*time.Second, func() { roll(7) })
-			s.RunUntil(publishFor + 10*time.Second)
-
-			require.Empty(t, s.Errors())
-			require.Zero(t, rolled, "the roll reached broker 0 before publishing stopped")
-			rep := s.Check(DeliveryBound)
-			t.Logf("%s", rep)
-			require.True(t, rep.OK(), "%s", rep)
-			require.Zero(t, rep.Gaps, "subscribers move make-before-break")
-			// Before the mesh first converged, routes were still forming.
-			require.NotEmpty(t, s.ledger.converged)
-			from, missing := s.ledger.converged[0], 0
-			for id, m := range s.ledger.msgs {
-				for _, j := range m.expected {
-					if m.at >= from && s.ledger.subs[j].received[uint64(id)] == 0 {
-						missing++
-					}
-				}
-			}
-			require.Zero(t, missing, "(message, subscriber) pairs published from %v on, the first convergence, not delivered", from)
+			rollOut(t, seed, topo, time.Second, nil)
 		})
 	}
+}
+
+// TestRollingUpdateWaitsForEveryNeighbour is the e2e suite's ring of eight
+// rolled as the StatefulSet controller rolls it: the next broker stops as
+// soon as the replaced one is ready. Each replaced broker's link to its
+// other neighbour comes back three seconds late (a neighbour slow to
+// redial). Ready after its first neighbour's database, as brokers once
+// were, the replaced broker was then linked to the mesh only through the
+// broker stopping next, and when that one withdrew it dropped, for want of
+// a route, what its publishers sent and was cut off from its subscribers'
+// messages. Ready only once linked to every neighbour (Node.Joined), it
+// holds the rollout until its second link is back.
+func TestRollingUpdateWaitsForEveryNeighbour(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			topo := sim.Ring(8)
+			for i := range topo.Links {
+				topo.Links[i].Delay = time.Duration(1+i%5) * time.Millisecond
+			}
+			rollOut(t, seed, topo, 0, func(s *Sim, i int) {
+				other := uint32((i + 1) % 8)
+				s.Cut(uint32(i), other)
+				s.after(3*time.Second, func() { s.Heal(uint32(i), other) })
+			})
+		})
+	}
+}
+
+// rollOut rolls brokers 7…0 of an eight-broker topology during a
+// workload: each stops gracefully, restarts a second after it is down
+// (restarting runs just before, if not nil), and the next stops margin
+// after the restarted one is ready (Broker.Joined's rule). It requires
+// that every message published from the mesh's first convergence on
+// reached every subscriber it matched, and that no subscriber had a gap.
+func rollOut(t *testing.T, seed uint64, topo sim.Topology, margin time.Duration, restarting func(s *Sim, i int)) {
+	t.Helper()
+	wl := workload.SingleConstraint()
+	wl.Seed, wl.FiltersPerPredicate = int64(seed), 5
+	s, err := New(Options{Seed: seed, Topology: topo, Workload: wl, Subscribers: 24, Publishers: 16, Rate: 50})
+	require.NoError(t, err)
+	const publishFor = 70 * time.Second
+	s.publishUntil = publishFor
+	node := func(i int) *simNode { return s.nodes[s.index[uint32(i)]] }
+	rolled := -1
+	var roll func(i int)
+	roll = func(i int) {
+		s.Stop(uint32(i))
+		whenever(s, func() bool { return node(i).state == down }, func() {
+			s.after(time.Second, func() {
+				if restarting != nil {
+					restarting(s, i)
+				}
+				s.Restart(uint32(i))
+				whenever(s, func() bool { return node(i).state == up && s.joined(node(i)) }, func() {
+					rolled = i
+					if i > 0 {
+						s.after(margin, func() { roll(i - 1) })
+					}
+				})
+			})
+		})
+	}
+	s.watchConvergence(ConvergenceCheckEvery)
+	s.at(5*time.Second, func() { roll(7) })
+	s.RunUntil(publishFor + 10*time.Second)
+
+	require.Empty(t, s.Errors())
+	require.Zero(t, rolled, "the roll reached broker 0 before publishing stopped")
+	rep := s.Check(DeliveryBound)
+	t.Logf("%s", rep)
+	require.True(t, rep.OK(), "%s", rep)
+	require.Zero(t, rep.Gaps, "subscribers move make-before-break")
+	// Before the mesh first converged, routes were still forming.
+	require.NotEmpty(t, s.ledger.converged)
+	from, missing := s.ledger.converged[0], 0
+	for id, m := range s.ledger.msgs {
+		for _, j := range m.expected {
+			if m.at >= from && s.ledger.subs[j].received[uint64(id)] == 0 {
+				missing++
+			}
+		}
+	}
+	noRoute := s.Counters("drip_route_dropped_destinations_total", "reason")["no_route"]
+	require.Zero(t, missing, "(message, subscriber) pairs published from %v on, the first convergence, not delivered (no_route drops: %v)", from, noRoute)
 }
 
 // whenever calls then at the first tenth of a second at which cond holds.

@@ -105,6 +105,8 @@ type simNode struct {
 	node  *broker.Node
 	inc   int // incarnation: bumped at every kill, stop and restart
 	state nodeState
+	// bootAt is when the current incarnation started.
+	bootAt time.Duration
 	// drainAt is when the current drain phase ends.
 	drainStart, phaseEnd time.Duration
 	// controlDelay holds back the control messages the node receives
@@ -179,6 +181,12 @@ func New(opts Options) (*Sim, error) {
 	}
 	for _, l := range opts.Topology.Links {
 		s.links = append(s.links, &simLink{a: s.index[l.A], b: s.index[l.B], weight: l.Weight, delay: max(l.Delay, time.Microsecond)})
+		// Each end knows the other as a configured neighbour, as a
+		// topology file tells brokers: Node.Joined waits for them.
+		for _, e := range [][2]uint32{{l.A, l.B}, {l.B, l.A}} {
+			n := s.nodes[s.index[e[0]]]
+			n.cfg.Peers = append(n.cfg.Peers, broker.Peer{ID: e[1], Addr: fmt.Sprintf("b%d", e[1]), Weight: l.Weight})
+		}
 	}
 	for _, n := range s.nodes {
 		if err := s.boot(n); err != nil {
@@ -257,7 +265,7 @@ func (s *Sim) boot(n *simNode) error {
 	if err != nil {
 		return err
 	}
-	n.node, n.state = node, up
+	n.node, n.state, n.bootAt = node, up, s.now
 	n.inc++
 	inc := n.inc
 	// Each node ticks at its own phase, as independent processes would.
