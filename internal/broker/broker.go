@@ -279,6 +279,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		switch {
 		case phase == subscribersMove && (n.Subscriptions() == 0 || !now.Before(phaseEnd)):
+			n.log.Info("withdrawing from the mesh", zap.Int("subscriptions_left", n.Subscriptions()), zap.Duration("after", now.Sub(drainStart)))
 			n.EndSubscriptions()
 			n.Withdraw()
 			stopDialing()

@@ -193,6 +193,14 @@ func (f *Forwarder) deliverRemote(from Link, b wire.Bundle, h bundleHeader) {
 	}
 	if f.deliverLocal(m, b.Message, h) == 0 {
 		n.m.falsePositives.Inc()
+		if n.draining.Load() {
+			n.orphanLog.Do(func() {
+				n.log.Info("bundle for this draining broker matched no local subscriber",
+					zap.String("peer", from.Name()), zap.Uint32("ingress", h.stamp.Origin),
+					zap.Uint64("epoch", h.stamp.Epoch), zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops),
+					zap.Duration("since_start", n.clock.Since(n.start)))
+			})
+		}
 	}
 }
 

@@ -108,6 +108,10 @@ type Node struct {
 	noRouteLog *rate.Sometimes
 	// refusedLog does the same for bundles a link refused (Forwarder.logRefused).
 	refusedLog *rate.Sometimes
+	// orphanLog does the same for bundles that reach this broker while it
+	// drains and that no local subscriber takes: messages for subscribers
+	// that moved away, which a publisher's broker still routed here.
+	orphanLog *rate.Sometimes
 	// Per router, its QoS classes (docs/design.md §11), and whether the
 	// data plane's qos.Table is behind them.
 	classes      map[uint32][]linkstate.QoSClass
@@ -180,6 +184,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		matchAll:         map[uint32]int{},
 		matchAllLimiters: map[uint32]*rate.Limiter{},
 		noRouteLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		orphanLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		refusedLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		classes:          map[uint32][]linkstate.QoSClass{},
 		dups:             dups,

@@ -277,18 +277,6 @@ func (c *cluster) linkLog(ctx context.Context, ns, pod string) string {
 	})
 }
 
-// noRouteLog is what a broker logged about destinations it dropped for
-// want of a route and bundles its links refused (a few per ten seconds
-// each, with the message's stamp), and
-// when it joined, for a rolling restart that lost deliveries: the next
-// step of docs/results/churn.md's open finding.
-func (c *cluster) noRouteLog(ctx context.Context, ns, pod string) string {
-	return c.brokerLog(ctx, ns, pod, 2000, 40, func(line string) bool {
-		return strings.Contains(line, "no route to them") || strings.Contains(line, "bundle refused by its link") ||
-			strings.Contains(line, `"joined the mesh"`)
-	})
-}
-
 // brokerLog returns up to keep of the last tail lines of a broker's log
 // that match, or the error that kept it from reading them.
 func (c *cluster) brokerLog(ctx context.Context, ns, pod string, tail int64, keep int, match func(string) bool) string {

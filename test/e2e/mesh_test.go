@@ -212,11 +212,11 @@ func TestMesh(t *testing.T) {
 			for _, l := range missLines(rep) {
 				t.Logf("undelivered: %s", l)
 			}
-			if rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 || rr.Drops["drip_link_dropped_bundles_total{link_down}"] > 0 {
-				for i := range m.Brokers {
-					if l := c.noRouteLog(ctx, ns, brokerName(i)); l != "" {
-						t.Logf("%s, no route, refused bundles and joining:\n%s", brokerName(i), l)
-					}
+			if rep.Totals.Undelivered > 0 || rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 || rr.Drops["drip_link_dropped_bundles_total{link_down}"] > 0 {
+				// Every pod's joining, draining and drops, the deleted
+				// ones' included, followed while they ran.
+				for _, l := range rec.trace() {
+					t.Logf("%s", l)
 				}
 			}
 			if !ok && len(rr.Problems) == 0 {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"slices"
@@ -189,13 +190,80 @@ type dropRecorder struct {
 	last  map[types.UID]map[string]float64 // by pod
 	name  map[types.UID]string
 	first map[types.UID]time.Time // when the pod was first scraped
+	// logs holds each pod's log lines about joining, draining and drops,
+	// followed from the pod's start: a pod the rollout deleted takes its
+	// log with it, and its last seconds are where a drain loses.
+	logs    map[types.UID][]string
+	follows sync.WaitGroup
+}
+
+// traceLines are the broker log lines the recorder keeps.
+var traceLines = []string{
+	"no route to them", "bundle refused by its link", "matched no local subscriber",
+	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "withdrawing from the mesh",
+	"route around this broker", `"broker stopped"`,
+}
+
+// maxTraceLines bounds what is kept of one pod's log.
+const maxTraceLines = 200
+
+// follow keeps pod's traceLines until its log ends or ctx does.
+func (r *dropRecorder) follow(ctx context.Context, c *cluster, ns string, pod corev1.Pod) {
+	defer r.follows.Done()
+	rc, err := c.client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "broker", Follow: true}).Stream(ctx)
+	if err != nil {
+		r.keep(pod.UID, "(log not followed: "+err.Error()+")")
+		return
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, k := range traceLines {
+			if strings.Contains(line, k) {
+				r.keep(pod.UID, line)
+				break
+			}
+		}
+	}
+}
+
+func (r *dropRecorder) keep(uid types.UID, line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.logs[uid]) < maxTraceLines {
+		r.logs[uid] = append(r.logs[uid], line)
+	}
+}
+
+// trace returns every pod's kept log lines, the pods in the order they
+// were first seen.
+func (r *dropRecorder) trace() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	uids := make([]types.UID, 0, len(r.first))
+	for uid := range r.first {
+		uids = append(uids, uid)
+	}
+	slices.SortFunc(uids, func(a, b types.UID) int { return r.first[a].Compare(r.first[b]) })
+	var out []string
+	for _, uid := range uids {
+		if len(r.logs[uid]) > 0 {
+			out = append(out, fmt.Sprintf("%s (pod %s):\n    %s", r.name[uid], uid, strings.Join(r.logs[uid], "\n    ")))
+		}
+	}
+	return out
 }
 
 // record scrapes until ctx ends, every interval.
 func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interval time.Duration) {
 	r.mu.Lock()
 	r.last, r.name, r.first = map[types.UID]map[string]float64{}, map[types.UID]string{}, map[types.UID]time.Time{}
+	r.logs = map[types.UID][]string{}
 	r.mu.Unlock()
+	defer r.follows.Wait()
+	followed := map[types.UID]bool{}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -205,6 +273,17 @@ func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interv
 			for _, p := range pods {
 				if p.Status.Phase != corev1.PodRunning {
 					continue
+				}
+				if !followed[p.UID] {
+					followed[p.UID] = true
+					r.mu.Lock()
+					r.name[p.UID] = p.Name
+					if _, ok := r.first[p.UID]; !ok {
+						r.first[p.UID] = time.Now()
+					}
+					r.mu.Unlock()
+					r.follows.Add(1)
+					go r.follow(ctx, c, ns, p)
 				}
 				wg.Add(1)
 				go func() {

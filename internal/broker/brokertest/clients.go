@@ -114,14 +114,11 @@ func (s *Sim) nextGap(p *publisher) time.Duration {
 }
 
 // pick returns the broker a client should use now: from preferred on, the
-// first that runs and does not drain, skipping avoid; -1 if none. A
-// publisher also skips brokers that have not joined the mesh: a broker holds
-// publish streams until it has (broker.Broker.Joined), and the publisher
-// waiting there is, here, one picking another.
-func (s *Sim) pick(preferred, avoid int, publishing bool) int {
+// first that runs and does not drain, skipping avoid; -1 if none.
+func (s *Sim) pick(preferred, avoid int) int {
 	for k := range s.nodes {
 		i := (preferred + k) % len(s.nodes)
-		if n := s.nodes[i]; i != avoid && n.state == up && (!publishing || s.joined(n)) {
+		if i != avoid && s.nodes[i].state == up {
 			return i
 		}
 	}
@@ -140,7 +137,7 @@ func (s *Sim) subscribe(sub *subscriber) bool {
 	for _, c := range sub.conns {
 		avoid = c.node
 	}
-	i := s.pick(sub.home, avoid, false)
+	i := s.pick(sub.home, avoid)
 	if i < 0 {
 		return false
 	}
@@ -281,11 +278,16 @@ func (s *Sim) publish(p *publisher) {
 		}
 	}
 	if p.node < 0 {
-		i := s.pick(p.home, -1, true)
+		i := s.pick(p.home, -1)
 		if i < 0 {
 			return
 		}
 		p.node, p.inc, p.fwd = i, s.nodes[i].inc, s.nodes[i].node.NewForwarder()
+	}
+	if !s.joined(s.nodes[p.node]) {
+		// A broker holds publish streams until it has joined the mesh
+		// (broker.Broker.Joined): the publisher waits, sending nothing.
+		return
 	}
 	m := p.gen.Message()
 	id := uint64(len(s.ledger.msgs))
