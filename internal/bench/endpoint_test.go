@@ -118,6 +118,9 @@ func TestRunWithCustomConnector(t *testing.T) {
 			assert.Positive(t, undelivered)
 		}
 		require.Len(t, rep.Misses, int(min(undelivered, MaxMisses)), "each undelivered delivery listed")
+		sendingStarted, err := time.Parse(time.RFC3339Nano, rep.SendingStarted)
+		require.NoError(t, err, "the wall clock of the misses' origin")
+		assert.WithinDuration(t, time.Now(), sendingStarted, time.Minute)
 		for _, m := range rep.Misses {
 			assert.Contains(t, cfg.Brokers, m.SubscriberBroker)
 			assert.Contains(t, cfg.Brokers, m.PublisherBroker)

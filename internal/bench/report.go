@@ -17,9 +17,13 @@ type Report struct {
 	FailoverEvents []FailoverEvent `json:"failover_events,omitempty"`
 	// Misses are the first MaxMisses undelivered deliveries, to put
 	// beside the brokers' logs: which subscriber, whose message, when.
-	Misses       []Miss  `json:"misses,omitempty"`
-	SendSeconds  float64 `json:"send_s"`  // how long sending took
-	DrainSeconds float64 `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
+	Misses []Miss `json:"misses,omitempty"`
+	// SendingStarted is the wall-clock time at which sending started
+	// (RFC 3339, UTC), the origin of every *_s and at_s field: what puts
+	// a miss beside the brokers' logs.
+	SendingStarted string  `json:"sending_started,omitempty"`
+	SendSeconds    float64 `json:"send_s"`  // how long sending took
+	DrainSeconds   float64 `json:"drain_s"` // how long the wait for outstanding deliveries took, settling included
 	// Error says why the run stopped early, if it did: the report then
 	// holds what was measured until then.
 	Error string `json:"error,omitempty"`

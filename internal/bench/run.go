@@ -536,6 +536,9 @@ func (r *runner) report() *Report {
 		SendSeconds:  sendTime.Seconds(),
 		DrainSeconds: drainTime.Seconds(),
 	}
+	if r.sending.Load() {
+		rep.SendingStarted = r.clock.Add(time.Duration(r.sendStart.Load())).UTC().Format(time.RFC3339Nano)
+	}
 	if cfg.Mode == Ramp {
 		rep.Config.RateStart = cfg.RateStart
 	}

@@ -279,7 +279,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		switch {
 		case phase == subscribersMove && (n.Subscriptions() == 0 || !now.Before(phaseEnd)):
-			n.log.Info("withdrawing from the mesh", zap.Int("subscriptions_left", n.Subscriptions()), zap.Duration("after", now.Sub(drainStart)))
+			// Subscriptions still open here were kept by clients that saw
+			// messages routed to this broker alone: ending them can lose.
+			n.log.Info("subscribers' move over", zap.Int("subscriptions_ended", n.Subscriptions()), zap.Duration("after", now.Sub(drainStart)))
 			n.EndSubscriptions()
 			n.Withdraw()
 			stopDialing()

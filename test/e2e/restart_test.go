@@ -200,7 +200,7 @@ type dropRecorder struct {
 // traceLines are the broker log lines the recorder keeps.
 var traceLines = []string{
 	"no route to them", "bundle refused by its link", "matched no local subscriber",
-	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "withdrawing from the mesh",
+	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "subscribers' move over",
 	"route around this broker", `"broker stopped"`,
 }
 

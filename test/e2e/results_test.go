@@ -94,12 +94,18 @@ func missLines(r *bench.Report) []string {
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.tenth, b.tenth), strings.Compare(a.sub, b.sub), strings.Compare(a.pub, b.pub))
 	})
+	// The wall-clock time, to read beside the brokers' logs.
+	start, startErr := time.Parse(time.RFC3339Nano, r.SendingStarted)
 	var out []string
 	for _, k := range keys {
 		subs := groups[k]
 		slices.Sort(subs)
-		out = append(out, fmt.Sprintf("sent t=%.1fs: %d undelivered to subscribers %v of %s, published at %s",
-			float64(k.tenth)/10, len(subs), slices.Compact(subs), k.sub, k.pub))
+		at := ""
+		if startErr == nil {
+			at = " (" + start.Add(time.Duration(k.tenth)*100*time.Millisecond).Format("15:04:05.0") + ")"
+		}
+		out = append(out, fmt.Sprintf("sent t=%.1fs%s: %d undelivered to subscribers %v of %s, published at %s",
+			float64(k.tenth)/10, at, len(subs), slices.Compact(subs), k.sub, k.pub))
 	}
 	if n := r.Totals.Undelivered; n > uint64(len(r.Misses)) {
 		out = append(out, fmt.Sprintf("(%d more not listed)", n-uint64(len(r.Misses))))
@@ -108,17 +114,19 @@ func missLines(r *bench.Report) []string {
 }
 
 func TestMissLines(t *testing.T) {
-	r := &bench.Report{Totals: bench.Totals{Undelivered: 5}, Misses: []bench.Miss{
+	r := &bench.Report{SendingStarted: "2026-11-26T14:13:59.5Z", Totals: bench.Totals{Undelivered: 5}, Misses: []bench.Miss{
 		{Subscriber: 7, SubscriberBroker: "b2", PublisherBroker: "b0", SentS: 41.23},
 		{Subscriber: 3, SubscriberBroker: "b2", PublisherBroker: "b0", SentS: 41.27},
 		{Subscriber: 3, SubscriberBroker: "b2", PublisherBroker: "b0", SentS: 41.29},
 		{Subscriber: 1, SubscriberBroker: "b1", PublisherBroker: "b0", SentS: 12.0},
 	}}
 	assert.Equal(t, []string{
-		"sent t=12.0s: 1 undelivered to subscribers [1] of b1, published at b0",
-		"sent t=41.2s: 3 undelivered to subscribers [3 7] of b2, published at b0",
+		"sent t=12.0s (14:14:11.5): 1 undelivered to subscribers [1] of b1, published at b0",
+		"sent t=41.2s (14:14:40.7): 3 undelivered to subscribers [3 7] of b2, published at b0",
 		"(1 more not listed)",
 	}, missLines(r))
+	r.SendingStarted = ""
+	assert.Equal(t, "sent t=12.0s: 1 undelivered to subscribers [1] of b1, published at b0", missLines(r)[0], "no start time: no wall clock")
 }
 
 func TestSuiteResultsWrite(t *testing.T) {
