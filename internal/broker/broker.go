@@ -281,7 +281,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		case phase == subscribersMove && (n.Subscriptions() == 0 || !now.Before(phaseEnd)):
 			// Subscriptions still open here were kept by clients that saw
 			// messages routed to this broker alone: ending them can lose.
-			n.log.Info("subscribers' move over", zap.Int("subscriptions_ended", n.Subscriptions()), zap.Duration("after", now.Sub(drainStart)))
+			n.log.Info("subscribers' move over", zap.Int("subscriptions_ended", n.Subscriptions()), zap.Duration("after", now.Sub(drainStart)),
+				zap.Strings("ended", n.subs.describe(5)))
 			n.EndSubscriptions()
 			n.Withdraw()
 			stopDialing()

@@ -153,6 +153,26 @@ func (s *subscriptions) count() int {
 	return len(s.byID)
 }
 
+// describe lists up to max subscriptions as "client: predicate", each
+// predicate cut to 80 bytes, for a log line.
+func (s *subscriptions) describe(max int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, sub := range s.byID {
+		if len(out) == max {
+			break
+		}
+		p := sub.pred.String()
+		if len(p) > 80 {
+			p = p[:77] + "..."
+		}
+		out = append(out, sub.client+": "+p)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // drain tells every subscriber, now and later, that the broker drains.
 func (s *subscriptions) drain(notice *dripv1.Draining) {
 	s.mu.Lock()
