@@ -134,7 +134,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, []string{
 		"broker", "--topology=/etc/drip/topology.yaml", "--name=$(POD_NAME)",
 		"--client-addr=:7000", "--peer-addr=:7100", "--metrics-addr=:9100",
-		"--log-level=info", "--log-format=json", "--drain-timeout=10s", "--drain-overlap=2s", "--peer-endpointslices=" + headless,
+		"--log-level=info", "--log-format=json", "--drain-timeout=20s", "--drain-overlap=2s", "--peer-endpointslices=" + headless,
 		"--tls-cert=/etc/drip-tls/$(POD_NAME).crt", "--tls-key=/etc/drip-tls/$(POD_NAME).key", "--tls-ca=/etc/drip-tls/ca.crt",
 		"--tls-peer-identity", "--tls-client-auth", "--tls-client-ca=/etc/drip-tls/client-ca.crt",
 	}, b.Args, "mutual TLS by default, each broker with its own certificate")
@@ -559,10 +559,10 @@ func TestValueErrors(t *testing.T) {
 		{[]string{"selftest.ordinals={0,4}"}, "selftest.ordinals: 4 is not a broker ordinal (0..3)", ""},
 		{[]string{"metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true"},
 			"metrics.podMonitor.enabled and metrics.serviceMonitor.enabled are both true: enable one of them, not both", ""},
-		{[]string{"terminationGracePeriodSeconds=20"}, "terminationGracePeriodSeconds 20 is too short for broker.drainTimeoutSeconds 10", ""},
-		{[]string{"broker.drainTimeoutSeconds=30"}, "terminationGracePeriodSeconds 30 is too short for broker.drainTimeoutSeconds 30: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least 45", ""},
+		{[]string{"terminationGracePeriodSeconds=30"}, "terminationGracePeriodSeconds 30 is too short for broker.drainTimeoutSeconds 20", ""},
+		{[]string{"broker.drainTimeoutSeconds=30"}, "terminationGracePeriodSeconds 40 is too short for broker.drainTimeoutSeconds 30: a broker drains for up to that long after SIGTERM and then gives its client, peer and metrics servers up to 5 s each to stop, so it needs at least 45", ""},
 		{[]string{"broker.drainTimeoutSeconds=0"}, "at '/broker/drainTimeoutSeconds': minimum: got 0, want 1", ""},
-		{[]string{"broker.drainOverlapSeconds=5"}, "broker.drainOverlapSeconds 5 does not fit broker.drainTimeoutSeconds 10: subscribers get half of the drain to move, and the overlap must leave a second of it to subscribe elsewhere; raise drainTimeoutSeconds to at least 12", ""},
+		{[]string{"broker.drainOverlapSeconds=10"}, "broker.drainOverlapSeconds 10 does not fit broker.drainTimeoutSeconds 20: subscribers get half of the drain to move, and the overlap must leave a second of it to subscribe elsewhere; raise drainTimeoutSeconds to at least 22", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
