@@ -166,8 +166,11 @@ type coreEvent struct {
 	kind   eventKind
 	link   *transport.Link
 	weight uint32
-	ctl    []*dripv1.Control
-	reply  chan<- Inspection
+	// replaces is the link a new one replaces (evLinkUp): it drains once
+	// the data plane's links name the new one.
+	replaces *transport.Link
+	ctl      []*dripv1.Control
+	reply    chan<- Inspection
 }
 
 type eventKind uint8
@@ -192,6 +195,20 @@ func (b *Broker) handle(ev coreEvent) {
 	switch ev.kind {
 	case evLinkUp:
 		n.LinkUp(ev.link, ev.weight)
+		if old := ev.replaces; old != nil {
+			// Only now: the data plane pushed onto the old link until
+			// LinkUp published the new one, and a push refused by a
+			// closed link would be a lost bundle. The old link sends
+			// what it holds, and reads what its neighbour sent, until
+			// both ends have half-closed it.
+			b.linkGroup.Add(1)
+			go func() {
+				defer b.linkGroup.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), replacedDrainTimeout)
+				defer cancel()
+				old.Drain(ctx)
+			}()
+		}
 	case evLinkDown:
 		n.LinkDown(ev.link)
 	case evControl:
@@ -399,6 +416,10 @@ func (b *Broker) PeerService() *transport.PeerServer {
 
 var errDuplicate = errors.New("a link to this router already exists")
 
+// replacedDrainTimeout bounds the drain of a link a newer one replaced: a
+// neighbour that restarted will never half-close the old one.
+const replacedDrainTimeout = 5 * time.Second
+
 // attach starts a new link and tells the core. When two links to one
 // neighbour race (both sides dialled), the one dialled by the lower router
 // ID wins on both sides, so exactly one survives; a new link in the same
@@ -436,6 +457,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		return nil, err
 	}
 	peer := l.Peer()
+	var replaced *transport.Link
 	b.linksMu.Lock()
 	if old := b.links[peer]; old != nil {
 		lowerDials := n.cfg.ID < peer
@@ -444,7 +466,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 			n.m.linkHandshakeFails.WithLabelValues("duplicate").Inc()
 			return nil, fmt.Errorf("%w (%s)", errDuplicate, l.Name())
 		}
-		defer old.Close(fmt.Errorf("%w: replaced by a newer link", errDuplicate))
+		replaced = old
 	}
 	b.links[peer] = l
 	b.linkGroup.Add(1)
@@ -452,7 +474,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 
 	n.m.linkUp.WithLabelValues(l.Name()).Set(1)
 	n.log.Info("link up", zap.String("peer", l.Name()), zap.Uint32("peer_router", peer), zap.Bool("dialed", dialed))
-	b.toCore(coreEvent{kind: evLinkUp, link: l, weight: b.weightOf(peer)})
+	b.toCore(coreEvent{kind: evLinkUp, link: l, weight: b.weightOf(peer), replaces: replaced})
 	l.Start()
 	go func() {
 		defer b.linkGroup.Done()

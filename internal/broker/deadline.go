@@ -116,6 +116,11 @@ func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan,
 	var refused []drp.Forward // rare: only while a neighbour leaves
 	for _, fw := range d.Forwards {
 		l := links[fw.Next]
+		if dl, ok := l.(downer); ok && dl.Down() {
+			// Replaced: a link drains once the links were published with
+			// its successor (Broker.attach), so a fresh load names it.
+			l = (*n.links.Load())[fw.Next]
+		}
 		if l == nil {
 			// The routing snapshot is ahead of or behind the links.
 			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(fw.Bundle.Dest.Count()))

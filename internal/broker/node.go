@@ -504,6 +504,9 @@ func (n *Node) setClasses(u linkstate.PredicateUpdate) {
 
 // finisher is a Link that can tell its neighbour that nothing more will
 // be queued for it (transport.Link.Finish), and end.
+// downer is a link that says whether it takes no more bundles.
+type downer interface{ Down() bool }
+
 type finisher interface {
 	Finish()
 	Finishing() bool

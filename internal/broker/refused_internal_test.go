@@ -111,3 +111,45 @@ func TestBundleForAFinishedLinkIsDecidedAgain(t *testing.T) {
 		"both destinations decided again, and counted")
 	assert.False(t, f.rerouting)
 }
+
+// acceptingLink takes every bundle.
+type acceptingLink struct {
+	refusingLink
+}
+
+func (l *acceptingLink) PushBundle([]byte) bool                    { l.pushes++; return true }
+func (l *acceptingLink) PushUrgent([]byte, transport.Urgency) bool { l.pushes++; return true }
+
+// replacedLink is a link a newer one replaced: it is down, and by the time
+// a forwarder that loaded the links before the replacement asks, the core
+// has published its successor (Broker.attach drains a replaced link only
+// after that).
+type replacedLink struct {
+	refusingLink
+	n    *Node
+	next Link
+}
+
+func (l *replacedLink) Down() bool {
+	l.n.current[l.id] = l.next
+	l.n.publishLinks()
+	return true
+}
+
+// TestBundleForAReplacedLinkTakesItsSuccessor: a bundle decided on links
+// loaded before a link was replaced (a neighbour redialled, or both ends
+// dialled at once) goes on the new link, not into the old one's refusal:
+// in a rolling update that refusal lost messages published at a restarted
+// broker as its neighbour began to drain.
+func TestBundleForAReplacedLinkTakesItsSuccessor(t *testing.T) {
+	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
+	require.NoError(t, err)
+	next := &acceptingLink{refusingLink{stubLink: stubLink{id: 2}}}
+	old := &replacedLink{refusingLink: refusingLink{stubLink: stubLink{id: 2}}, n: n, next: next}
+	n.LinkUp(old, 1)
+	f := n.NewForwarder()
+	d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3), HopsLeft: 7}}}}
+	f.send(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	assert.Zero(t, old.pushes, "nothing pushed to the replaced link")
+	assert.Equal(t, 1, next.pushes, "the bundle went on its successor")
+}

@@ -194,8 +194,10 @@ func (l *Link) PushUrgent(b []byte, u Urgency) bool {
 	return true
 }
 
-// down reports whether the link takes no more bundles: it has ended, or
+// Down reports whether the link takes no more bundles: it has ended, or
 // it is draining or finished.
+func (l *Link) Down() bool { return l.down() }
+
 func (l *Link) down() bool {
 	select {
 	case <-l.conn.Done():
