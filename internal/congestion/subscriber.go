@@ -128,6 +128,34 @@ func (s *Subscriber) SetFilters(fs []Filter) {
 // Stats returns the counters.
 func (s *Subscriber) Stats() SubscriberStats { return s.stats }
 
+// SessionStats is what a Subscriber measures of one publisher's messages:
+// the inputs of the TCP response function and its result, for metrics and
+// the experiments' time series.
+type SessionStats struct {
+	Publisher uint64
+	// RTT is the smoothed round-trip time, InitialRTT until Measured.
+	RTT      time.Duration
+	Measured bool
+	// LossEventRate is p (zero before the first loss event), Allowed the
+	// rate eq. 1 gives for RTT and p (+Inf before the first loss event),
+	// LossEvents the loss events detected.
+	LossEventRate float64
+	Allowed       float64
+	LossEvents    uint64
+}
+
+// Sessions lists the sessions' measurements, by publisher.
+func (s *Subscriber) Sessions() []SessionStats {
+	out := make([]SessionStats, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		p := ss.loss.rate()
+		out = append(out, SessionStats{Publisher: ss.pub, RTT: ss.rtt, Measured: ss.measured,
+			LossEventRate: p, Allowed: TCPRate(ss.rtt, p), LossEvents: ss.loss.events})
+	}
+	slices.SortFunc(out, func(a, b SessionStats) int { return cmp.Compare(a.Publisher, b.Publisher) })
+	return out
+}
+
 // Receive takes a message delivered to the subscriber: its header and
 // its Bloom filter. A header without a sequence number is that of a
 // publisher no subscriber has asked yet (it names itself, nothing more):

@@ -146,6 +146,15 @@ func TestRTTMeasurement(t *testing.T) {
 	}
 	assert.InDelta(t, 150*time.Millisecond, ss.rtt, float64(time.Millisecond))
 	assert.False(t, ss.entries[1].clr)
+
+	got := s.Sessions()
+	require.Len(t, got, 1)
+	assert.Equal(t, SessionStats{Publisher: 1, RTT: ss.rtt, Measured: true, Allowed: math.Inf(1)}, got[0], "no loss yet")
+	ss.loss.closed[0], ss.loss.n, ss.loss.events, ss.loss.open = 100, 1, 1, 0
+	got = s.Sessions()
+	assert.InDelta(t, 0.01, got[0].LossEventRate, 1e-12)
+	assert.InDelta(t, TCPRate(ss.rtt, 0.01), got[0].Allowed, 1e-9)
+	assert.Equal(t, uint64(1), got[0].LossEvents)
 }
 
 // round sets up a session whose filters received counts messages in the
