@@ -210,6 +210,22 @@ func TestAlgorithm1(t *testing.T) {
 	q = quotas(fb)
 	assert.InDelta(t, 106.17, q[1], 0.01, "100 + (112.3−100)/2, less than α·100")
 	assert.InDelta(t, 1, q[2], 0.01, "a throttled filter grows from MinRate")
+
+	// A round that received nothing after one that received 40 msg/s (the
+	// path held messages up): the quota starts from the greater of the two
+	// rounds' rates (RFC 5348 §4.3), not from nothing.
+	s := newSub(t, Filter{ID: 1, Bloom: bits(1)})
+	ss := s.session(1, epoch)
+	ss.rtt, ss.measured = 100*time.Millisecond, true
+	ss.entries[1] = &entry{count: 4, clr: true}
+	_, ok = s.round(ss, epoch.Add(100*time.Millisecond))
+	require.True(t, ok)
+	fb, ok = s.round(ss, epoch.Add(200*time.Millisecond))
+	require.True(t, ok)
+	assert.Equal(t, map[uint32]float64{1: 60}, quotas(fb), "40 msg/s + α·40, though the round received none")
+	fb, ok = s.round(ss, epoch.Add(300*time.Millisecond))
+	require.True(t, ok)
+	assert.Equal(t, map[uint32]float64{1: 1}, quotas(fb), "two empty rounds: MinRate")
 }
 
 func TestMaxMin(t *testing.T) {
