@@ -50,7 +50,7 @@ func TestRunOnLoopback(t *testing.T) {
 	assert.Zero(t, r.Variants[1].Groups[0].LossEvents, "nothing lost, nothing seen lost")
 	assert.Empty(t, r.Variants[0].Groups[0].RTTms, "no control, nothing measured")
 	rtt := r.Variants[1].Groups[0].RTTms
-	assert.Len(t, rtt, len(r.Variants[1].Groups[0].Received), "one sample a bin")
+	require.Len(t, rtt, len(r.Variants[1].Groups[0].Received), "one sample a bin")
 	assert.Positive(t, slices.Max(rtt), "the subscription measured its round trip")
 	assert.Zero(t, slices.Max(r.Variants[1].Groups[0].Allowed), "no loss: eq. 1 allows any rate, recorded as 0")
 	require.NotEmpty(t, r.Findings)
