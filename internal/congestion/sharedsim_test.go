@@ -30,6 +30,24 @@ type sharedRun struct {
 	// tcpFrom, if positive, starts a TCP Reno flow with unbounded data
 	// across the same bottleneck at that time (Fig. 10).
 	tcpFrom time.Duration
+	// stallFor, if positive, holds every delivery that would arrive in
+	// the first stallFor of each stallEvery until then: head-of-line
+	// blocking below the bottleneck, as when a broker's peer link (a TCP
+	// connection) recovers a lost segment. Nothing is lost, and the
+	// bottleneck keeps serving.
+	stallEvery, stallFor time.Duration
+}
+
+// deferred is when a delivery due at at arrives, stalls considered.
+func (r sharedRun) deferred(at time.Time) time.Time {
+	if r.stallFor <= 0 {
+		return at
+	}
+	into := at.Sub(epoch) % r.stallEvery
+	if into < r.stallFor {
+		return at.Add(r.stallFor - into)
+	}
+	return at
 }
 
 type sharedOutcome struct {
@@ -122,7 +140,7 @@ func (r sharedRun) run() sharedOutcome {
 					return
 				}
 				if at, ok := link.send(now); ok {
-					toSubs.push(at, struct {
+					toSubs.push(r.deferred(at), struct {
 						i int
 						d delivery
 					}{i, delivery{h, m}})

@@ -79,6 +79,7 @@ type session struct {
 	echoed     time.Time // when an echo was last requested
 	round      time.Time // when the current round began
 	distinct   int       // messages this round
+	lastTotal  float64   // their rate in the last round
 	entries    map[uint32]*entry
 	counted    uint64 // loss events in the stats
 	sampled    uint64 // the last message whose record entry was sampled
@@ -87,9 +88,11 @@ type session struct {
 // entry is a filter's row in a session.
 type entry struct {
 	count int
-	rate  float64
-	quota float64
-	clr   bool
+	// rate is the reception rate Algorithm 1 uses, last the rate of the
+	// last round alone (see round).
+	rate, last float64
+	quota      float64
+	clr        bool
 	// flow and taken are the record entries sampled that the flow's Bloom
 	// filter matches and, of them, those the filter takes, each averaged
 	// over the last ShareWindow of the flow's (see sampleRecords).
@@ -127,6 +130,34 @@ func (s *Subscriber) SetFilters(fs []Filter) {
 
 // Stats returns the counters.
 func (s *Subscriber) Stats() SubscriberStats { return s.stats }
+
+// SessionStats is what a Subscriber measures of one publisher's messages:
+// the inputs of the TCP response function and its result, for metrics and
+// the experiments' time series.
+type SessionStats struct {
+	Publisher uint64
+	// RTT is the smoothed round-trip time, InitialRTT until Measured.
+	RTT      time.Duration
+	Measured bool
+	// LossEventRate is p (zero before the first loss event), Allowed the
+	// rate eq. 1 gives for RTT and p (+Inf before the first loss event),
+	// LossEvents the loss events detected.
+	LossEventRate float64
+	Allowed       float64
+	LossEvents    uint64
+}
+
+// Sessions lists the sessions' measurements, by publisher.
+func (s *Subscriber) Sessions() []SessionStats {
+	out := make([]SessionStats, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		p := ss.loss.rate()
+		out = append(out, SessionStats{Publisher: ss.pub, RTT: ss.rtt, Measured: ss.measured,
+			LossEventRate: p, Allowed: TCPRate(ss.rtt, p), LossEvents: ss.loss.events})
+	}
+	slices.SortFunc(out, func(a, b SessionStats) int { return cmp.Compare(a.Publisher, b.Publisher) })
+	return out
+}
 
 // Receive takes a message delivered to the subscriber: its header and
 // its Bloom filter. A header without a sequence number is that of a
@@ -357,13 +388,21 @@ func (s *Subscriber) round(ss *session, now time.Time) (Feedback, bool) {
 	d := now.Sub(ss.round).Seconds()
 	ss.round = now
 	ids := make([]uint32, 0, len(ss.entries))
+	// A reception rate is the greater of this round's and the last's:
+	// TFRC's receive rate limit takes the greatest over the last two
+	// round trips (RFC 5348 §4.3, X_recv_set), so that one round in which
+	// the path delivered little, holding messages up without losing them,
+	// does not set a flow's quota to what that round happened to deliver
+	// (INCREASE_RATE starts from the reception rate, Algorithm 1 line 20).
 	for id, e := range ss.entries {
-		e.rate, e.count = float64(e.count)/d, 0
+		r := float64(e.count) / d
+		e.rate, e.last, e.count = max(r, e.last), r, 0
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	total := float64(ss.distinct) / d
-	ss.distinct = 0
+	round := float64(ss.distinct) / d
+	total := max(round, ss.lastTotal)
+	ss.lastTotal, ss.distinct = round, 0
 	s.stats.LossEvents += ss.loss.events - ss.counted
 	ss.counted = ss.loss.events
 

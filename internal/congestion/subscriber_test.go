@@ -146,6 +146,15 @@ func TestRTTMeasurement(t *testing.T) {
 	}
 	assert.InDelta(t, 150*time.Millisecond, ss.rtt, float64(time.Millisecond))
 	assert.False(t, ss.entries[1].clr)
+
+	got := s.Sessions()
+	require.Len(t, got, 1)
+	assert.Equal(t, SessionStats{Publisher: 1, RTT: ss.rtt, Measured: true, Allowed: math.Inf(1)}, got[0], "no loss yet")
+	ss.loss.closed[0], ss.loss.n, ss.loss.events, ss.loss.open = 100, 1, 1, 0
+	got = s.Sessions()
+	assert.InDelta(t, 0.01, got[0].LossEventRate, 1e-12)
+	assert.InDelta(t, TCPRate(ss.rtt, 0.01), got[0].Allowed, 1e-9)
+	assert.Equal(t, uint64(1), got[0].LossEvents)
 }
 
 // round sets up a session whose filters received counts messages in the
@@ -201,6 +210,22 @@ func TestAlgorithm1(t *testing.T) {
 	q = quotas(fb)
 	assert.InDelta(t, 106.17, q[1], 0.01, "100 + (112.3−100)/2, less than α·100")
 	assert.InDelta(t, 1, q[2], 0.01, "a throttled filter grows from MinRate")
+
+	// A round that received nothing after one that received 40 msg/s (the
+	// path held messages up): the quota starts from the greater of the two
+	// rounds' rates (RFC 5348 §4.3), not from nothing.
+	s := newSub(t, Filter{ID: 1, Bloom: bits(1)})
+	ss := s.session(1, epoch)
+	ss.rtt, ss.measured = 100*time.Millisecond, true
+	ss.entries[1] = &entry{count: 4, clr: true}
+	_, ok = s.round(ss, epoch.Add(100*time.Millisecond))
+	require.True(t, ok)
+	fb, ok = s.round(ss, epoch.Add(200*time.Millisecond))
+	require.True(t, ok)
+	assert.Equal(t, map[uint32]float64{1: 60}, quotas(fb), "40 msg/s + α·40, though the round received none")
+	fb, ok = s.round(ss, epoch.Add(300*time.Millisecond))
+	require.True(t, ok)
+	assert.Equal(t, map[uint32]float64{1: 1}, quotas(fb), "two empty rounds: MinRate")
 }
 
 func TestMaxMin(t *testing.T) {

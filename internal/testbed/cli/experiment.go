@@ -75,6 +75,7 @@ func newExperimentRunCmd() *cobra.Command {
 		dripBinary string
 		dripArgs   []string
 		noConduit  bool
+		ccFeedback bool
 		quiet      bool
 		onLab      bool
 		labCfg     experiment.LabConfig
@@ -118,7 +119,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 			for _, name := range systemList {
 				switch name {
 				case "drip", "drip-uncompressed":
-					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed", Args: dripArgs}))
+					syss = append(syss, systems.NewDrip(systems.DripOptions{Binary: dripBinary, NoPeerCompression: name == "drip-uncompressed", Args: dripArgs, CongestionFeedback: ccFeedback}))
 				case "activemq":
 					syss = append(syss, systems.NewActiveMQ(systems.ActiveMQOptions{NoConduit: noConduit}))
 				default:
@@ -175,6 +176,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 	fl.StringVar(&keep, "keep", "", "keep the systems' configuration, logs and data in this directory (default: a temporary one, removed)")
 	fl.StringVar(&dripBinary, "drip-binary", "", "run drip brokers as processes of this drip binary (drip broker ...) instead of in this process")
 	fl.StringSliceVar(&dripArgs, "drip-args", nil, "flags added to every drip broker process, comma-separated (--drip-args=--wan,--pprof); with --drip-binary or --lab")
+	fl.BoolVar(&ccFeedback, "drip-congestion-feedback", false, "drip: subscriptions ask publishers to slow the flows that lose messages (congestion control, docs/design.md §12); brokers lose only with --drip-args=--link-wait=0")
 	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default --drip-binary: the drip beside this executable, else on PATH)")

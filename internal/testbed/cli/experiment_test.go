@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -33,6 +34,29 @@ func TestExperimentRunAndPlot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "smoke-drip.png")
 	assert.FileExists(t, filepath.Join(dir, "smoke-drip.png"))
+}
+
+// --drip-congestion-feedback turns the clients' congestion feedback on and
+// the run's record says so.
+func TestExperimentRunWithCongestionFeedback(t *testing.T) {
+	noLeaks(t)
+	dir := t.TempDir()
+	_, _, err := execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--systems", "drip",
+		"--duration", "1s", "--scale", "0.5", "--out", dir, "--quiet", "--drip-congestion-feedback")
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(dir, "smoke-drip.json"))
+	require.NoError(t, err)
+	var run struct {
+		System struct {
+			Config map[string]string `json:"config"`
+		} `json:"system"`
+		Totals struct {
+			Feedback uint64 `json:"congestion_feedback"`
+		} `json:"totals"`
+	}
+	require.NoError(t, json.Unmarshal(data, &run))
+	assert.Contains(t, run.System.Config["congestion_control"], "subscriptions ask", "the record says control was on")
+	assert.Positive(t, run.Totals.Feedback, "the subscriptions asked the publishers (an echo at least)")
 }
 
 func TestExperimentRunErrors(t *testing.T) {

@@ -60,6 +60,13 @@ type GroupResult struct {
 	FeedbackSent uint64 `json:"feedback_sent,omitempty"`
 	Echoes       uint64 `json:"echoes,omitempty"`
 	LossEvents   uint64 `json:"loss_events,omitempty"`
+	// Per bin, what the group's first subscriber measured of its first
+	// publisher as of the bin's end (drip with control): the smoothed
+	// round-trip time (ms), the loss event rate p, and the rate eq. 1
+	// allows for them (msg/s; 0 before the first loss event).
+	RTTms         []float64 `json:"rtt_ms,omitempty"`
+	LossEventRate []float64 `json:"loss_event_rate,omitempty"`
+	Allowed       []float64 `json:"allowed_per_s,omitempty"`
 }
 
 // PublisherResult is what one publisher did.
@@ -78,6 +85,9 @@ type PublisherResult struct {
 	WaitedMs   float64 `json:"waited_ms,omitempty"`
 	Feedback   uint64  `json:"feedback,omitempty"`
 	Flows      int     `json:"flows,omitempty"`
+	// Quota is, per bin, the least quota of its limited flows at the
+	// bin's end (msg/s; 0 while none is limited).
+	Quota []float64 `json:"quota_per_s,omitempty"`
 }
 
 // account turns the logs into the variant's result.
@@ -95,6 +105,7 @@ func account(cfg Config, s Scenario, v Variant, pubs []*pubLog, subs []*subLog, 
 			c := p.congest
 			pr.Controlled, pr.Held, pr.WaitedMs, pr.Feedback, pr.Flows = c.Controlled, c.Held, float64(c.Waited)/float64(time.Millisecond), c.Feedback, len(c.Flows)
 		}
+		pr.Quota = p.quota
 		vr.Publishers = append(vr.Publishers, pr)
 	}
 	for _, g := range s.Groups() {
@@ -106,6 +117,9 @@ func account(cfg Config, s Scenario, v Variant, pubs []*pubLog, subs []*subLog, 
 			}
 			l := subs[j]
 			gr.Subscribers++
+			if gr.Subscribers == 1 {
+				gr.RTTms, gr.LossEventRate, gr.Allowed = l.rtt, l.lossRate, l.allowed
+			}
 			gr.Extra += l.extra
 			for b, n := range l.arrived {
 				gr.Arrived[b] += n * perSec

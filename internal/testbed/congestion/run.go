@@ -168,6 +168,8 @@ type subLog struct {
 	extra    uint64 // deliveries it should not have had, or twice
 	congest  client.CongestionStats
 	hasStats bool
+	// Sampled by the run's clock (control only): see GroupResult.
+	rtt, lossRate, allowed []float64
 }
 
 // pubLog is what one publisher sent; its goroutine owns it until done.
@@ -177,6 +179,50 @@ type pubLog struct {
 	congest          client.CongestionStats
 	hasStats         bool
 	err              error
+	quota            []float64 // sampled by the run's clock (control only)
+}
+
+// congestionStats is what drip's publishers and subscriptions tell of
+// congestion control.
+type congestionStats interface {
+	Congestion() client.CongestionStats
+}
+
+// sampleControl records, for bin b, the publishers' least quota and the
+// subscribers' first session's measurements. Both calls are cheap: a
+// publisher's lock, a subscription's atomics.
+func sampleControl(b, bins int, publishers []bench.Publisher, pubs []*pubLog, handles []bench.Subscriber, subs []*subLog) {
+	for i, p := range publishers {
+		c, ok := p.(congestionStats)
+		if !ok {
+			continue
+		}
+		if pubs[i].quota == nil {
+			pubs[i].quota = make([]float64, bins)
+		}
+		if fl := c.Congestion().Flows; len(fl) > 0 {
+			pubs[i].quota[b] = fl[0].Quota // least first
+		}
+	}
+	for j, h := range handles {
+		c, ok := h.(congestionStats)
+		if !ok {
+			continue
+		}
+		l := subs[j]
+		if l.rtt == nil {
+			l.rtt, l.lossRate, l.allowed = make([]float64, bins), make([]float64, bins), make([]float64, bins)
+		}
+		ss := c.Congestion().Sessions
+		if len(ss) == 0 {
+			continue
+		}
+		l.rtt[b] = float64(ss[0].RTT) / float64(time.Millisecond)
+		l.lossRate[b] = ss[0].LossEventRate
+		if !math.IsInf(ss[0].Allowed, 0) {
+			l.allowed[b] = ss[0].Allowed
+		}
+	}
 }
 
 func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*VariantResult, error) {
@@ -223,6 +269,7 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 	var start time.Time
 	started := make(chan struct{})
 	subs := make([]*subLog, len(s.Subscribers))
+	handles := make([]bench.Subscriber, len(s.Subscribers))
 	var readers sync.WaitGroup
 	for i, sp := range s.Subscribers {
 		e, err := connect(sp.Site)
@@ -242,6 +289,7 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 			return nil, fmt.Errorf("subscribing at %s: %w", sp.Site, err)
 		}
 		subs[i] = &subLog{seen: make([][]bool, len(s.Publishers)), arrived: make([]float64, bins)}
+		handles[i] = sub
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -336,6 +384,9 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 			n := tcp.received()
 			tcpBytes[b] = float64(n-prevTCP) / cfg.Bin.Seconds()
 			prevTCP = n
+		}
+		if v.Control {
+			sampleControl(b, bins, publishers, pubs, handles, subs)
 		}
 	}
 	wg.Wait()

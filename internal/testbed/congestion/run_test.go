@@ -3,6 +3,7 @@ package congestion
 import (
 	"context"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ func TestRunOnLoopback(t *testing.T) {
 		assert.InDelta(t, float64(g.Delivered), sum, 0.5, "%s: the series add up to the totals", name)
 	}
 	assert.Zero(t, r.Variants[1].Groups[0].LossEvents, "nothing lost, nothing seen lost")
+	assert.Empty(t, r.Variants[0].Groups[0].RTTms, "no control, nothing measured")
+	rtt := r.Variants[1].Groups[0].RTTms
+	require.Len(t, rtt, len(r.Variants[1].Groups[0].Received), "one sample a bin")
+	assert.Positive(t, slices.Max(rtt), "the subscription measured its round trip")
+	assert.Zero(t, slices.Max(r.Variants[1].Groups[0].Allowed), "no loss: eq. 1 allows any rate, recorded as 0")
 	require.NotEmpty(t, r.Findings)
 	assert.Equal(t, "losses without control / with control", r.Findings[len(r.Findings)-2].Name)
 	// Loopback loses nothing, so control holds nothing back: the two

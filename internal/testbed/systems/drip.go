@@ -52,6 +52,11 @@ type DripOptions struct {
 	// Client are the options of every client connection (congestion
 	// control on or off, feedback asked or not).
 	Client []client.Option
+	// CongestionFeedback makes every client's subscriptions ask their
+	// publishers to slow the flows that lose messages
+	// (client.WithCongestionFeedback; publishers listen by default), and
+	// says so in Info.
+	CongestionFeedback bool
 }
 
 // NewDrip returns the drip system.
@@ -261,6 +266,9 @@ func (d *dripDeployment) Info() Info {
 		// keeps them as given.
 		info.Config["broker_args"] = strings.Join(d.opts.Args, " ")
 	}
+	if d.opts.CongestionFeedback {
+		info.Config["congestion_control"] = "subscriptions ask publishers to slow the flows that lose messages (Malekpour11, docs/design.md §12)"
+	}
 	return info
 }
 
@@ -280,6 +288,9 @@ func (d *dripDeployment) Connect(ctx context.Context, site string) (bench.Endpoi
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.place.DialContext(ctx, site, "tcp", addr)
 		}))}, d.opts.Client...)
+	if d.opts.CongestionFeedback {
+		opts = append(opts, client.WithCongestionFeedback(true))
+	}
 	c, err := client.Dial(ctx, s.client, opts...)
 	if err != nil {
 		return nil, err
