@@ -103,9 +103,12 @@ type FaultRecord struct {
 	EndS float64   `json:"end_s,omitempty"`
 	At   time.Time `json:"at"`
 	End  time.Time `json:"end,omitzero"`
-	// SettledS is how long after EndS routing settled again
-	// (systems.Deployment.Ready: every broker knows every router and
-	// holds every advertisement, in the same version everywhere).
+	// SettledS is how long after EndS systems.Deployment.Ready passed:
+	// every broker knows every router and holds every advertisement, in
+	// the same version everywhere. It does not wait for a healed link to
+	// carry an adjacency again (a mesh that routes around it agrees
+	// too), and subscription changes after the fault (clients leaving at
+	// the end of a run) delay it: read it beside the brokers' logs.
 	SettledS float64 `json:"settled_after_end_s,omitempty"`
 	Error    string  `json:"error,omitempty"`
 }
