@@ -86,12 +86,18 @@ experiments: build ## Run Carzaniga09 §5.2.1 on drip, ActiveMQ and NATS in the 
 SCALE_OUT ?= docs/results/experiments/scale
 SCALE_ARGS ?= --scale 0.005 --lab-bandwidth-scale 1 --duration 60s --drip-args=--pprof
 SCALE_SWEEPS ?= scale-clients
+# Live reconvergence at 42 sites: a link cut on a cycle and a broker restart
+# while the base ramps (into SCALE_OUT/faults; empty SCALE_FAULTS skips it).
+SCALE_FAULTS ?= --fault cut:s0/s11@12s+8s --fault restart:s5@35s+5s
 experiments-scale: build ## Run Carzaniga09 §5.2.2's 42-broker sweeps on drip and NATS in the emulated WAN lab (root, ~20 min) into SCALE_OUT.
 	$(LAB_BIN) experiment topology --scenario scale-base --out $(SCALE_OUT)
 	for s in $(SCALE_SWEEPS); do \
 	  $(LAB_BIN) experiment run --lab --scenario $$s --systems drip,drip-uncompressed $(SCALE_ARGS) --out $(SCALE_OUT) || exit 1; \
 	done
 	$(LAB_BIN) experiment run --lab --scenario scale-base --systems nats $(SCALE_ARGS) --out $(SCALE_OUT)
+	if [ -n "$(SCALE_FAULTS)" ]; then \
+	  $(LAB_BIN) experiment run --lab --scenario scale-base --systems drip $(SCALE_ARGS) $(SCALE_FAULTS) --out $(SCALE_OUT)/faults || exit 1; \
+	fi
 	for s in $(SCALE_SWEEPS); do \
 	  $(LAB_BIN) experiment plot --scenario $$s --systems drip,drip-uncompressed,nats --dir $(SCALE_OUT) || exit 1; \
 	done

@@ -68,6 +68,8 @@ type metrics struct {
 	redundantCopies prometheus.Counter
 	// Authorization (internal/authz).
 	authzDenied *prometheus.CounterVec // op
+	// PREDICATES index rebuilds by kind (full, partial), resolved once.
+	rebuildFull, rebuildPartial prometheus.Observer
 }
 
 // handshakeFailureReasons are the reason labels of
@@ -172,6 +174,10 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	m.routeDropped.WithLabelValues(routeDropMatchAll)
 	// Rare and worth a panel: exported at zero so it shows a zero.
 	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
+	rebuilds := f.histogramVec("predicate_index_rebuild_duration_seconds",
+		"Time each rebuild of the index of other brokers' predicates took on the broker's clock, by kind (full: every filter; partial: only the routers changed since the last full build).",
+		[]string{"kind"}, prometheus.ExponentialBuckets(1e-4, 4, 9))
+	m.rebuildFull, m.rebuildPartial = rebuilds.WithLabelValues("full"), rebuilds.WithLabelValues("partial")
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
 	// Read at scrape time: the data path only adds to the atomic counter.

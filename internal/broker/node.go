@@ -436,8 +436,11 @@ const compactAfter = 2 * time.Second
 func (n *Node) rebuild(now time.Time, snap *encoding.Snapshot) {
 	n.preds.Store(snap)
 	n.predsDirty, n.lastBuild, n.lastBuildTook = false, now, n.clock.Since(now)
-	if !snap.Partial() {
+	if snap.Partial() {
+		n.m.rebuildPartial.Observe(n.lastBuildTook.Seconds())
+	} else {
 		n.lastFullTook = n.lastBuildTook
+		n.m.rebuildFull.Observe(n.lastBuildTook.Seconds())
 	}
 	n.log.Debug("PREDICATES index rebuilt", zap.Int("updates", n.predsChanged), zap.Bool("partial", snap.Partial()), zap.Duration("took", n.lastBuildTook))
 	n.predsChanged = 0

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -78,11 +79,34 @@ func TestRebuildPacing(t *testing.T) {
 
 // TestPartialIndexBuiltWholeWhenQuiet: a change of one router's
 // advertisement re-indexes that router alone (a partial snapshot), and
-// once changes pause for compactAfter the whole table is indexed again.
+// once changes pause for compactAfter the whole table is indexed again;
+// drip_predicate_index_rebuild_duration_seconds counts each by kind.
 func TestPartialIndexBuiltWholeWhenQuiet(t *testing.T) {
 	clk := &creepingClock{FakeClock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), t: time.Unix(1e9, 0)}
-	n, err := NewNode(DefaultConfig(1, "b1"), WithClock(clk))
+	reg := prometheus.NewRegistry()
+	n, err := NewNode(DefaultConfig(1, "b1"), WithClock(clk), WithRegisterer(reg))
 	require.NoError(t, err)
+	rebuilds := func() (full, partial uint64) {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		kinds := map[string]uint64{}
+		for _, f := range families {
+			if f.GetName() != "drip_predicate_index_rebuild_duration_seconds" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "kind" {
+						kinds[l.GetValue()] = m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+		require.Len(t, kinds, 2, "both kinds exported from the start: %v", kinds)
+		return kinds["full"], kinds["partial"]
+	}
+	full, partial := rebuilds()
+	require.Equal(t, [2]uint64{0, 0}, [2]uint64{full, partial}, "full, partial before any rebuild")
 	bloom := func(bit int) encoding.Bloom {
 		var b encoding.Bloom
 		b.Set(bit)
@@ -100,6 +124,8 @@ func TestPartialIndexBuiltWholeWhenQuiet(t *testing.T) {
 	n.predsDirty = true
 	n.flush()
 	require.True(t, n.preds.Load().Partial(), "one router changed: re-indexed alone")
+	full, partial = rebuilds()
+	require.Equal(t, [2]uint64{1, 1}, [2]uint64{full, partial}, "full, partial after the first build and one change")
 	for range 19 { // 1.9 s of ticks without a change
 		clk.t = clk.t.Add(100 * time.Millisecond)
 		n.flush()
@@ -108,6 +134,8 @@ func TestPartialIndexBuiltWholeWhenQuiet(t *testing.T) {
 	clk.t = clk.t.Add(100 * time.Millisecond)
 	n.flush()
 	require.False(t, n.preds.Load().Partial(), "not built whole after changes paused for %v", compactAfter)
+	full, partial = rebuilds()
+	assert.Equal(t, [2]uint64{2, 1}, [2]uint64{full, partial}, "full, partial after the compaction")
 	f, _ := n.preds.Load().Filters(5)
 	assert.Equal(t, []encoding.Bloom{bloom(7)}, f)
 }

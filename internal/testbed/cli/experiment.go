@@ -74,6 +74,7 @@ func newExperimentRunCmd() *cobra.Command {
 		keep       string
 		dripBinary string
 		dripArgs   []string
+		faultList  []string
 		noConduit  bool
 		ccFeedback bool
 		quiet      bool
@@ -133,6 +134,13 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 			ctx, stop := dripcli.SignalContext(cmd.Context())
 			defer stop()
 			cfg := experiment.Config{Systems: syss, Scale: scale, Duration: duration, Dir: keep, PlacementName: "loopback"}
+			for _, s := range faultList {
+				f, err := experiment.ParseFault(s)
+				if err != nil {
+					return fmt.Errorf("--fault: %w", err)
+				}
+				cfg.Faults = append(cfg.Faults, f)
+			}
 			if onLab {
 				cfg.Lab = &labCfg
 			}
@@ -178,6 +186,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 	fl.StringSliceVar(&dripArgs, "drip-args", nil, "flags added to every drip broker process, comma-separated (--drip-args=--wan,--pprof); with --drip-binary or --lab")
 	fl.BoolVar(&ccFeedback, "drip-congestion-feedback", false, "drip: subscriptions ask publishers to slow the flows that lose messages (congestion control, docs/design.md §12); brokers lose only with --drip-args=--link-wait=0")
 	fl.BoolVar(&noConduit, "activemq-no-conduit", false, "ActiveMQ: conduitSubscriptions=false (one network subscription per remote consumer)")
+	fl.StringArrayVar(&faultList, "fault", nil, "inject a fault while sending, repeatable: cut:A/B@AT+FOR cuts the lab link A–B AT after sending starts and heals it FOR later; restart:SITE@AT+FOR kills SITE's drip broker (SIGKILL) and starts it again FOR later")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	fl.BoolVar(&onLab, "lab", false, "run in an emulated WAN lab built for each scenario (needs root; default --drip-binary: the drip beside this executable, else on PATH)")
 	fl.StringVar(&labCfg.Name, "lab-name", "experiment", "name of the lab --lab builds")

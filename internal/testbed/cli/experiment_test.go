@@ -64,6 +64,12 @@ func TestExperimentRunErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `--scenario: unknown scenario "nope"`)
 	_, _, err = execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--systems", "kafka")
 	assert.ErrorContains(t, err, `--systems: unknown system "kafka"`)
+	_, _, err = execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--fault", "cut:s0@1s+1s")
+	assert.ErrorContains(t, err, "--fault: fault \"cut:s0@1s+1s\": a cut names two sites")
+	_, _, err = execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--fault", "cut:s0/s1@1s+1s")
+	assert.ErrorContains(t, err, "a link cut needs a lab", "on loopback")
+	_, _, err = execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--fault", "restart:s7@1s+1s")
+	assert.ErrorContains(t, err, `no site "s7"`)
 	_, _, err = execute(testCtx(t), "", "experiment", "plot", "--scenario", "smoke", "--dir", t.TempDir())
 	assert.ErrorContains(t, err, "no results for scenario smoke")
 }

@@ -36,6 +36,8 @@ type Result struct {
 	// start of a run, a cold start of routing with all subscriptions.
 	SettleSeconds float64 `json:"settle_s,omitempty"`
 	Summary       Summary `json:"summary"`
+	// Faults are the faults injected while sending (Config.Faults).
+	Faults []FaultRecord `json:"faults,omitempty"`
 	// Lab is what the emulator saw, when the run was in a lab.
 	Lab *LabReport `json:"lab,omitempty"`
 	// Testbed is the CPU the run took, the runner's (clients and oracle)

@@ -42,6 +42,9 @@ type Config struct {
 	// Lab, when set, runs every system of the scenario in a lab built for
 	// it (see LabConfig); Placement and Links must then be unset.
 	Lab *LabConfig
+	// Faults are injected while the clients send (a cut needs Lab, a
+	// restart a system whose deployment is a systems.Restarter).
+	Faults []Fault
 
 	lab *lab.Lab // the running lab, set by Run
 }
@@ -62,6 +65,14 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	}
 	if cfg.Duration > 0 {
 		cfg.Scenario.Duration = cfg.Duration
+	}
+	for _, f := range cfg.Faults {
+		if err := f.check(cfg.Scenario.Topology); err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+		if f.Kind == FaultCut && cfg.Lab == nil {
+			return nil, fmt.Errorf("experiment: fault %s: a link cut needs a lab", f)
+		}
 	}
 	if cfg.Lab != nil {
 		if cfg.Placement != nil || cfg.Links != nil {
@@ -181,9 +192,19 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 		return err
 	}
 	cost := startCost()
+	var faults *faultInjector
 	bc.OnSendStart = func() {
 		cost.sendStarted()
 		sampler.start(ctx)
+		if len(cfg.Faults) > 0 {
+			var links linkCutter
+			if cfg.lab != nil {
+				links = cfg.lab
+			}
+			faults = startFaults(ctx, cfg.Faults, links, dep, time.Now(), func(format string, args ...any) {
+				cfg.logf(sc.Name+"/"+sys.Name()+": "+format, args...)
+			})
+		}
 	}
 	if cfg.Progress != nil {
 		bc.Progress = prefixWriter{prefix: sc.Name + "/" + sys.Name() + " ", w: cfg.Progress}
@@ -193,6 +214,9 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 		meter = startLabMeter(ctx, cfg.lab)
 	}
 	rep, err := bench.Run(ctx, bc)
+	if faults != nil {
+		r.Faults = faults.wait()
+	}
 	samples, sampleErr := sampler.stop()
 	if meter != nil {
 		var labErr error

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -86,6 +87,8 @@ type dripSite struct {
 	client, peer, metrics string
 	srv                   *broker.Server // in-process only
 	proc                  *process       // exec only
+	argv                  []string       // exec only: the command line, for Restart
+	restarts              int            // exec only: Restart calls, naming their logs
 	serveErr              chan error     // in-process: Serve's result
 }
 
@@ -183,6 +186,7 @@ func (d *dripDeployment) start(ctx context.Context) error {
 			argv := []string{d.opts.Binary, "broker", "--topology", topoPath, "--name", name, "--log-format", "json",
 				"--peer-compression=" + strconv.FormatBool(!d.opts.NoPeerCompression)}
 			argv = append(argv, d.opts.Args...)
+			site.argv = argv
 			if site.proc, err = startProcess(d.place, name, "drip broker", filepath.Join(d.spec.Dir, "drip-"+name+".log"), argv, d.opts.Env); err != nil {
 				return err
 			}
@@ -379,6 +383,45 @@ func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
 		return -1
 	}
 	return f.GetMetric()[0].GetGauge().GetValue()
+}
+
+// Kill implements Restarter: SIGKILL to the site's broker process group,
+// as a crash would, and a wait until it is gone.
+func (d *dripDeployment) Kill(site string) error {
+	s, ok := d.sites[site]
+	if !ok || s.proc == nil {
+		return fmt.Errorf("drip: no broker process at site %q (brokers in this process cannot be killed)", site)
+	}
+	_ = syscall.Kill(-s.proc.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-s.proc.done:
+		return nil
+	case <-time.After(killWait):
+		return fmt.Errorf("drip: broker %s (pid %d) still running %v after SIGKILL", site, s.proc.cmd.Process.Pid, killWait)
+	}
+}
+
+// killWait bounds the wait for a killed broker to be reaped.
+const killWait = 5 * time.Second
+
+// Restart implements Restarter: the site's broker again, with the same
+// command line and addresses, logging to drip-SITE.restart-N.log; it
+// returns once its client port answers. The broker must have been killed.
+func (d *dripDeployment) Restart(ctx context.Context, site string) error {
+	s, ok := d.sites[site]
+	if !ok || s.proc == nil {
+		return fmt.Errorf("drip: no broker process at site %q to restart", site)
+	}
+	if s.proc.alive() == nil {
+		return fmt.Errorf("drip: broker %s still runs; kill it first", site)
+	}
+	s.restarts++
+	proc, err := startProcess(d.place, site, "drip broker", filepath.Join(d.spec.Dir, fmt.Sprintf("drip-%s.restart-%d.log", site, s.restarts)), s.argv, d.opts.Env)
+	if err != nil {
+		return err
+	}
+	s.proc = proc
+	return waitTCP(ctx, d.place, site, s.client, s.alive)
 }
 
 // Servers implements ServerLister.

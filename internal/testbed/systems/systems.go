@@ -67,6 +67,17 @@ type Deployment interface {
 	Close() error
 }
 
+// Restarter is a deployment whose brokers can crash and come back: drip's
+// broker processes. Neither method may run concurrently with the
+// Deployment's others but Connect.
+type Restarter interface {
+	// Kill kills the site's broker at once, as a crash does.
+	Kill(site string) error
+	// Restart starts the killed broker of the site again, on the same
+	// addresses and configuration, and waits until it takes clients.
+	Restart(ctx context.Context, site string) error
+}
+
 // Server is one broker process of a deployment, for measurements that need
 // more than the Deployment interface gives: the process to read CPU time
 // from, and the addresses to reach it without the bench adapters.
