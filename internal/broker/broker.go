@@ -187,6 +187,10 @@ func (b *Broker) toCore(ev coreEvent) {
 	select {
 	case b.events <- ev:
 	case <-b.coreDone:
+		if ev.replaces != nil {
+			// No core to publish the successor: the broker is stopping.
+			ev.replaces.Close(fmt.Errorf("%w: replaced by a newer link", errDuplicate))
+		}
 	}
 }
 
