@@ -227,6 +227,15 @@ func (r *dropRecorder) follow(ctx context.Context, c *cluster, ns string, pod co
 			}
 		}
 	}
+	if ctx.Err() == nil {
+		// When the log stopped, and why if not its end: a trace that
+		// stops early reads as a quiet pod otherwise.
+		end := "(log ended at " + time.Now().UTC().Format("15:04:05.0")
+		if err := sc.Err(); err != nil {
+			end += ": " + err.Error()
+		}
+		r.keep(pod.UID, end+")")
+	}
 }
 
 func (r *dropRecorder) keep(uid types.UID, line string) {
