@@ -2,11 +2,11 @@
 # run.sh OUT SCENARIO SYSTEM [driplab flags...]: one lab run of SCENARIO on
 # SYSTEM with every broker's PREDICATES rebuild counters, re-advertisements
 # and adjacency-down events scraped every 2 s from inside its own site, and
-# `top` every 10 s. Binaries: /work/scale4-runs (copies, so that a rebuild
+# `top` every 10 s. Binaries: $R, by default /work/scale4-runs (copies, so that a rebuild
 # of the worktree does not change a running experiment).
 set -u
 OUT=$1; SCEN=$2; SYS=$3; shift 3
-R=/work/scale4-runs; LAB=${LAB:-$R/driplab}; NAME=s4run
+R=${R:-/work/scale4-runs}; LAB=${LAB:-$R/driplab}; NAME=${NAME:-s4run}
 mkdir -p $OUT/keep $OUT/scrape
 date -u +%FT%TZ > $OUT/start.txt
 ( $LAB experiment run --lab --lab-name $NAME --scenario $SCEN --systems $SYS \
