@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
@@ -29,6 +30,10 @@ import (
 type cluster struct {
 	kubeconfig string
 	client     kubernetes.Interface
+	// streams is client without its request timeout, for the brokers'
+	// logs followed through a rolling restart (its context bounds it):
+	// with client's minute every follow ended a minute in.
+	streams    kubernetes.Interface
 	helmBin    string // the helm binary
 	root       string // the module root
 	image      imageRef
@@ -122,6 +127,11 @@ func setUp(ctx context.Context, s *suite) (*cluster, error) {
 	// several times a second.
 	cfg.QPS, cfg.Burst = 50, 100
 	if c.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", c.kubeconfig, err)
+	}
+	streamCfg := rest.CopyConfig(cfg)
+	streamCfg.Timeout = 0
+	if c.streams, err = kubernetes.NewForConfig(streamCfg); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", c.kubeconfig, err)
 	}
 	v, err := c.client.Discovery().ServerVersion()

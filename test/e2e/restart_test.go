@@ -210,7 +210,11 @@ const maxTraceLines = 200
 // follow keeps pod's traceLines until its log ends or ctx does.
 func (r *dropRecorder) follow(ctx context.Context, c *cluster, ns string, pod corev1.Pod) {
 	defer r.follows.Done()
-	rc, err := c.client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "broker", Follow: true}).Stream(ctx)
+	client := c.streams
+	if client == nil {
+		client = c.client
+	}
+	rc, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "broker", Follow: true}).Stream(ctx)
 	if err != nil {
 		r.keep(pod.UID, "(log not followed: "+err.Error()+")")
 		return
