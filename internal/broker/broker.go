@@ -122,9 +122,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	return b, nil
 }
 
-// Joined is closed once the running broker has joined the mesh: it is
-// linked both ways to every configured neighbour (Node.Joined) or has
-// waited JoinTimeout for them. Until then messages published here could be
+// Joined is closed once the running broker has joined the mesh
+// (Node.Joined): it is linked both ways to every configured neighbour or
+// has waited JoinTimeout for them. Until then messages published here could be
 // dropped for want of a route, so publish streams wait for it, and the
 // server reports itself ready — to Kubernetes, which then goes on with a
 // rolling update — only after it.
@@ -263,7 +263,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	n.Tick()
 	phase, ctxDone := running, ctx.Done()
 	var drainStart, withdrawn, phaseEnd time.Time
-	started, joined := b.clock.Now(), false
+	joined := false
 	for phase != linksDrain {
 		select {
 		case <-ctxDone:
@@ -280,23 +280,9 @@ func (b *Broker) Run(ctx context.Context) error {
 			n.Flush()
 		}
 		now := b.clock.Now()
-		if !joined {
-			switch linked, configured := n.Linked(); {
-			case linked == configured:
-				joined = true
-				n.log.Info("joined the mesh", zap.Duration("after", now.Sub(started)), zap.Int("neighbours", configured))
-			case now.Sub(started) < cfg.JoinTimeout:
-			case n.HasRoutes():
-				joined = true
-				n.log.Warn("not linked to every neighbour after the join timeout; serving with the routes it has",
-					zap.Int("linked", linked), zap.Int("neighbours", configured), zap.Duration("join_timeout", cfg.JoinTimeout))
-			default:
-				joined = true
-				n.log.Warn("no neighbour's database after the join timeout; serving anyway", zap.Duration("join_timeout", cfg.JoinTimeout))
-			}
-			if joined {
-				close(b.joined)
-			}
+		if !joined && n.Joined() {
+			joined = true
+			close(b.joined)
 		}
 		switch {
 		case phase == subscribersMove && (n.Subscriptions() == 0 || !now.Before(phaseEnd)):

@@ -97,6 +97,8 @@ type Node struct {
 	// An adjacency has been advertised, the node holding the neighbour's
 	// database (HasRoutes).
 	adjacencyAdvertised bool
+	// joined is sticky: the node has joined the mesh (Joined).
+	joined bool
 	// Per other router, its advertised filters that match every message.
 	matchAll      map[uint32]int
 	matchAllTotal int
@@ -698,15 +700,35 @@ func (n *Node) listedBy(id uint32) bool {
 	return found
 }
 
-// Joined reports whether the node is linked both ways to every configured
-// neighbour (Linked): only then may the next broker of a rolling update
-// leave. A broker ready after its first neighbour's database, as it once
-// was, could be that neighbour's only link to the mesh when Kubernetes
-// took the neighbour down next, and dropped what it was handed for want of
-// a route (docs/design.md §10, "Ready means joined").
+// Joined reports whether the node has joined the mesh: it is linked both
+// ways to every configured neighbour (Linked), or JoinTimeout has passed
+// since it started, as the first broker of a mesh, or one whose neighbour
+// is down, must serve anyway. Once joined it stays joined, and the first
+// call that finds it says so in the log. Only then may the next broker of
+// a rolling update leave: a broker ready after its first neighbour's
+// database, as it once was, could be that neighbour's only link to the
+// mesh when Kubernetes took the neighbour down next, and dropped what it
+// was handed for want of a route (docs/design.md §10, "Ready means
+// joined"). A control-plane call.
 func (n *Node) Joined() bool {
+	if n.joined {
+		return true
+	}
 	linked, configured := n.Linked()
-	return linked == configured
+	after := n.clock.Since(n.start)
+	switch {
+	case linked == configured:
+		n.log.Info("joined the mesh", zap.Duration("after", after), zap.Int("neighbours", configured))
+	case after < n.cfg.JoinTimeout:
+		return false
+	case n.HasRoutes():
+		n.log.Warn("not linked to every neighbour after the join timeout; serving with the routes it has",
+			zap.Int("linked", linked), zap.Int("neighbours", configured), zap.Duration("join_timeout", n.cfg.JoinTimeout))
+	default:
+		n.log.Warn("no neighbour's database after the join timeout; serving anyway", zap.Duration("join_timeout", n.cfg.JoinTimeout))
+	}
+	n.joined = true
+	return true
 }
 
 // BeginDrain starts a graceful departure: new subscriptions are refused,

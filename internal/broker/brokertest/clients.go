@@ -125,12 +125,6 @@ func (s *Sim) pick(preferred, avoid int) int {
 	return -1
 }
 
-// joined is Broker.Joined's rule: linked to every neighbour, or past the
-// join timeout.
-func (s *Sim) joined(n *simNode) bool {
-	return n.node.Joined() || s.now-n.bootAt >= n.cfg.JoinTimeout
-}
-
 // subscribe opens a subscription for sub, preferring its home broker.
 func (s *Sim) subscribe(sub *subscriber) bool {
 	avoid := -1
@@ -284,7 +278,7 @@ func (s *Sim) publish(p *publisher) {
 		}
 		p.node, p.inc, p.fwd = i, s.nodes[i].inc, s.nodes[i].node.NewForwarder()
 	}
-	if !s.joined(s.nodes[p.node]) {
+	if !s.nodes[p.node].node.Joined() {
 		// A broker holds publish streams until it has joined the mesh
 		// (broker.Broker.Joined): the publisher waits, sending nothing.
 		return

@@ -138,7 +138,7 @@ func rollOut(t *testing.T, seed uint64, topo sim.Topology, margin time.Duration,
 					restarting(s, i)
 				}
 				s.Restart(uint32(i))
-				whenever(s, func() bool { return node(i).state == up && s.joined(node(i)) }, func() {
+				whenever(s, func() bool { return node(i).state == up && node(i).node.Joined() }, func() {
 					rolled = i
 					if i > 0 {
 						s.after(margin, func() { roll(i - 1) })

@@ -105,8 +105,6 @@ type simNode struct {
 	node  *broker.Node
 	inc   int // incarnation: bumped at every kill, stop and restart
 	state nodeState
-	// bootAt is when the current incarnation started.
-	bootAt time.Duration
 	// drainAt is when the current drain phase ends.
 	drainStart, phaseEnd time.Duration
 	// controlDelay holds back the control messages the node receives
@@ -265,7 +263,7 @@ func (s *Sim) boot(n *simNode) error {
 	if err != nil {
 		return err
 	}
-	n.node, n.state, n.bootAt = node, up, s.now
+	n.node, n.state = node, up
 	n.inc++
 	inc := n.inc
 	// Each node ticks at its own phase, as independent processes would.
