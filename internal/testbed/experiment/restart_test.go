@@ -20,7 +20,7 @@ import (
 // running broker cannot be restarted. Two broker processes on loopback.
 func TestDripRestart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipping: starts broker processes, a few seconds")
+		t.Skip("-short: starts two drip broker processes on loopback, a few seconds (make test runs it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
