@@ -189,7 +189,7 @@ type dropRecorder struct {
 	mu    sync.Mutex
 	last  map[types.UID]map[string]float64 // by pod
 	name  map[types.UID]string
-	first map[types.UID]time.Time // when the pod was first scraped
+	first map[types.UID]time.Time // when the pod was first seen running
 	// logs holds each pod's log lines about joining, draining and drops,
 	// followed from the pod's start: a pod the rollout deleted takes its
 	// log with it, and its last seconds are where a drain loses.
@@ -290,10 +290,7 @@ func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interv
 				if !followed[p.UID] {
 					followed[p.UID] = true
 					r.mu.Lock()
-					r.name[p.UID] = p.Name
-					if _, ok := r.first[p.UID]; !ok {
-						r.first[p.UID] = time.Now()
-					}
+					r.name[p.UID], r.first[p.UID] = p.Name, time.Now()
 					r.mu.Unlock()
 					r.follows.Add(1)
 					go r.follow(ctx, c, ns, p)
@@ -306,10 +303,7 @@ func (r *dropRecorder) record(ctx context.Context, c *cluster, ns string, interv
 						return // a pod on its way out: its last scrape stands
 					}
 					r.mu.Lock()
-					r.last[p.UID], r.name[p.UID] = drops(m), p.Name
-					if _, ok := r.first[p.UID]; !ok {
-						r.first[p.UID] = time.Now()
-					}
+					r.last[p.UID] = drops(m) // name and first: when its follow began
 					r.mu.Unlock()
 				}()
 			}
