@@ -46,6 +46,15 @@
 // destinations are dropped. Drops are counted per destination and per
 // DropReason, whose String values are stable metric labels.
 //
+// The commonest loop is two neighbours each routing a destination through
+// the other: the bundle ping-pongs between them and, loops being fast,
+// exhausts its hop limit before either learns better. Consistent tables
+// never route a destination back to the neighbour it came from, so Transit
+// does not: it returns such destinations in Decision.Bounced, and the
+// caller holds them until its routes change (or sends them back, deciding
+// them again with from = r.Self()). On a ring every loop turns back
+// somewhere, so holding ends all of them (TestHoldingBouncesEndsLoopsOnRings).
+//
 // # Destination sets on the wire
 //
 // A destination set is a *bitset.BitSet where bit i stands for router ID i.

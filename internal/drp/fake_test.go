@@ -216,6 +216,8 @@ type trace struct {
 	// loops counts bundles that reached a router their lineage had
 	// already visited.
 	loops int
+	// bounced counts destinations sent back to the router they came from.
+	bounced int
 	// hops is, per delivered router, the links its lineage crossed.
 	hops map[uint32]int
 }
@@ -279,6 +281,19 @@ func simulate(tb testing.TB, f *drp.Forwarder, view func(router uint32) drp.Rout
 			tr.hops[h.at] = len(path) - 1
 		}
 		emit(h.at, path, d)
+		if d.Bounced != nil {
+			// What a router does that does not hold bounces: send them
+			// back at once.
+			tr.bounced += int(d.Bounced.Count())
+			emit(h.at, path, sendBack(f, view(h.at), h.b, d.Bounced))
+		}
 	}
 	return tr
+}
+
+// sendBack decides again, as if published here, the destinations a Transit
+// bounced: they go back to the neighbour the bundle came from, with the
+// hops it had left less one, as Transit would have sent them.
+func sendBack(f *drp.Forwarder, r drp.Routing, b drp.Bundle, bounced *bitset.BitSet) drp.Decision {
+	return f.Transit(r, r.Self(), drp.Bundle{Source: b.Source, Dest: bounced, HopsLeft: b.HopsLeft})
 }

@@ -76,6 +76,14 @@ type Decision struct {
 	// diagnostic; nil when there are none, so that routing allocates
 	// nothing for it.
 	Unrouted []uint32
+	// Bounced are the destinations of a partitioned bundle whose next hop
+	// is the neighbour it came from; nil when there are none. Consistent
+	// tables never send a bundle back (each hop is strictly closer to the
+	// destination), so a bounce means the two routers disagree while link
+	// state floods, and sending it back would start a loop that only the
+	// hop limit ends. The caller decides: hold the destinations until its
+	// routes change, or send them back (Transit with from = r.Self()).
+	Bounced *bitset.BitSet
 }
 
 // DroppedTotal returns the number of destinations dropped for any reason.
@@ -151,7 +159,7 @@ func (f *Forwarder) Config() Config { return f.cfg }
 func (f *Forwarder) Ingress(r Routing, dest *bitset.BitSet) Decision {
 	var d Decision
 	self := r.Self()
-	reachable := f.collect(r, self, dest, &d)
+	reachable := f.collect(r, self, self, dest, &d)
 	if reachable == 0 {
 		return d
 	}
@@ -182,7 +190,9 @@ func (f *Forwarder) Ingress(r Routing, dest *bitset.BitSet) Decision {
 // a broadcast goes to r.Self()'s children in the tree rooted at b.Source
 // (§2.3), except from. Nothing is forwarded once the remaining set is
 // empty, and when b.HopsLeft leaves no hop to forward with, the remaining
-// destinations are dropped with DropHopLimit. b.Dest is only read.
+// destinations are dropped with DropHopLimit. Destinations whose next hop
+// is from are not forwarded but returned in Decision.Bounced. b.Dest is
+// only read.
 func (f *Forwarder) Transit(r Routing, from uint32, b Bundle) Decision {
 	var d Decision
 	if b.Dest == nil {
@@ -226,7 +236,7 @@ func (f *Forwarder) Transit(r Routing, from uint32, b Bundle) Decision {
 		d.Dropped[DropHopLimit] += rest
 		return d
 	}
-	if f.collect(r, self, b.Dest, &d) == 0 {
+	if f.collect(r, self, from, b.Dest, &d) == 0 {
 		return d
 	}
 	d.Forwards = f.partition(b.Source, b.HopsLeft-1)
@@ -239,9 +249,11 @@ func (f *Forwarder) broadcasts(reachable, known int) bool {
 }
 
 // collect fills members and groups with the destinations in dest other than
-// self, grouped by next hop, counts the unreachable ones into d, and returns
-// the number of reachable ones.
-func (f *Forwarder) collect(r Routing, self uint32, dest *bitset.BitSet, d *Decision) int {
+// self, grouped by next hop, counts the unreachable ones into d, puts those
+// whose next hop is back (the neighbour the bundle came from; self at the
+// ingress, which is never a next hop) into d.Bounced, and returns the
+// number of the others.
+func (f *Forwarder) collect(r Routing, self, back uint32, dest *bitset.BitSet, d *Decision) int {
 	f.members = f.members[:0]
 	f.groups = f.groups[:0]
 	if f.mapped {
@@ -264,6 +276,13 @@ func (f *Forwarder) collect(r Routing, self uint32, dest *bitset.BitSet, d *Deci
 			if !ok {
 				d.Dropped[DropNoRoute]++
 				d.Unrouted = append(d.Unrouted, id)
+				continue
+			}
+			if next == back && back != self {
+				if d.Bounced == nil {
+					d.Bounced = new(bitset.BitSet)
+				}
+				d.Bounced.Set(uint(id))
 				continue
 			}
 			g := f.groupFor(next)

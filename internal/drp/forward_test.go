@@ -32,6 +32,7 @@ type want struct {
 	source    uint32
 	noRoute   int
 	hopLimit  int
+	bounced   []uint
 }
 
 func check(t *testing.T, w want, d drp.Decision) {
@@ -58,6 +59,17 @@ func check(t *testing.T, w want, d drp.Decision) {
 		}
 	}
 	assert.Equal(t, w.hopLimit, d.Dropped[drp.DropHopLimit], "dropped hop_limit")
+	if w.bounced == nil {
+		assert.Nil(t, d.Bounced, "Bounced")
+	} else {
+		require.NotNil(t, d.Bounced, "Bounced")
+		assert.Equal(t, w.bounced, members(d.Bounced), "Bounced")
+		for next, dest := range got {
+			for _, id := range w.bounced {
+				assert.NotContains(t, dest, id, "bounced %d is also forwarded to %d", id, next)
+			}
+		}
+	}
 }
 
 func TestIngress(t *testing.T) {
@@ -137,6 +149,14 @@ func TestTransit(t *testing.T) {
 		{"nil D", 1, 0, drp.Bundle{HopsLeft: 8}, want{}},
 		{"unreachable dropped", 1, 0, b(0, 8, false, 3, 7),
 			want{forwards: map[uint32][]uint{3: {3}}, hopsLeft: 7, noRoute: 1}},
+		// Tables that agree never send a bundle back; these disagree (4
+		// sent 1 a bundle for 2, which 1 reaches through 0, and for 0).
+		{"a destination routed back to the sender is bounced, not sent", 1, 0, b(4, 8, false, 2, 3, 6),
+			want{forwards: map[uint32][]uint{3: {3}}, hopsLeft: 7, source: 4, bounced: []uint{2, 6}}},
+		{"only bounced destinations: nothing is sent", 1, 0, b(4, 8, false, 1, 0),
+			want{deliver: true, bounced: []uint{0}}},
+		{"the hop limit drops before anything bounces", 1, 0, b(4, 1, false, 0, 3),
+			want{hopLimit: 2}},
 		// Hop limit: a bundle received with HopsLeft h may be forwarded
 		// only with h−1 ≥ 1.
 		{"two hops left forwards with one", 1, 0, b(0, 2, false, 1, 3),
@@ -329,7 +349,11 @@ func walk(t *testing.T, cfg drp.Config, views []drp.Routing, ingress int, dest *
 			delivered[h.at] = true
 		}
 		count(d)
-		for _, fw := range d.Forwards {
+		fws := d.Forwards
+		if d.Bounced != nil {
+			fws = append(fws, sendBack(f, views[h.at], h.b, d.Bounced).Forwards...)
+		}
+		for _, fw := range fws {
 			queue = append(queue, hop{fw.Next, h.at, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest.Clone(), HopsLeft: fw.Bundle.HopsLeft, Broadcast: fw.Bundle.Broadcast}})
 		}
 	}
