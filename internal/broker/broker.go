@@ -258,6 +258,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		}()
 	}
 
+	releasing := make(chan struct{})
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		b.releaseBounced(releasing)
+	}()
+
 	ticker := b.clock.NewTicker(cfg.TickInterval)
 	defer ticker.Stop()
 	n.Tick()
@@ -312,10 +319,31 @@ func (b *Broker) Run(ctx context.Context) error {
 	close(b.coreDone)
 	stopDialing()
 	dialers.Wait()
+	close(releasing)
+	<-released
 	b.drainLinks(drainStart.Add(cfg.DrainTimeout))
 	close(b.stopped)
 	n.log.Info("broker stopped")
 	return nil
+}
+
+// releaseBounced sends on the bundles the data plane held because their
+// routes led back where they came from (Forwarder.ReleaseHeld), as they
+// fall due, until stop is closed; then it sends every one still held,
+// before the links drain.
+func (b *Broker) releaseBounced(stop <-chan struct{}) {
+	fwd := b.node.NewForwarder()
+	t := b.clock.NewTicker(b.node.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			fwd.ReleaseHeld(true)
+			return
+		case <-t.C():
+			fwd.ReleaseHeld(false)
+		}
+	}
 }
 
 // peersFinished reports whether every neighbour has said (Frame.finished)

@@ -151,12 +151,11 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 		}
 		b.QoS = saneQoS(b.QoS)
 		routes := n.routes.Load()
-		var d drp.Decision
+		var rt drp.Routing = routes
 		if b.QoS.Path == wire.PathSecond {
-			d = f.fwd.Transit(routes.Second(b.Source), from.Peer(), b.Bundle)
-		} else {
-			d = f.fwd.Transit(routes, from.Peer(), b.Bundle)
+			rt = routes.Second(b.Source)
 		}
+		d := f.fwd.Transit(rt, from.Peer(), b.Bundle)
 		h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops + 1}
 		if b.QoS.Deadline != 0 {
 			// Measured, so never 0: a delivery says it was.
@@ -174,7 +173,16 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 				n.m.duplicates.WithLabelValues(v.String()).Inc()
 			}
 		}
-		if b.QoS.Deadline == 0 && b.QoS.Path == 0 {
+		plain := b.QoS.Deadline == 0 && b.QoS.Path == 0
+		if d.Bounced != nil {
+			// Bundles with deadlines or on second paths do not wait.
+			if plain && f.hold(d, routes, from.Peer(), b.Bundle, b.Message, h) {
+				d.Bounced = nil
+			} else {
+				d = f.sendBack(d, rt, b.Bundle)
+			}
+		}
+		if plain {
 			f.send(d, b.Message, h)
 			continue
 		}

@@ -44,6 +44,8 @@ type metrics struct {
 	// The two stages' children, resolved once: they are observed per message.
 	matchExact, matchEncoded prometheus.Observer
 	routeDropped             *prometheus.CounterVec // reason
+	bounced                  *prometheus.CounterVec // outcome
+	bouncedHeld              prometheus.Gauge
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
@@ -118,6 +120,11 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 		matchSeconds: f.histogramVec("match_duration_seconds", "Time to match one message, by stage (exact: local subscribers; encoded: PREDICATES table).",
 			[]string{"stage"}, prometheus.ExponentialBuckets(1e-7, 4, 10)),
 		routeDropped: f.counterVec("route_dropped_destinations_total", "Destinations dropped by forwarding, by reason (no_route, hop_limit).", []string{"reason"}),
+		bounced: f.counterVec("bounced_bundles_total",
+			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
+				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
+			[]string{"outcome"}),
+		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
 		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
@@ -172,6 +179,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	}
 	m.routeDropped.WithLabelValues(routeDropLinkDown)
 	m.routeDropped.WithLabelValues(routeDropMatchAll)
+	for _, o := range []string{bounceRerouted, bounceReturned, bounceSentBack} {
+		m.bounced.WithLabelValues(o)
+	}
 	// Rare and worth a panel: exported at zero so it shows a zero.
 	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
 	rebuilds := f.histogramVec("predicate_index_rebuild_duration_seconds",

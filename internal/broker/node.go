@@ -114,6 +114,10 @@ type Node struct {
 	// drains and that no local subscriber takes: messages for subscribers
 	// that moved away, which a publisher's broker still routed here.
 	orphanLog *rate.Sometimes
+	// bounces holds bundles whose routes lead back where they came from
+	// (bounce.go); bounceLog logs a few of them.
+	bounces   bounceHold
+	bounceLog *rate.Sometimes
 	// Per router, its QoS classes (docs/design.md §11), and whether the
 	// data plane's qos.Table is behind them.
 	classes      map[uint32][]linkstate.QoSClass
@@ -188,6 +192,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		noRouteLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		orphanLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		refusedLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		bounceLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		classes:          map[uint32][]linkstate.QoSClass{},
 		dups:             dups,
 		drain:            make(chan struct{}),

@@ -110,6 +110,8 @@ type simNode struct {
 	// controlDelay holds back the control messages the node receives
 	// (SlowControl); controlAt is when the last one held back reaches it.
 	controlDelay, controlAt time.Duration
+	// release is the data plane that sends held bounced bundles on.
+	release *broker.Forwarder
 }
 
 // alive says whether the node runs (it may be draining).
@@ -263,7 +265,7 @@ func (s *Sim) boot(n *simNode) error {
 	if err != nil {
 		return err
 	}
-	n.node, n.state = node, up
+	n.node, n.state, n.release = node, up, nil
 	n.inc++
 	inc := n.inc
 	// Each node ticks at its own phase, as independent processes would.
@@ -273,6 +275,14 @@ func (s *Sim) boot(n *simNode) error {
 			return
 		}
 		n.node.Tick()
+		// Production releases held bounced bundles on a goroutine of its
+		// own at the same interval (Broker.releaseBounced).
+		if n.node.HoldsBounced() {
+			if n.release == nil {
+				n.release = n.node.NewForwarder()
+			}
+			n.release.ReleaseHeld(false)
+		}
 		s.advanceDrain(n)
 		if n.inc == inc && n.node != nil {
 			s.after(n.cfg.TickInterval, tick)
@@ -549,9 +559,14 @@ func (s *Sim) advanceDrain(n *simNode) {
 		n.state, n.phaseEnd = rerouting, s.now+min(n.cfg.RerouteGrace, max(0, n.drainStart+n.cfg.DrainTimeout-s.now))
 		s.dirty = true
 	case n.state == rerouting && s.now >= n.phaseEnd:
-		// Links drain: what is queued was pumped already; each closes once
-		// its last frame has arrived.
+		// Links drain: what is queued was pumped already, but for the
+		// bounced bundles still held, sent now as production does before
+		// its links drain; each closes once its last frame has arrived.
+		if n.release != nil {
+			n.release.ReleaseHeld(true)
+		}
 		for _, l := range s.linksOf(n.idx) {
+			s.pump(l)
 			if l.ends[0] != nil {
 				s.closeLater(l, n.idx, errors.New("neighbour stopped"))
 			}
