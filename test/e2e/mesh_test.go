@@ -212,7 +212,8 @@ func TestMesh(t *testing.T) {
 			for _, l := range missLines(rep) {
 				t.Logf("undelivered: %s", l)
 			}
-			if rep.Totals.Undelivered > 0 || rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 || rr.Drops["drip_link_dropped_bundles_total{link_down}"] > 0 {
+			if rep.Totals.Undelivered > 0 || rr.Drops["drip_route_dropped_destinations_total{no_route}"] > 0 ||
+				rr.Drops["drip_route_dropped_destinations_total{hop_limit}"] > 0 || rr.Drops["drip_link_dropped_bundles_total{link_down}"] > 0 {
 				// Every pod's joining, draining and drops, the deleted
 				// ones' included, followed while they ran.
 				for _, l := range rec.trace() {

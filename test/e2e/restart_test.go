@@ -159,6 +159,8 @@ var dropCounters = []struct{ name, label string }{
 	{"drip_duplicates_suppressed_total", "verdict"},
 	{"drip_subscriber_dropped_total", ""},
 	{"drip_malformed_bundles_total", ""},
+	// Not dropped either: held while routes disagreed, then sent on.
+	{"drip_bounced_bundles_total", "outcome"},
 	// Not a drop by itself (a Bloom false positive), but also what a
 	// bundle for a subscriber that has just left its broker counts as.
 	{"drip_false_positives_total", ""},
@@ -201,7 +203,7 @@ type dropRecorder struct {
 var traceLines = []string{
 	"no route to them", "bundle refused by its link", "matched no local subscriber",
 	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "subscribers' move over",
-	"route around this broker", `"broker stopped"`,
+	"route around this broker", `"broker stopped"`, "bundle held: its routes lead back",
 }
 
 // maxTraceLines bounds what is kept of one pod's log.
