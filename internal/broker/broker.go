@@ -482,6 +482,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		if refuseNew(old.Dialed(), dialed, lowerDials, b.silent(old)) {
 			b.linksMu.Unlock()
 			n.m.linkHandshakeFails.WithLabelValues("duplicate").Inc()
+			b.readRefused(l)
 			return nil, fmt.Errorf("%w (%s)", errDuplicate, l.Name())
 		}
 		replaced = old
@@ -501,6 +502,28 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		b.detach(l)
 	}()
 	return l, nil
+}
+
+// readRefused reads what the neighbour sends on a link this broker
+// refused, until the neighbour ends it or replacedDrainTimeout, and sends
+// nothing on it. When both ends dial at once, each end sees the two links
+// arrive in its own order: the neighbour may have taken the link refused
+// here as its only one and sent bundles on it before the link both ends
+// keep reached it. It then replaces this one and drains it — sends what it
+// holds and half-closes — and what it sent is forwarded from here instead
+// of going down with the connection. Its control messages are ignored (the
+// core knows only the link it keeps).
+func (b *Broker) readRefused(l *transport.Link) {
+	l.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), replacedDrainTimeout)
+	defer cancel()
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+	case <-b.coreDone:
+	}
+	l.Close(errDuplicate)
+	l.Wait()
 }
 
 func (b *Broker) weightOf(peer uint32) uint32 {

@@ -2,11 +2,13 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/bits-and-blooms/bitset"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,10 +17,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
@@ -484,4 +489,57 @@ func TestStreamsBeyondTheBudgetAreRefused(t *testing.T) {
 	for _, c := range cancels {
 		c()
 	}
+}
+
+// TestRefusedLinkIsReadToTheEnd: when both ends of a link dial at once,
+// each sees the two connections arrive in its own order, and the end that
+// refuses one may find that its neighbour already took that one as its
+// only link and sent bundles on it. The refusing broker reads them — and
+// forwards or delivers them — until the neighbour, having learnt of the
+// link both keep, drains the refused one and half-closes it. Refused by
+// closing it at once, the bundle below was lost without a count on either
+// side.
+func TestRefusedLinkIsReadToTheEnd(t *testing.T) {
+	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	s0 := m.subscribe(0, content.MustParse(`k exists`))
+	m.waitConverged(m.allReachable())
+	b0 := m.nodes[0].srv.Broker()
+	refused := testutil.ToFloat64(b0.HandshakeFailures("duplicate"))
+
+	// Router 0 dialled its link to 1 (the lower ID dials), so 0 refuses
+	// a link that 1 dials: the link the lower ID dialled wins a race.
+	c, err := dialAs(t, b0, m.nodes[0].peer, 1, nil)
+	require.NoError(t, err)
+	defer c.Close(nil)
+	pm := wire.MessageToProto(content.MessageFrom(map[string]content.Value{"k": content.Int(7)}))
+	pm.Payload = binary.BigEndian.AppendUint64(nil, 7) // the test subscriber's message ID
+	msg, err := proto.Marshal(pm)
+	require.NoError(t, err)
+	bundle := wire.AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(2).Set(0), HopsLeft: 8},
+		dedup.Stamp{Origin: 1, Epoch: 99, Seq: 1}, time.Now().UnixNano(), 0, msg)
+	frame, err := wire.AppendFrame(nil, nil, [][]byte{bundle})
+	require.NoError(t, err)
+	require.NoError(t, c.Send(frame))
+	require.NoError(t, c.CloseSend(), "router 1 drains the link it replaced")
+
+	require.Eventually(t, func() bool { return s0.received() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the bundle sent on the refused link reaches router 0's subscriber")
+	assert.Equal(t, refused+1, testutil.ToFloat64(b0.HandshakeFailures("duplicate")), "router 0 refused the link")
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := c.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-ended:
+	case <-time.After(4 * time.Second): // under replacedDrainTimeout
+		t.Fatal("router 0 did not end the refused link once it was drained")
+	}
+	// The link both ends keep carries on.
+	m.publish(1, 8, []content.Message{content.MessageFrom(map[string]content.Value{"k": content.Int(8)})})
+	require.Eventually(t, func() bool { return s0.received() == 2 }, 5*time.Second, 10*time.Millisecond)
 }
