@@ -37,7 +37,7 @@ const (
 // label.
 const (
 	bounceRerouted = "rerouted"  // held until the routes changed, then sent on
-	bounceReturned = "returned"  // held bounceHoldFor, then sent as the routes said
+	bounceReturned = "returned"  // held bounceHoldFor (or until the broker stopped), then sent as the routes said
 	bounceSentBack = "sent_back" // not held: sent back at once
 )
 

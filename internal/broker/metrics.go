@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 		routeDropped: f.counterVec("route_dropped_destinations_total", "Destinations dropped by forwarding, by reason (no_route, hop_limit).", []string{"reason"}),
 		bounced: f.counterVec("bounced_bundles_total",
 			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
-				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
+				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, or until the broker stopped, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
 			[]string{"outcome"}),
 		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
