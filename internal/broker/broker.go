@@ -16,6 +16,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
@@ -30,10 +31,14 @@ type options struct {
 	dialer transport.Dialer
 	clock  clock.WithTicker
 	auth   linkstate.Authenticator
+	// runBuild runs a PREDICATES index build on the Broker's build
+	// goroutine: tests hold builds back with it.
+	runBuild func(*encoding.Build)
 }
 
 func defaults() options {
-	return options{log: zap.NewNop(), dialer: transport.GRPCDialer{}, clock: clock.RealClock{}}
+	return options{log: zap.NewNop(), dialer: transport.GRPCDialer{}, clock: clock.RealClock{},
+		runBuild: func(b *encoding.Build) { b.Run() }}
 }
 
 // WithLogger sets the logger (default: a no-op logger).
@@ -57,8 +62,9 @@ func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = 
 // Broker runs a Node: one core goroutine owns its control plane, a
 // transport.Link per neighbour carries frames (its reader goroutine runs
 // the data plane for the bundles it receives), a dial loop per configured
-// neighbour keeps links up, and the client service's streams publish and
-// deliver. Create it with New, serve ClientService and PeerService, and
+// neighbour keeps links up, a goroutine per PREDICATES index build runs it
+// beside the core (one at a time, Node.SetIndexBuilder), and the client
+// service's streams publish and deliver. Create it with New, serve ClientService and PeerService, and
 // Run it until shutdown.
 type Broker struct {
 	node  *Node
@@ -79,6 +85,7 @@ type Broker struct {
 	stopped   chan struct{} // closed when Run has finished
 	joined    chan struct{} // closed when the broker has routes (Joined)
 	linkGroup sync.WaitGroup
+	builds    sync.WaitGroup // the index build in flight (coreBuilder)
 }
 
 // New validates cfg and returns a broker that is not running yet.
@@ -119,7 +126,27 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		default:
 		}
 	})
+	n.SetIndexBuilder(coreBuilder{b})
 	return b, nil
+}
+
+// coreBuilder is the Broker's IndexBuilder.
+type coreBuilder struct{ b *Broker }
+
+// Start runs a PREDICATES index build on a goroutine of its own and hands
+// it back to the core goroutine, which installs it: the core meanwhile goes
+// on sending and processing hellos, which a build of seconds on a starved
+// machine held up past the dead interval when it ran on the core
+// (docs/results/experiments/scale). A build finished after the core has
+// returned is dropped.
+func (c coreBuilder) Start(build *encoding.Build) {
+	b := c.b
+	b.builds.Add(1)
+	go func() {
+		defer b.builds.Done()
+		b.o.runBuild(build)
+		b.toCore(coreEvent{kind: evIndexBuilt, build: build})
+	}()
 }
 
 // Joined is closed once the running broker has joined the mesh
@@ -171,6 +198,7 @@ type coreEvent struct {
 	replaces *transport.Link
 	ctl      []*dripv1.Control
 	reply    chan<- Inspection
+	build    *encoding.Build // evIndexBuilt
 }
 
 type eventKind uint8
@@ -180,6 +208,7 @@ const (
 	evLinkDown
 	evControl
 	evInspect
+	evIndexBuilt
 )
 
 // toCore hands an event to the core goroutine unless it has returned.
@@ -221,6 +250,8 @@ func (b *Broker) handle(ev coreEvent) {
 		}
 	case evInspect:
 		ev.reply <- n.Inspect()
+	case evIndexBuilt:
+		n.InstallIndex(ev.build)
 	}
 }
 
@@ -312,6 +343,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	close(b.coreDone)
 	stopDialing()
 	dialers.Wait()
+	b.builds.Wait()
 	b.drainLinks(drainStart.Add(cfg.DrainTimeout))
 	close(b.stopped)
 	n.log.Info("broker stopped")
