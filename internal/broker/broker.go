@@ -75,6 +75,13 @@ type Broker struct {
 
 	events chan coreEvent
 	wakeCh chan struct{} // coalesced "flush soon"
+	// built carries the index build in flight (at most one) back to the
+	// core beside events rather than behind them, which on a hub short of
+	// CPU can be a long wait: in the lab's scale-clients-50 one of the
+	// hub's builds took 99 s from plan to install while it queued there,
+	// the data plane matching with the old index all along
+	// (docs/results/experiments/scale).
+	built chan *encoding.Build
 
 	linksMu sync.Mutex
 	links   map[uint32]*transport.Link // every attached link, by neighbour
@@ -105,6 +112,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		clock:    o.clock,
 		events:   make(chan coreEvent, 1024),
 		wakeCh:   make(chan struct{}, 1),
+		built:    make(chan *encoding.Build, 1),
 		links:    map[uint32]*transport.Link{},
 		coreDone: make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -134,8 +142,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 type coreBuilder struct{ b *Broker }
 
 // Start runs a PREDICATES index build on a goroutine of its own and hands
-// it back to the core goroutine, which installs it: the core meanwhile goes
-// on sending and processing hellos, which a build of seconds on a starved
+// it back to the core goroutine on a channel of its own, ahead of the
+// queued events, and the core installs it: the core meanwhile goes on
+// sending and processing hellos, which a build of seconds on a starved
 // machine held up past the dead interval when it ran on the core
 // (docs/results/experiments/scale). A build finished after the core has
 // returned is dropped.
@@ -145,7 +154,10 @@ func (c coreBuilder) Start(build *encoding.Build) {
 	go func() {
 		defer b.builds.Done()
 		b.o.runBuild(build)
-		b.toCore(coreEvent{kind: evIndexBuilt, build: build})
+		select {
+		case b.built <- build:
+		case <-b.coreDone:
+		}
 	}()
 }
 
@@ -198,7 +210,6 @@ type coreEvent struct {
 	replaces *transport.Link
 	ctl      []*dripv1.Control
 	reply    chan<- Inspection
-	build    *encoding.Build // evIndexBuilt
 }
 
 type eventKind uint8
@@ -208,7 +219,6 @@ const (
 	evLinkDown
 	evControl
 	evInspect
-	evIndexBuilt
 )
 
 // toCore hands an event to the core goroutine unless it has returned.
@@ -250,8 +260,6 @@ func (b *Broker) handle(ev coreEvent) {
 		}
 	case evInspect:
 		ev.reply <- n.Inspect()
-	case evIndexBuilt:
-		n.InstallIndex(ev.build)
 	}
 }
 
@@ -309,6 +317,8 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.handle(ev)
 		case <-b.wakeCh:
 			n.Flush()
+		case build := <-b.built:
+			n.InstallIndex(build)
 		}
 		now := b.clock.Now()
 		if !joined && n.Joined() {

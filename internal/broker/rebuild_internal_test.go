@@ -318,3 +318,80 @@ func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestBuildIsInstalledAheadOfQueuedEvents: a finished PREDICATES build
+// reaches the core ahead of the events queued before it, so that a core
+// behind on control messages does not leave its data plane on the old
+// index until it has caught up. Here the core is stopped while 500
+// inspections queue and the build finishes; once it goes on, nearly every
+// inspection sees the new index (the core picks among ready inputs at
+// random, so a few may come first).
+func TestBuildIsInstalledAheadOfQueuedEvents(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	holding := func(o *options) {
+		o.runBuild = func(b *encoding.Build) {
+			if hold.Load() {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			b.Run()
+		}
+	}
+	c := DefaultConfig(1, "b1")
+	c.TickInterval, c.PredicateRebuildInterval, c.AdvertiseInterval = 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond
+	c.DrainTimeout = time.Second
+	b, err := New(c, holding)
+	require.NoError(t, err)
+	// Subscribed before the core starts, the first build holds the
+	// subscription's predicate.
+	_, err = b.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		<-done
+	})
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no build of the subscription's predicate started")
+	}
+	// Stop the core on an inspection nobody reads yet, and queue more.
+	stop := make(chan Inspection)
+	b.events <- coreEvent{kind: evInspect, reply: stop}
+	const queued = 500
+	replies := make([]chan Inspection, queued)
+	for i := range replies {
+		replies[i] = make(chan Inspection, 1)
+		b.events <- coreEvent{kind: evInspect, reply: replies[i]}
+	}
+	hold.Store(false)
+	close(release)
+	released = true
+	for i := 0; len(b.built) == 0 && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond) // the build runs
+	}
+	in := <-stop
+	require.Zero(t, in.Predicates[1], "the build was installed before the core went on")
+	stale := 0
+	for _, r := range replies {
+		if (<-r).Predicates[1] == 0 {
+			stale++
+		}
+	}
+	assert.Less(t, stale, 50, "inspections queued before the build finished that still saw the old index")
+}
