@@ -183,10 +183,6 @@ func (t *Table) Plan(full bool) *Build {
 	return b
 }
 
-// Partial reports whether the build keeps a delta (Snapshot.Partial)
-// rather than indexing everything. It is known once Run has returned.
-func (b *Build) Partial() bool { return b.snap != nil && b.snap.Partial() }
-
 // Run builds the index that Plan described and returns b. It touches
 // nothing of the table's, so it may run on any goroutine while the
 // table's owner goes on changing it; a second call does nothing.
