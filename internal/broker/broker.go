@@ -16,6 +16,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
@@ -30,10 +31,14 @@ type options struct {
 	dialer transport.Dialer
 	clock  clock.WithTicker
 	auth   linkstate.Authenticator
+	// runBuild runs a PREDICATES index build on the Broker's build
+	// goroutine: tests hold builds back with it.
+	runBuild func(*encoding.Build)
 }
 
 func defaults() options {
-	return options{log: zap.NewNop(), dialer: transport.GRPCDialer{}, clock: clock.RealClock{}}
+	return options{log: zap.NewNop(), dialer: transport.GRPCDialer{}, clock: clock.RealClock{},
+		runBuild: func(b *encoding.Build) { b.Run() }}
 }
 
 // WithLogger sets the logger (default: a no-op logger).
@@ -57,8 +62,9 @@ func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = 
 // Broker runs a Node: one core goroutine owns its control plane, a
 // transport.Link per neighbour carries frames (its reader goroutine runs
 // the data plane for the bundles it receives), a dial loop per configured
-// neighbour keeps links up, and the client service's streams publish and
-// deliver. Create it with New, serve ClientService and PeerService, and
+// neighbour keeps links up, a goroutine per PREDICATES index build runs it
+// beside the core (one at a time, Node.SetIndexBuilder), and the client
+// service's streams publish and deliver. Create it with New, serve ClientService and PeerService, and
 // Run it until shutdown.
 type Broker struct {
 	node  *Node
@@ -69,6 +75,13 @@ type Broker struct {
 
 	events chan coreEvent
 	wakeCh chan struct{} // coalesced "flush soon"
+	// built carries the index build in flight (at most one) back to the
+	// core beside events rather than behind them, which on a hub short of
+	// CPU can be a long wait: in the lab's scale-clients-50 one of the
+	// hub's builds took 99 s from plan to install while it queued there,
+	// the data plane matching with the old index all along
+	// (docs/results/experiments/scale).
+	built chan *encoding.Build
 
 	linksMu sync.Mutex
 	links   map[uint32]*transport.Link // every attached link, by neighbour
@@ -79,6 +92,7 @@ type Broker struct {
 	stopped   chan struct{} // closed when Run has finished
 	joined    chan struct{} // closed when the broker has routes (Joined)
 	linkGroup sync.WaitGroup
+	builds    sync.WaitGroup // the index build in flight (coreBuilder)
 }
 
 // New validates cfg and returns a broker that is not running yet.
@@ -98,6 +112,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		clock:    o.clock,
 		events:   make(chan coreEvent, 1024),
 		wakeCh:   make(chan struct{}, 1),
+		built:    make(chan *encoding.Build, 1),
 		links:    map[uint32]*transport.Link{},
 		coreDone: make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -119,7 +134,31 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		default:
 		}
 	})
+	n.SetIndexBuilder(coreBuilder{b})
 	return b, nil
+}
+
+// coreBuilder is the Broker's IndexBuilder.
+type coreBuilder struct{ b *Broker }
+
+// Start runs a PREDICATES index build on a goroutine of its own and hands
+// it back to the core goroutine on a channel of its own, ahead of the
+// queued events, and the core installs it: the core meanwhile goes on
+// sending and processing hellos, which a build of seconds on a starved
+// machine held up past the dead interval when it ran on the core
+// (docs/results/experiments/scale). A build finished after the core has
+// returned is dropped.
+func (c coreBuilder) Start(build *encoding.Build) {
+	b := c.b
+	b.builds.Add(1)
+	go func() {
+		defer b.builds.Done()
+		b.o.runBuild(build)
+		select {
+		case b.built <- build:
+		case <-b.coreDone:
+		}
+	}()
 }
 
 // Joined is closed once the running broker has joined the mesh
@@ -285,6 +324,8 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.handle(ev)
 		case <-b.wakeCh:
 			n.Flush()
+		case build := <-b.built:
+			n.InstallIndex(build)
 		}
 		now := b.clock.Now()
 		if !joined && n.Joined() {
@@ -321,6 +362,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	dialers.Wait()
 	close(releasing)
 	<-released
+	b.builds.Wait()
 	b.drainLinks(drainStart.Add(cfg.DrainTimeout))
 	close(b.stopped)
 	n.log.Info("broker stopped")

@@ -56,10 +56,10 @@ type Config struct {
 	TickInterval time.Duration
 	// PredicateRebuildInterval bounds how often the encoded-predicate index
 	// is rebuilt while advertisements keep changing; a rebuild costs tens of
-	// milliseconds at 1000 routers × 100 filters. A rebuild also waits ten
-	// times as long as the previous one took, so that rebuilds take at most
-	// a tenth of the control plane's time however large the table or slow
-	// the CPU.
+	// milliseconds at 1000 routers × 100 filters, on a goroutine beside the
+	// control plane (IndexBuilder). A rebuild also waits ten times as long
+	// as the previous one took, so that rebuilds take at most a tenth of the
+	// broker's time however large the table or slow the CPU.
 	PredicateRebuildInterval time.Duration
 	// AdvertiseInterval is the least time between two originations of
 	// this broker's predicate advertisement (OSPF's MinLSInterval): a

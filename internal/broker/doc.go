@@ -28,7 +28,10 @@
 // The control plane runs on one goroutine, which alone touches the
 // linkstate.Node, the PREDICATES table builder and the link set; after every
 // change it publishes immutable snapshots (routing table, encoded-predicate
-// index, links) through atomic pointers. The data plane runs on the
+// index, links) through atomic pointers. It only plans the encoded-predicate
+// index, which a goroutine of its own builds, one at a time, and hands back
+// to be published (IndexBuilder): a build can take longer than the dead
+// interval on a starved machine, and hellos must not wait for it. The data plane runs on the
 // goroutines that receive messages — one per publishing client stream and
 // one reader per peer link, each with its own Forwarder — and reads only
 // those snapshots, so forwarding never waits for the routing protocol. Each

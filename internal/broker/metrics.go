@@ -185,7 +185,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	// Rare and worth a panel: exported at zero so it shows a zero.
 	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
 	rebuilds := f.histogramVec("predicate_index_rebuild_duration_seconds",
-		"Time each rebuild of the index of other brokers' predicates took on the broker's clock, by kind (full: every filter; partial: only the routers changed since the last full build).",
+		"Time each rebuild of the index of other brokers' predicates took on the broker's clock, from its plan to its install, by kind (full: every filter; partial: only the routers changed since the last full build).",
 		[]string{"kind"}, prometheus.ExponentialBuckets(1e-4, 4, 9))
 	m.rebuildFull, m.rebuildPartial = rebuilds.WithLabelValues("full"), rebuilds.WithLabelValues("partial")
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")

@@ -74,18 +74,26 @@ type Node struct {
 	seq   atomic.Uint64
 
 	// Control plane, owned by the driver's single caller.
-	ls            *linkstate.Node
-	table         *encoding.Table
-	current       map[uint32]Link // the link the protocol knows per neighbour
-	predsDirty    bool
-	predsChanged  int // PREDICATES updates since the last rebuild (logged with it)
-	lastBuild     time.Time
-	lastBuildTook time.Duration // on the node's clock (rebuildPacing)
-	lastFullTook  time.Duration // of the last full build (compactAfter)
-	lastAd        time.Time
-	lastRTTExport time.Time
-	lastExpire    time.Time
-	withdrawn     bool
+	ls           *linkstate.Node
+	table        *encoding.Table
+	current      map[uint32]Link // the link the protocol knows per neighbour
+	predsDirty   bool            // the table changed since the last build was planned
+	predsChanged int             // PREDICATES updates since the last build was planned (logged with it)
+	// builder runs the builds of the PREDICATES index (nil: on the
+	// caller's goroutine, at once); building is the one in flight, planned
+	// at lastBuild, with the updates it takes in and the QoS classes it
+	// publishes (nil: unchanged).
+	builder         IndexBuilder
+	building        *encoding.Build
+	buildingChanged int
+	buildingQoS     *qos.Table
+	lastBuild       time.Time
+	lastBuildTook   time.Duration // from plan to install, on the node's clock (rebuildPacing)
+	lastFullTook    time.Duration // of the last full build (compactAfter)
+	lastAd          time.Time
+	lastRTTExport   time.Time
+	lastExpire      time.Time
+	withdrawn       bool
 	// The newest sequence number of each neighbour's LSA the node has
 	// acted on for its link, from when the link came up: a newer withdrawn
 	// one says the neighbour is leaving now (finishLeavers).
@@ -223,6 +231,25 @@ func (n *Node) Config() Config { return n.cfg }
 
 // Epoch is the node's boot epoch, part of every stamp it gives.
 func (n *Node) Epoch() uint64 { return n.epoch }
+
+// IndexBuilder runs the builds of a Node's PREDICATES index
+// (encoding.Build.Run) away from its control plane, which meanwhile goes
+// on processing hellos and advertisements: a build takes tens of
+// milliseconds, and seconds on a broker short of CPU, longer than the dead
+// interval (docs/results/experiments/scale). Broker runs each on a
+// goroutine of its own; a virtual-time harness may run it where and when
+// it pleases.
+type IndexBuilder interface {
+	// Start has b run, then handed back to the node: its driver calls
+	// Node.InstallIndex(b) from the goroutine that drives the node's
+	// control plane. Start must not block, nor call into the node.
+	Start(b *encoding.Build)
+}
+
+// SetIndexBuilder installs what runs the node's PREDICATES index builds.
+// Without one, each build runs inside the control-plane call that plans
+// it. Call it before the node is used.
+func (n *Node) SetIndexBuilder(b IndexBuilder) { n.builder = b }
 
 // SetWake installs the function the node calls when local subscriptions
 // change and a Flush should follow soon (the advertisement may be due). It
@@ -394,14 +421,18 @@ func (n *Node) heardFrames(now time.Duration) {
 }
 
 // rebuildPacing is how many times as long as the last PREDICATES rebuild
-// took the next one waits at least, beyond PredicateRebuildInterval: while
-// advertisements keep changing — a flood of subscriptions, an adjacency
-// flapping — rebuilds then take at most a tenth of the control plane's
+// took, from its plan to its install on the node's clock, the next one
+// waits at least from the last one's start, beyond PredicateRebuildInterval:
+// while advertisements keep changing — a flood of subscriptions, an
+// adjacency flapping — rebuilds then take at most a tenth of the broker's
 // time. A full rebuild costs about 10 ms at 42 routers × 300 filters, one
 // that indexes only the changes a small part of that (encoding.Table.Snapshot);
 // on a broker short of CPU either takes far longer on the clock, and the pacing
 // backs off with it, instead of spending what CPU there is on indexes that
-// the next advertisement makes stale (docs/results/experiments/scale).
+// the next advertisement makes stale (docs/results/experiments/scale). The
+// build itself runs beside the control plane (IndexBuilder), one at a
+// time: the pacing bounds the CPU rebuilds take, not how long they hold up
+// hellos, which they no longer do.
 const rebuildPacing = 10
 
 // Flush does what is due now: a pending advertisement once the advertise
@@ -419,17 +450,16 @@ func (n *Node) flush() {
 	}
 	n.processReady()
 	switch {
+	case n.building != nil:
+		// One build at a time: the changes since it was planned wait for
+		// the next, once it is installed.
 	case n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, rebuildPacing*n.lastBuildTook):
 		// Usually re-indexes only the routers whose advertisements changed
 		// since the last full build (encoding.Table.Snapshot).
-		n.rebuild(now, n.table.Snapshot())
-		if n.classesDirty {
-			n.qos.Store(qos.NewTable(n.classes))
-			n.classesDirty = false
-		}
+		n.startBuild(now, false)
 	case !n.predsDirty && n.preds.Load().Partial() && now.Sub(n.lastBuild) >= max(compactAfter, rebuildPacing*n.lastFullTook):
 		// Changes paused: index everything together, which matches faster.
-		n.rebuild(now, n.table.FullSnapshot())
+		n.startBuild(now, true)
 	}
 }
 
@@ -438,25 +468,58 @@ func (n *Node) flush() {
 // whole.
 const compactAfter = 2 * time.Second
 
-// rebuild publishes the snapshot snap, built from the table starting at
-// now.
-func (n *Node) rebuild(now time.Time, snap *encoding.Snapshot) {
+// startBuild plans a build of the PREDICATES index from the table as it is
+// now (cheap: encoding.Table.Plan) and has it run, beside the control
+// plane if the node has an IndexBuilder. Matching uses the last snapshot
+// until InstallIndex publishes this one; what changes meanwhile goes into
+// the next.
+func (n *Node) startBuild(now time.Time, full bool) {
+	b := n.table.Plan(full)
+	n.building, n.lastBuild, n.predsDirty = b, now, false
+	n.buildingChanged, n.predsChanged = n.predsChanged, 0
+	n.buildingQoS = nil
+	if n.classesDirty {
+		// Published with the filters they refine.
+		n.buildingQoS, n.classesDirty = qos.NewTable(n.classes), false
+	}
+	if n.builder == nil {
+		n.InstallIndex(b.Run())
+		return
+	}
+	n.builder.Start(b)
+}
+
+// InstallIndex publishes the PREDICATES index b, which the node's
+// IndexBuilder was given and has run, to the data plane (a control-plane
+// call).
+func (n *Node) InstallIndex(b *encoding.Build) {
+	if b == nil || b != n.building {
+		n.log.Error("PREDICATES index build handed back that the node is not waiting for; ignored")
+		return
+	}
+	snap := n.table.Install(b)
 	n.preds.Store(snap)
-	n.predsDirty, n.lastBuild, n.lastBuildTook = false, now, n.clock.Since(now)
+	if n.buildingQoS != nil {
+		n.qos.Store(n.buildingQoS)
+	}
+	n.building, n.buildingQoS = nil, nil
+	n.lastBuildTook = n.clock.Since(n.lastBuild)
 	if snap.Partial() {
 		n.m.rebuildPartial.Observe(n.lastBuildTook.Seconds())
 	} else {
 		n.lastFullTook = n.lastBuildTook
 		n.m.rebuildFull.Observe(n.lastBuildTook.Seconds())
 	}
-	n.log.Debug("PREDICATES index rebuilt", zap.Int("updates", n.predsChanged), zap.Bool("partial", snap.Partial()), zap.Duration("took", n.lastBuildTook))
-	n.predsChanged = 0
+	n.log.Debug("PREDICATES index rebuilt", zap.Int("updates", n.buildingChanged), zap.Bool("partial", snap.Partial()), zap.Duration("took", n.lastBuildTook))
 }
 
 // AdvertisementPending reports whether local subscription changes wait to
-// be advertised or the PREDICATES index waits to be rebuilt (a
-// control-plane call; Inspection.Pending carries it across goroutines).
-func (n *Node) AdvertisementPending() bool { return n.adPending.Load() || n.predsDirty }
+// be advertised or the PREDICATES index waits to be rebuilt or is being
+// rebuilt (a control-plane call; Inspection.Pending carries it across
+// goroutines).
+func (n *Node) AdvertisementPending() bool {
+	return n.adPending.Load() || n.predsDirty || n.building != nil
+}
 
 func (n *Node) processReady() {
 	for n.ls.HasReady() {
@@ -777,7 +840,7 @@ type Inspection struct {
 	LSDB       int               // entries
 	Digest     uint64            // LSDB digest: equal on converged brokers
 	// Pending says local subscription changes wait to be advertised or a
-	// PREDICATES rebuild is due.
+	// PREDICATES rebuild is due or in flight.
 	Pending   bool
 	Neighbors []linkstate.NeighborInfo
 }

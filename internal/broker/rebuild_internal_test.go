@@ -1,15 +1,24 @@
 package broker
 
 import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/qos"
+	"github.com/dripmesh/drip/internal/transport"
 )
 
 // creepingClock advances by step at every reading, as a clock does while
@@ -138,4 +147,251 @@ func TestPartialIndexBuiltWholeWhenQuiet(t *testing.T) {
 	assert.Equal(t, [2]uint64{2, 1}, [2]uint64{full, partial}, "full, partial after the compaction")
 	f, _ := n.preds.Load().Filters(5)
 	assert.Equal(t, []encoding.Bloom{bloom(7)}, f)
+}
+
+// heldBuilder keeps the PREDICATES builds it is given until the test runs
+// and installs them.
+type heldBuilder struct{ builds []*encoding.Build }
+
+func (h *heldBuilder) Start(b *encoding.Build) { h.builds = append(h.builds, b) }
+
+// TestIndexBuildsOneAtATime: a PREDICATES build handed to the node's
+// IndexBuilder leaves the data plane on the last snapshot until it is
+// installed, no second build starts while it is in flight, the changes
+// made meanwhile are in the next one, and the pacing counts the build's
+// time from its plan to its install.
+func TestIndexBuildsOneAtATime(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	n, err := NewNode(DefaultConfig(1, "b1"), WithClock(clk))
+	require.NoError(t, err)
+	h := &heldBuilder{}
+	n.SetIndexBuilder(h)
+	bloom := func(bit int) encoding.Bloom {
+		var b encoding.Bloom
+		b.Set(bit)
+		return b
+	}
+	n.table.Set(2, []encoding.Bloom{bloom(1)})
+	n.predsDirty = true
+	clk.Step(time.Second)
+	n.flush()
+	require.Len(t, h.builds, 1, "a change: one build")
+	before := n.preds.Load()
+
+	n.table.Set(3, []encoding.Bloom{bloom(2)})
+	n.predsDirty = true
+	for range 10 {
+		clk.Step(time.Second)
+		n.flush()
+	}
+	require.Len(t, h.builds, 1, "a second build started while one was in flight")
+	require.Same(t, before, n.preds.Load(), "the data plane left the last snapshot before the build was installed")
+	require.True(t, n.AdvertisementPending(), "a build in flight is pending")
+
+	n.InstallIndex(h.builds[0].Run())
+	assert.Equal(t, []uint32{1, 2}, n.preds.Load().Routers(), "the build has the table as it was planned (and the node itself)")
+	assert.Equal(t, 10*time.Second, n.lastBuildTook, "from the plan to the install")
+	n.InstallIndex(h.builds[0])
+	assert.Equal(t, []uint32{1, 2}, n.preds.Load().Routers(), "a build installed twice is ignored")
+
+	// The change made meanwhile waits for the pacing: ten times 10 s from
+	// the last build's start, 10 s ago.
+	clk.Step(89 * time.Second)
+	n.flush()
+	require.Len(t, h.builds, 1, "the next build started before the pacing allowed it")
+	clk.Step(time.Second)
+	n.flush()
+	require.Len(t, h.builds, 2, "the change made during the first build was never built")
+	n.InstallIndex(h.builds[1].Run())
+	assert.Equal(t, []uint32{1, 2, 3}, n.preds.Load().Routers())
+	assert.False(t, n.AdvertisementPending())
+}
+
+// TestHellosFlowWhileABuildIsHeld: a broker whose PREDICATES build does
+// not finish (held here, as a build of seconds on a starved machine would
+// be) goes on processing hellos and the rest of its control plane: its
+// neighbour does not declare it dead however long the build takes, its
+// core answers, and matching keeps the last snapshot until the build is
+// installed. When builds ran on the core goroutine, the core stood still
+// for as long, and neighbours gave it up after the dead interval
+// (docs/results/experiments/scale).
+func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
+	net := transport.NewMemNetwork()
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	holding := func(o *options) {
+		o.runBuild = func(b *encoding.Build) {
+			if hold.Load() {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			b.Run()
+		}
+	}
+	cfg := func(id uint32, peer uint32) Config {
+		c := DefaultConfig(id, fmt.Sprintf("b%d", id))
+		c.Mesh = "test"
+		c.TickInterval = 10 * time.Millisecond
+		c.PredicateRebuildInterval = 10 * time.Millisecond
+		c.AdvertiseInterval = 10 * time.Millisecond
+		c.LinkState.HelloInterval = 50 * time.Millisecond
+		c.LinkState.DeadInterval = 400 * time.Millisecond
+		c.DialBackoffMin, c.DialBackoffMax = 20*time.Millisecond, 200*time.Millisecond
+		c.DrainTimeout = time.Second
+		c.Peers = []Peer{{ID: peer, Addr: fmt.Sprintf("b%d", peer), Weight: 1}}
+		return c
+	}
+	b1, err := New(cfg(1, 2), WithDialer(net.Dialer()), holding)
+	require.NoError(t, err)
+	b2, err := New(cfg(2, 1), WithDialer(net.Dialer()))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		wg.Wait()
+	})
+	for _, b := range []*Broker{b1, b2} {
+		net.Listen(b.Config().Name, b.Open(), b.HandleLink)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = b.Run(ctx)
+		}()
+	}
+	inspect := func(b *Broker) Inspection {
+		// A generous bound, so that a core that stands still fails the
+		// test rather than hangs it.
+		ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+		defer icancel()
+		in, err := b.Inspect(ictx)
+		require.NoError(t, err, "%s's core did not answer", b.Config().Name)
+		return in
+	}
+	adjacent := func(b *Broker) bool {
+		for _, nb := range inspect(b).Neighbors {
+			if nb.Advertised {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; !adjacent(b1) || !adjacent(b2); i++ {
+		require.Less(t, i, 500, "the two brokers did not become adjacent")
+		time.Sleep(10 * time.Millisecond)
+	}
+	downs := func(b *Broker) float64 {
+		return testutil.ToFloat64(b.node.m.protocolEvents.WithLabelValues(linkstate.EventAdjacencyDown.String()))
+	}
+	down1, down2 := downs(b1), downs(b2)
+
+	// b2 gains a subscriber: b1's next build, of b2's new predicate, is held.
+	hold.Store(true)
+	_, err = b2.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
+	require.NoError(t, err)
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b1 started no build of b2's new predicate")
+	}
+	// Three dead intervals with the build held.
+	time.Sleep(3 * 400 * time.Millisecond)
+	assert.Equal(t, down2, downs(b2), "b2 declared b1 dead while b1's build was held")
+	in := inspect(b1)
+	assert.True(t, in.Pending, "b1 says no build is pending while one is held")
+	assert.Zero(t, in.Predicates[2], "b1's data plane took b2's predicate before the build was installed")
+	assert.Equal(t, down1, downs(b1), "b1 declared b2 dead while its build was held")
+	assert.True(t, adjacent(b1) && adjacent(b2), "the adjacency went down while b1's build was held")
+
+	hold.Store(false)
+	close(release)
+	released = true
+	for i := 0; inspect(b1).Predicates[2] == 0; i++ {
+		require.Less(t, i, 500, "b1 never installed the build of b2's predicate")
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBuildIsInstalledAheadOfQueuedEvents: a finished PREDICATES build
+// reaches the core ahead of the events queued before it, so that a core
+// behind on control messages does not leave its data plane on the old
+// index until it has caught up. Here the core is stopped while 500
+// inspections queue and the build finishes; once it goes on, nearly every
+// inspection sees the new index (the core picks among ready inputs at
+// random, so a few may come first).
+func TestBuildIsInstalledAheadOfQueuedEvents(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	holding := func(o *options) {
+		o.runBuild = func(b *encoding.Build) {
+			if hold.Load() {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			b.Run()
+		}
+	}
+	c := DefaultConfig(1, "b1")
+	c.TickInterval, c.PredicateRebuildInterval, c.AdvertiseInterval = 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond
+	c.DrainTimeout = time.Second
+	b, err := New(c, holding)
+	require.NoError(t, err)
+	// Subscribed before the core starts, the first build holds the
+	// subscription's predicate.
+	_, err = b.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		<-done
+	})
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no build of the subscription's predicate started")
+	}
+	// Stop the core on an inspection nobody reads yet, and queue more.
+	stop := make(chan Inspection)
+	b.events <- coreEvent{kind: evInspect, reply: stop}
+	const queued = 500
+	replies := make([]chan Inspection, queued)
+	for i := range replies {
+		replies[i] = make(chan Inspection, 1)
+		b.events <- coreEvent{kind: evInspect, reply: replies[i]}
+	}
+	hold.Store(false)
+	close(release)
+	released = true
+	for i := 0; len(b.built) == 0 && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond) // the build runs
+	}
+	in := <-stop
+	require.Zero(t, in.Predicates[1], "the build was installed before the core went on")
+	stale := 0
+	for _, r := range replies {
+		if (<-r).Predicates[1] == 0 {
+			stale++
+		}
+	}
+	assert.Less(t, stale, 50, "inspections queued before the build finished that still saw the old index")
 }

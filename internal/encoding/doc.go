@@ -151,5 +151,7 @@
 // Table, router ID → Blooms, and match messages against an immutable,
 // indexed Snapshot of it; see Snapshot for the index. Table.Snapshot
 // indexes only what changed since its last full build while that is a
-// small part of the table.
+// small part of the table; Table.Plan, Build.Run and Table.Install do the
+// same in three steps, of which only the first and last touch the table,
+// so that the index can be built on another goroutine.
 package encoding

@@ -18,36 +18,52 @@ import (
 // goroutines and must not take a lock, while advertisements change rarely.
 // A Snapshot is immutable, so readers share it through an atomic pointer
 // and a rebuild never disturbs a Match in progress.
+//
+// Building a snapshot's index is the expensive part, and it need not hold
+// up the owner: Plan takes what the next snapshot needs (cheap), Build.Run
+// indexes it on any goroutine while the owner goes on changing the table,
+// and Install hands the owner the snapshot. Snapshot does all three at
+// once.
 type Table struct {
 	p       Params
 	entries map[uint32][]Bloom
-	// base is the index of the last full build (nil before the first).
-	// What changed since is kept as the delta index needs it (see
-	// Snapshot): rows holds per router the filters the delta indexes,
-	// deltaFilters counts them, masked holds the routers whose base rows
-	// are stale, and delta is their index as of the last Snapshot. dirty
-	// holds the routers set or removed since the last Snapshot, which the
-	// next one sorts into rows and masked.
+	// cur is the layout of the last installed build: its base, and what
+	// changed since as its delta indexes it. It is immutable: a build
+	// derives the next one (Build.Run) and Install replaces it.
+	cur *layout
+	// dirty holds the routers set or removed since the last Plan, which
+	// the next build sorts into its layout.
+	dirty map[uint32]struct{}
+	// pending is the build planned and not yet installed: at most one,
+	// since each derives its layout from the one before.
+	pending *Build
+	// fullOnly makes every Snapshot a full build (tests and benchmarks
+	// compare the two).
+	fullOnly bool
+}
+
+// layout is what a snapshot's index is made of, kept for the next build
+// to start from. base is the index of the last full build (nil before the
+// first). What changed since is kept as the delta index needs it (see
+// Snapshot): rows holds per router the filters the delta indexes,
+// deltaFilters counts them, masked holds the routers whose base rows are
+// stale, and delta is their index. A layout is never changed once built,
+// and its Bloom slices are shared with the table and its snapshots, which
+// never modify them either (Set stores a copy, redo new slices).
+type layout struct {
 	base         *index
 	baseFilters  int
 	rows         map[uint32][]Bloom
 	deltaFilters int
 	masked       map[uint32]struct{}
 	delta        *index
-	dirty        map[uint32]struct{}
-	// fullOnly makes every Snapshot a full build (tests and benchmarks
-	// compare the two).
-	fullOnly bool
 }
 
 // NewTable returns an empty table for Blooms encoded with p. It panics if p
 // is invalid.
 func NewTable(p Params) *Table {
 	p.mustValidate()
-	return &Table{
-		p: p, entries: make(map[uint32][]Bloom),
-		rows: make(map[uint32][]Bloom), masked: make(map[uint32]struct{}), dirty: make(map[uint32]struct{}),
-	}
+	return &Table{p: p, entries: make(map[uint32][]Bloom), cur: &layout{}, dirty: make(map[uint32]struct{})}
 }
 
 // Set replaces router's encoded predicate. The filters are reduced with
@@ -94,7 +110,7 @@ const (
 )
 
 // Snapshot builds the read-only, indexed form of the table's current
-// contents.
+// contents: Plan, Build.Run and Install in one call.
 //
 // A full build costs time linear in the number of filters plus a sort (see
 // docs/results/encoded-matching.md): about 10 ms at 42 routers × 300
@@ -115,94 +131,175 @@ const (
 // build), plus a full build each time the changes add up to a
 // deltaShare-th of the table. The result of Match never depends on which
 // was done.
-func (t *Table) Snapshot() *Snapshot { return t.snapshot(t.fullOnly) }
+func (t *Table) Snapshot() *Snapshot { return t.Install(t.Plan(false).Run()) }
 
 // FullSnapshot is Snapshot without a delta: it indexes everything anew
 // (and makes that the base). A Snapshot with a delta matches somewhat
 // slower; its owner may replace it with a full one once changes pause.
-func (t *Table) FullSnapshot() *Snapshot { return t.snapshot(true) }
+func (t *Table) FullSnapshot() *Snapshot { return t.Install(t.Plan(true).Run()) }
 
-func (t *Table) snapshot(full bool) *Snapshot {
+// Build is one snapshot on its way: what Plan took from the table, the
+// index Run builds from it, and the layout Install gives the table.
+type Build struct {
+	p    Params
+	from *layout // the table's layout when planned: immutable
+	full bool    // index everything, with no delta
+	// The table's contents when planned: ids ascending, filters[i] the
+	// predicate of ids[i]; and the routers changed since the last Plan.
+	ids     []uint32
+	filters [][]Bloom
+	dirty   []uint32
+
+	to   *layout   // what Run derived from from
+	snap *Snapshot // what Run built
+}
+
+// Plan takes what the next snapshot needs, and leaves the table to be
+// changed while Build.Run indexes it: the routers and the (immutable)
+// filter slices of each, the routers changed since the last Plan and the
+// layout of the last build. Its cost is linear in the number of routers,
+// not filters. The changes made after it go into the next build, once this
+// one is installed. full asks for a full build (FullSnapshot).
+//
+// At most one build is in flight: Plan panics until the last one planned
+// is installed.
+func (t *Table) Plan(full bool) *Build {
+	if t.pending != nil {
+		panic("encoding: Table.Plan called while a build is in flight (Install it first)")
+	}
 	ids := t.Routers()
-	s := &Snapshot{ids: ids, filters: make([][]Bloom, len(ids))}
+	b := &Build{p: t.p, from: t.cur, full: full || t.fullOnly, ids: ids, filters: make([][]Bloom, len(ids)),
+		dirty: make([]uint32, 0, len(t.dirty))}
 	for slot, id := range ids {
-		s.filters[slot] = t.entries[id]
+		b.filters[slot] = t.entries[id]
 	}
-	if len(ids) > 0 {
-		s.maxID = ids[len(ids)-1]
+	for id := range t.dirty {
+		b.dirty = append(b.dirty, id)
 	}
-	if t.base != nil && len(t.dirty) == 0 && (!full || t.delta == nil) {
-		// Nothing changed since the last Snapshot.
-		t.compose(s)
-		return s
-	}
-	if t.base != nil && !full {
-		for id := range t.dirty {
-			t.redo(id)
-		}
-		clear(t.dirty)
-		if len(t.masked) <= maxChanged && t.deltaFilters*deltaShare <= t.baseFilters {
-			t.delta = nil
-			if len(t.rows) > 0 || len(t.masked) > 0 {
-				t.delta = buildIndex(t.p, slices.Sorted(maps.Keys(t.rows)), t.rows)
-			}
-			t.compose(s)
-			return s
-		}
-	}
-	t.base = buildIndex(t.p, ids, t.entries)
-	t.baseFilters = 0
-	for _, f := range s.filters {
-		t.baseFilters += len(f)
-	}
-	clear(t.rows)
-	clear(t.masked)
+	// Sorted, so that a build does the same whatever the map's order.
+	slices.Sort(b.dirty)
 	clear(t.dirty)
-	t.deltaFilters, t.delta = 0, nil
-	t.compose(s)
-	return s
+	t.pending = b
+	return b
 }
 
-// compose gives s the table's base and delta.
-func (t *Table) compose(s *Snapshot) {
-	s.base, s.delta, s.span = t.base, t.delta, max(s.maxID, t.base.maxID)
-	if t.delta != nil {
-		s.changed = slices.Sorted(maps.Keys(t.masked))
-		s.span = max(s.span, t.delta.maxID)
+// Run builds the index that Plan described and returns b. It touches
+// nothing of the table's, so it may run on any goroutine while the
+// table's owner goes on changing it; a second call does nothing.
+func (b *Build) Run() *Build {
+	if b.snap != nil {
+		return b
+	}
+	s := &Snapshot{ids: b.ids, filters: b.filters}
+	if len(b.ids) > 0 {
+		s.maxID = b.ids[len(b.ids)-1]
+	}
+	b.snap, b.to = s, b.derive()
+	b.to.compose(s)
+	return b
+}
+
+// derive returns the layout of the snapshot b builds.
+func (b *Build) derive() *layout {
+	from := b.from
+	if from.base != nil && len(b.dirty) == 0 && (!b.full || from.delta == nil) {
+		return from // nothing changed since the last build
+	}
+	if from.base != nil && !b.full {
+		to := &layout{base: from.base, baseFilters: from.baseFilters, deltaFilters: from.deltaFilters,
+			rows: maps.Clone(from.rows), masked: maps.Clone(from.masked)}
+		if to.rows == nil {
+			to.rows = map[uint32][]Bloom{}
+		}
+		if to.masked == nil {
+			to.masked = map[uint32]struct{}{}
+		}
+		for _, id := range b.dirty {
+			now, ok := b.row(id)
+			to.redo(id, now, ok)
+		}
+		if len(to.masked) <= maxChanged && to.deltaFilters*deltaShare <= to.baseFilters {
+			if len(to.rows) > 0 || len(to.masked) > 0 {
+				ids := slices.Sorted(maps.Keys(to.rows))
+				rows := make([][]Bloom, len(ids))
+				for i, id := range ids {
+					rows[i] = to.rows[id]
+				}
+				to.delta = buildIndex(b.p, ids, rows)
+			}
+			return to
+		}
+	}
+	to := &layout{base: buildIndex(b.p, b.ids, b.filters)}
+	for _, f := range b.filters {
+		to.baseFilters += len(f)
+	}
+	return to
+}
+
+// row returns router's filters as planned.
+func (b *Build) row(router uint32) ([]Bloom, bool) {
+	slot, ok := slices.BinarySearch(b.ids, router)
+	if !ok {
+		return nil, false
+	}
+	return b.filters[slot], true
+}
+
+// Install makes b, planned by this table's last Plan and run, the table's
+// last build, and returns its snapshot. It panics if b is another build
+// or has not run.
+func (t *Table) Install(b *Build) *Snapshot {
+	switch {
+	case b != t.pending:
+		panic("encoding: Table.Install of a build this table is not waiting for")
+	case b.snap == nil:
+		panic("encoding: Table.Install of a build that has not run")
+	}
+	t.cur, t.pending = b.to, nil
+	return b.snap
+}
+
+// compose gives s the layout's base and delta.
+func (l *layout) compose(s *Snapshot) {
+	s.base, s.delta, s.span = l.base, l.delta, max(s.maxID, l.base.maxID)
+	if l.delta != nil {
+		s.changed = slices.Sorted(maps.Keys(l.masked))
+		s.span = max(s.span, l.delta.maxID)
 	}
 }
 
-// redo sorts router, changed since the last Snapshot, into what the delta
-// index holds and which base rows Match masks. A router whose filters now
-// include every filter it had in the base (subscriptions came, none went:
-// the common change) keeps its base row, and the delta holds only the
-// filters added; a router new since the base is all delta. A router that
-// lost a filter or left is masked in the base, and the delta holds its
-// current filters, if any.
-func (t *Table) redo(router uint32) {
-	t.deltaFilters -= len(t.rows[router])
-	delete(t.rows, router)
-	delete(t.masked, router)
-	now, ok := t.entries[router]
-	old, inBase := t.base.row(router)
+// redo sorts router, changed since the last build, into what the delta
+// index holds and which base rows Match masks, now that its filters are
+// now (ok: it is in the table). A router whose filters now include every
+// filter it had in the base (subscriptions came, none went: the common
+// change) keeps its base row, and the delta holds only the filters added;
+// a router new since the base is all delta. A router that lost a filter or
+// left is masked in the base, and the delta holds its current filters, if
+// any.
+func (l *layout) redo(router uint32, now []Bloom, ok bool) {
+	l.deltaFilters -= len(l.rows[router])
+	delete(l.rows, router)
+	delete(l.masked, router)
+	old, inBase := l.base.row(router)
 	switch {
 	case !ok:
 		if inBase {
-			t.masked[router] = struct{}{}
+			l.masked[router] = struct{}{}
 		}
 	case !inBase:
-		t.rows[router] = now
+		l.rows[router] = now
 	default:
 		added, grown := addedTo(old, now)
 		switch {
 		case !grown:
-			t.rows[router] = now
-			t.masked[router] = struct{}{}
+			l.rows[router] = now
+			l.masked[router] = struct{}{}
 		case len(added) > 0:
-			t.rows[router] = added
+			l.rows[router] = added
 		}
 	}
-	t.deltaFilters += len(t.rows[router])
+	l.deltaFilters += len(l.rows[router])
 }
 
 // addedTo returns the filters of now that old lacks, and whether now has
@@ -454,14 +551,13 @@ const (
 // is better off in the index.
 const hotMinRouters = 8
 
-// buildIndex indexes the predicates of routers ids (ascending, each in
-// entries).
-func buildIndex(p Params, ids []uint32, entries map[uint32][]Bloom) *index {
-	s := &index{m: p.M, coarse: p.coarseBits(), nWords: (p.M + 63) / 64, ids: ids, filters: make([][]Bloom, len(ids))}
+// buildIndex indexes the predicates of routers ids (ascending), rows[i]
+// that of ids[i]. It keeps both slices and modifies neither.
+func buildIndex(p Params, ids []uint32, rows [][]Bloom) *index {
+	s := &index{m: p.M, coarse: p.coarseBits(), nWords: (p.M + 63) / 64, ids: ids, filters: rows}
 	pairs := 0
-	for slot, id := range ids {
-		s.filters[slot] = entries[id]
-		pairs += len(entries[id])
+	for _, f := range rows {
+		pairs += len(f)
 	}
 	if len(ids) > 0 {
 		s.maxID = ids[len(ids)-1]

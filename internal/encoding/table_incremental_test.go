@@ -87,49 +87,7 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 				} else {
 					fulls++
 				}
-				full := NewTable(p)
-				for id, fs := range ref {
-					full.Set(id, fs)
-				}
-				fullSnap := full.Snapshot()
-				require.Equal(t, fullSnap.Routers(), snap.Routers(), "seed %d step %d", seed, step)
-				for _, id := range snap.Routers() {
-					got, _ := snap.Filters(id)
-					want, _ := fullSnap.Filters(id)
-					require.Equal(t, want, got, "seed %d step %d router %d", seed, step, id)
-				}
-				for range 20 {
-					bm := randomBloom(r, m, r.IntN(m))
-					if r.IntN(2) == 0 && len(pool) > 0 {
-						bm = randomBloom(r, m, r.IntN(m/8))
-						for range 1 + r.IntN(4) {
-							bm = bm.Or(pool[r.IntN(len(pool))])
-						}
-					}
-					pre := bitset.New(0)
-					for range r.IntN(6) {
-						pre.Set(uint(r.IntN(idRange)))
-					}
-					// The reference: the routers set before, and each
-					// router with a filter contained in bm.
-					want := pre.Clone()
-					for id, fs := range ref {
-						if slices.ContainsFunc(fs, func(b Bloom) bool { return b.SubsetOf(bm) }) {
-							want.Set(uint(id))
-						}
-					}
-					for _, force := range []matchPath{pathByCost, pathLeft, pathIndex} {
-						snap.force = force
-						got := pre.Clone()
-						snap.Match(bm, got)
-						require.Equal(t, setBits(want), setBits(got), "seed %d step %d path %d (delta %v): Match", seed, step, force, snap.delta != nil)
-					}
-					lin, fullGot := pre.Clone(), pre.Clone()
-					snap.MatchLinear(bm, lin)
-					fullSnap.Match(bm, fullGot)
-					require.Equal(t, setBits(want), setBits(lin), "seed %d step %d: MatchLinear", seed, step)
-					require.Equal(t, setBits(want), setBits(fullGot), "seed %d step %d: full build", seed, step)
-				}
+				checkSnapshot(t, r, p, snap, ref, pool, idRange, fmt.Sprintf("seed %d step %d", seed, step))
 			}
 		}
 	}
@@ -137,6 +95,179 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 	require.Greater(t, deltas, 500, "snapshots with a delta")
 	require.Greater(t, fulls, 100, "full builds")
 	require.Greater(t, grown, 200, "snapshots with a router that only gained filters")
+}
+
+// checkSnapshot checks snap against ref, the simple reference (router →
+// filters): its routers and filters, and Match on random messages, some
+// made of pool's filters, into destination sets with random bits already
+// set, on every match path; and MatchLinear and a full build of ref alike.
+func checkSnapshot(t *testing.T, r *rand.Rand, p Params, snap *Snapshot, ref map[uint32][]Bloom, pool []Bloom, idRange int, where string) {
+	t.Helper()
+	m := p.M
+	full := NewTable(p)
+	for id, fs := range ref {
+		full.Set(id, fs)
+	}
+	fullSnap := full.Snapshot()
+	require.Equal(t, fullSnap.Routers(), snap.Routers(), where)
+	for _, id := range snap.Routers() {
+		got, _ := snap.Filters(id)
+		want, _ := fullSnap.Filters(id)
+		require.Equal(t, want, got, "%s router %d", where, id)
+	}
+	for range 20 {
+		bm := randomBloom(r, m, r.IntN(m))
+		if r.IntN(2) == 0 && len(pool) > 0 {
+			bm = randomBloom(r, m, r.IntN(m/8))
+			for range 1 + r.IntN(4) {
+				bm = bm.Or(pool[r.IntN(len(pool))])
+			}
+		}
+		pre := bitset.New(0)
+		for range r.IntN(6) {
+			pre.Set(uint(r.IntN(idRange)))
+		}
+		// The reference: the routers set before, and each router with a
+		// filter contained in bm.
+		want := pre.Clone()
+		for id, fs := range ref {
+			if slices.ContainsFunc(fs, func(b Bloom) bool { return b.SubsetOf(bm) }) {
+				want.Set(uint(id))
+			}
+		}
+		for _, force := range []matchPath{pathByCost, pathLeft, pathIndex} {
+			snap.force = force
+			got := pre.Clone()
+			snap.Match(bm, got)
+			require.Equal(t, setBits(want), setBits(got), "%s path %d (delta %v): Match", where, force, snap.delta != nil)
+		}
+		snap.force = pathByCost
+		lin, fullGot := pre.Clone(), pre.Clone()
+		snap.MatchLinear(bm, lin)
+		fullSnap.Match(bm, fullGot)
+		require.Equal(t, setBits(want), setBits(lin), "%s: MatchLinear", where)
+		require.Equal(t, setBits(want), setBits(fullGot), "%s: full build", where)
+	}
+}
+
+// Builds run beside changes: a table changed by random sequences of Set
+// and Remove, with builds planned, run on another goroutine while the
+// changes go on, and installed at random moments, gives at every Install a
+// snapshot that matches as the definition says on the table's contents
+// when the build was planned, and the changes made while it ran are in the
+// next one: once changes stop, a last build matches the table as it is.
+// The result never depends on whether a build overlapped changes, nor on
+// what kind of build it was. Run under -race, it also checks that a build
+// shares nothing mutable with the table.
+func TestBuildsBesideChangesMatchFullBuild(t *testing.T) {
+	overlapped, deltas, fulls := 0, 0, 0
+	for seed := range 50 {
+		r := rand.New(rand.NewPCG(uint64(seed), 91))
+		m := []int{64, 192, 512}[r.IntN(3)]
+		p := Params{M: m, K: 3}
+		pool := make([]Bloom, 1+r.IntN(200))
+		for i := range pool {
+			pool[i] = randomBloom(r, m, 1+r.IntN(8))
+		}
+		idRange := []int{8, 100, 300, 1 << 16}[r.IntN(4)]
+		ref := map[uint32][]Bloom{}
+		tab := NewTable(p)
+		randomFilters := func() []Bloom {
+			fs := make([]Bloom, r.IntN(40))
+			for j := range fs {
+				fs[j] = pool[r.IntN(len(pool))]
+			}
+			return fs
+		}
+		for range r.IntN(150) {
+			id := uint32(r.IntN(idRange))
+			ref[id] = randomFilters()
+			tab.Set(id, ref[id])
+		}
+		tab.Snapshot()
+		var (
+			build      *Build
+			planned    map[uint32][]Bloom // ref when build was planned
+			ran        chan struct{}
+			changedDur bool // the table changed while build was in flight
+		)
+		install := func(where string) {
+			<-ran
+			snap := tab.Install(build)
+			if changedDur {
+				overlapped++
+			}
+			if snap.delta != nil {
+				deltas++
+			} else {
+				fulls++
+			}
+			checkSnapshot(t, r, p, snap, planned, pool, idRange, where)
+			build = nil
+		}
+		for step := range 120 {
+			where := fmt.Sprintf("seed %d step %d", seed, step)
+			switch k := r.IntN(14); {
+			case k < 4:
+				id := uint32(r.IntN(idRange))
+				ref[id] = randomFilters()
+				tab.Set(id, ref[id])
+				changedDur = build != nil
+			case k < 8:
+				id := uint32(r.IntN(idRange))
+				if len(ref) > 0 && r.IntN(4) > 0 {
+					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+				}
+				fs := slices.Clone(ref[id])
+				for range 1 + r.IntN(3) {
+					fs = append(fs, pool[r.IntN(len(pool))])
+				}
+				ref[id] = fs
+				tab.Set(id, fs)
+				changedDur = build != nil
+			case k < 10:
+				id := uint32(r.IntN(idRange))
+				if len(ref) > 0 && r.IntN(2) == 0 {
+					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+				}
+				delete(ref, id)
+				tab.Remove(id)
+				changedDur = build != nil
+			case build == nil:
+				build, planned, ran, changedDur = tab.Plan(r.IntN(6) == 0), maps.Clone(ref), make(chan struct{}), false
+				go func(b *Build, done chan struct{}) {
+					b.Run()
+					close(done)
+				}(build, ran)
+			default:
+				install(where)
+			}
+		}
+		if build != nil {
+			install(fmt.Sprintf("seed %d: the last build", seed))
+		}
+		// The changes made while the last build ran are in the next.
+		checkSnapshot(t, r, p, tab.Snapshot(), ref, pool, idRange, fmt.Sprintf("seed %d: after the changes stopped", seed))
+	}
+	require.Greater(t, overlapped, 400, "builds with changes while in flight")
+	require.Greater(t, deltas, 300, "builds with a delta")
+	require.Greater(t, fulls, 300, "full builds")
+}
+
+// Plan and Install refuse to be used out of turn: one build in flight,
+// installed by the table that planned it, once it has run.
+func TestOneBuildInFlight(t *testing.T) {
+	tab := NewTable(Params{M: 64, K: 3})
+	tab.Set(1, []Bloom{{}})
+	b := tab.Plan(false)
+	require.Panics(t, func() { tab.Plan(false) }, "a second Plan while one is in flight")
+	require.Panics(t, func() { tab.Install(b) }, "Install before Run")
+	other := NewTable(Params{M: 64, K: 3})
+	require.Panics(t, func() { other.Install(b.Run()) }, "Install by another table")
+	snap := tab.Install(b)
+	require.Equal(t, []uint32{1}, snap.Routers())
+	require.Panics(t, func() { tab.Install(b) }, "Install twice")
+	require.NotPanics(t, func() { tab.Install(tab.Plan(false).Run()) })
 }
 
 // A Snapshot that only re-indexed the routers changed since the last full
@@ -226,5 +357,82 @@ func BenchmarkSnapshotAfterChange(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkBuildSteps measures the three steps of a PREDICATES rebuild
+// when one router's advertisement gained a filter since the last: plan
+// (Plan) and install (Install) are what a broker's control plane still
+// does itself, run is what it leaves to another goroutine. set is the
+// change itself (Set, which reduces the router's filters with Advertise),
+// which the control plane does for every advertisement it receives. 42
+// routers of 10, 20 and 50 clients of 20 filters are the scale lab's
+// clients sweep (docs/results/experiments/scale).
+func BenchmarkBuildSteps(b *testing.B) {
+	p := DefaultParams()
+	for _, size := range []struct{ routers, clients int }{{42, 10}, {42, 20}, {42, 50}, {1000, 5}} {
+		mesh := newPaperMesh(b, workload.SingleConstraint(), size.routers, size.clients+1, 1)
+		base := make([][]Bloom, size.routers)
+		for r := range size.routers {
+			base[r] = mesh.filters(p, r)
+		}
+		tab := NewTable(p)
+		for r := range size.routers {
+			tab.Set(uint32(r), base[r][:len(base[r])-20])
+		}
+		tab.Snapshot()
+		i := 0
+		// change: router i%routers gains one filter of its last client
+		// (and starts over once it has all 20).
+		change := func() {
+			r := i % size.routers
+			tab.Set(uint32(r), base[r][:len(base[r])-20+(i/size.routers)%20+1])
+			i++
+		}
+		name := fmt.Sprintf("routers=%d/filters=%d", size.routers, size.routers*size.clients*20)
+		b.Run(name+"/set", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				change()
+				b.StopTimer()
+				tab.Install(tab.Plan(false).Run())
+				b.StartTimer()
+			}
+		})
+		b.Run(name+"/plan", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				change()
+				b.StartTimer()
+				build := tab.Plan(false)
+				b.StopTimer()
+				tab.Install(build.Run())
+				b.StartTimer()
+			}
+		})
+		b.Run(name+"/run", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				change()
+				build := tab.Plan(false)
+				b.StartTimer()
+				build.Run()
+				b.StopTimer()
+				tab.Install(build)
+				b.StartTimer()
+			}
+		})
+		b.Run(name+"/install", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				change()
+				build := tab.Plan(false).Run()
+				b.StartTimer()
+				tab.Install(build)
+			}
+		})
 	}
 }

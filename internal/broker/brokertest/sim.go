@@ -14,6 +14,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/pq"
 	"github.com/dripmesh/drip/internal/qos"
@@ -44,6 +45,12 @@ type Options struct {
 	Flow func(i int) qos.Flow
 	// Logger receives the brokers' logs (default: none).
 	Logger *zap.Logger
+	// BuildTime is how long each PREDICATES index build takes in virtual
+	// time, beside its broker's control plane (broker.IndexBuilder): the
+	// build runs, and is installed, as an event of its own that long after
+	// the one that planned it (default 0: right after it, at the same
+	// virtual time).
+	BuildTime time.Duration
 }
 
 // SimConfig is the configuration brokers run with in the simulator: the
@@ -268,6 +275,7 @@ func (s *Sim) boot(n *simNode) error {
 	n.node, n.state, n.release = node, up, nil
 	n.inc++
 	inc := n.inc
+	node.SetIndexBuilder(simBuilder{s, n, inc})
 	// Each node ticks at its own phase, as independent processes would.
 	var tick func()
 	tick = func() {
@@ -291,6 +299,26 @@ func (s *Sim) boot(n *simNode) error {
 	s.after(time.Duration(s.rng.Int64N(int64(n.cfg.TickInterval)))+1, tick)
 	s.reconcile()
 	return nil
+}
+
+// simBuilder runs a node's PREDICATES index builds as events of their
+// own, Options.BuildTime after the event that planned them: in virtual
+// time, deterministically, beside the node's control plane as Broker's
+// goroutine runs them. A build of an incarnation that has since died is
+// dropped with it.
+type simBuilder struct {
+	s   *Sim
+	n   *simNode
+	inc int
+}
+
+func (b simBuilder) Start(build *encoding.Build) {
+	b.s.after(b.s.opts.BuildTime, func() {
+		if b.n.inc != b.inc || b.n.node == nil {
+			return
+		}
+		b.n.node.InstallIndex(build.Run())
+	})
 }
 
 // reconcile schedules a connect for every link that could be up and is not.
