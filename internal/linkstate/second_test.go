@@ -192,6 +192,7 @@ func TestSecondCopiesWithDRPReachEveryDestinationOnce(t *testing.T) {
 					reached[h.at]++
 				}
 				require.Zero(t, d.DroppedTotal())
+				require.Nil(t, d.Bounced, "consistent tables never route back where a bundle came from")
 				for _, f := range d.Forwards {
 					queue = append(queue, hop{f.Next, h.at, f.Bundle})
 				}

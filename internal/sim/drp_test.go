@@ -123,7 +123,13 @@ func forward(t *testing.T, nw *sim.Network, f *drp.Forwarder, src uint32, dest *
 		if d.Deliver {
 			fl.delivered[h.at]++
 		}
-		emit(h.at, append(slices.Clip(h.path), h.at), d)
+		path := append(slices.Clip(h.path), h.at)
+		emit(h.at, path, d)
+		if d.Bounced != nil {
+			// These routers do not hold what their routes send back
+			// (brokers do, docs/design.md §10): it goes back at once.
+			emit(h.at, path, f.Transit(nw.Routes(h.at), h.at, drp.Bundle{Source: h.b.Source, Dest: d.Bounced, HopsLeft: h.b.HopsLeft}))
+		}
 	}
 	return fl
 }
