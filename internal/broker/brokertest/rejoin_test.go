@@ -120,11 +120,12 @@ func TestRollingUpdateWaitsForEveryNeighbour(t *testing.T) {
 // loaded core: SlowControl), so that neighbours disagree about routes for
 // that long while brokers leave and return. Bundles then met routes that
 // led straight back where they came from, and sent back, ping-ponged until
-// their hop limit dropped them: 3 of these seeds' deliveries each were
-// lost so (drip_route_dropped_destinations_total{hop_limit}), as the e2e
-// rolling restart once lost 3. Held until the routes change, none is.
+// their hop limit dropped them: 3 of this seed's deliveries were lost so
+// (drip_route_dropped_destinations_total{hop_limit}; 9 over seeds 1–6), as
+// the e2e rolling restart once lost 3. Held until the routes change, none
+// is. One seed: the package's slowest tests are these rollouts.
 func TestRollingUpdateWithSlowControlPlanes(t *testing.T) {
-	for _, seed := range []uint64{1, 4} {
+	for _, seed := range []uint64{1} {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			topo := sim.Ring(8)
