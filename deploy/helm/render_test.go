@@ -347,6 +347,18 @@ func TestBrokerOptions(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("%s-0.%s.%s.svc.k8s.internal:7100", fullname, headless, namespace), topo.Brokers[0].Peer)
 }
 
+// TestPeerNotSentLowat: broker.peerNotSentLowat reaches --peer-notsent-lowat,
+// 0 (the kernel's default) included; unset, the binary's default holds.
+func TestPeerNotSentLowat(t *testing.T) {
+	t.Parallel()
+	args := func(m *manifest) string {
+		return strings.Join(container(t, m.statefulSet(t).Spec.Template.Spec, "broker").Args, " ")
+	}
+	assert.NotContains(t, args(render(t)), "--peer-notsent-lowat", "unset, the binary's default")
+	assert.Contains(t, args(render(t, "--set", "broker.peerNotSentLowat=0")), "--peer-notsent-lowat=0")
+	assert.Contains(t, args(render(t, "--set", "broker.peerNotSentLowat=65536")), "--peer-notsent-lowat=65536")
+}
+
 func TestTLS(t *testing.T) {
 	t.Parallel()
 	m := renderValues(t, "tls.yaml")

@@ -47,7 +47,8 @@ func WithLogger(l *zap.Logger) Option { return func(o *options) { o.log = l } }
 // WithRegisterer sets where metrics are registered (default: nowhere).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
-// WithDialer sets how neighbours are dialled (default: plaintext gRPC).
+// WithDialer sets how neighbours are dialled (default: plaintext gRPC,
+// Config.PeerNotSentLowat bounding each connection's unsent bytes).
 func WithDialer(d transport.Dialer) Option { return func(o *options) { o.dialer = d } }
 
 // WithAuthenticator signs the advertisements the broker originates and
@@ -98,6 +99,7 @@ type Broker struct {
 // New validates cfg and returns a broker that is not running yet.
 func New(cfg Config, opts ...Option) (*Broker, error) {
 	o := defaults()
+	o.dialer = transport.GRPCDialer{NotSentLowat: cfg.PeerNotSentLowat}
 	for _, opt := range opts {
 		opt(&o)
 	}

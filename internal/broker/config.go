@@ -10,6 +10,7 @@ import (
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -90,6 +91,14 @@ type Config struct {
 	// bytes on the links by 2–3× for about 20 µs of CPU per frame at each
 	// end: a gain wherever links, not CPUs, are the bottleneck.
 	PeerCompression bool
+	// PeerNotSentLowat bounds the bytes each peer connection, dialled or
+	// accepted, keeps unsent in the kernel (TCP_NOTSENT_LOWAT; 0: the
+	// host's default, which lets autotuning grow it to megabytes). Bounded,
+	// a slow link's backlog waits in the link queue, where control frames
+	// go first and a full queue drops or pushes back, instead of seconds
+	// of it in the socket (docs/design.md §4). gRPC's own buffers, about
+	// 100 KiB per link, stay below the queue either way.
+	PeerNotSentLowat int
 	// MaxFrameBytes bounds the bundles batched in one frame, which bounds
 	// how long control traffic can wait behind data on a slow link.
 	MaxFrameBytes int
@@ -177,6 +186,7 @@ func DefaultConfig(id uint32, name string) Config {
 		LinkQueueBytes:           4 << 20,
 		MaxFrameBytes:            64 << 10,
 		PeerCompression:          true,
+		PeerNotSentLowat:         transport.DefaultNotSentLowat,
 		DialBackoffMin:           100 * time.Millisecond,
 		DialBackoffMax:           5 * time.Second,
 		DialTimeout:              5 * time.Second,
@@ -284,6 +294,9 @@ func (c Config) Validate() error {
 	if c.SlowLinks.Stalled <= 0 || c.SlowLinks.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow links: stalled %v must be positive, behind %v not negative",
 			c.SlowLinks.Stalled, c.SlowLinks.Behind))
+	}
+	if err := transport.CheckNotSentLowat(c.PeerNotSentLowat); err != nil {
+		errs = append(errs, fmt.Errorf("peer connections: %w", err))
 	}
 	if c.MemoryBudget < 0 {
 		errs = append(errs, fmt.Errorf("memory budget must not be negative (0: none), got %d", c.MemoryBudget))

@@ -199,7 +199,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	s := &Server{cfg: sc, health: health.NewServer(), reg: reg}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var peerDial transport.GRPCDialer
+	peerDial := transport.GRPCDialer{NotSentLowat: cfg.PeerNotSentLowat}
 	peerCreds, clientCreds, err := sc.credentials()
 	if err != nil {
 		return nil, err
@@ -285,6 +285,21 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 			s.clientLis.Close()
 			return nil, fmt.Errorf("peer listener: %w", err)
 		}
+	}
+	// A peer connection's backlog waits in the link queue, not in the
+	// kernel (Config.PeerNotSentLowat); New validated the bound.
+	unbounded := &rate.Sometimes{First: 3, Interval: time.Minute}
+	bounded, err := transport.BoundUnsent(s.peerLis, cfg.PeerNotSentLowat, func(err error) {
+		unbounded.Do(func() { s.log.Warn("peer connection accepted without its unsent bound", zap.Error(err)) })
+	})
+	if err != nil {
+		s.clientLis.Close()
+		s.peerLis.Close()
+		return nil, fmt.Errorf("peer listener: %w", err)
+	}
+	s.peerLis = bounded
+	if cfg.PeerNotSentLowat > 0 && !transport.NotSentLowatSupported {
+		s.log.Warn("TCP_NOTSENT_LOWAT is not available on this platform: peer connections keep the kernel's send buffer", zap.Int("peer_notsent_lowat", cfg.PeerNotSentLowat))
 	}
 	// What the client connections hold for Subscribe streams counts
 	// against the memory budget.

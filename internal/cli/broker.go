@@ -42,6 +42,7 @@ type brokerFlags struct {
 	linkWait   time.Duration
 	adInterval time.Duration
 	compress   bool
+	notSent    int
 	subQueue   int
 	memBudget  int
 	maxSubs    int
@@ -141,6 +142,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.bloomK, "bloom-hashes", 0, "Bloom hash positions K per category, if not the scheme's (6); every broker of a mesh must agree")
 	_ = cmd.RegisterFlagCompletionFunc("bloom-scheme", fixedCompletions("cat-v2", "cat-v1"))
 	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")
+	fl.IntVar(&f.notSent, "peer-notsent-lowat", def.PeerNotSentLowat, "bytes each peer connection may keep unsent in the kernel (TCP_NOTSENT_LOWAT): on a slow link the rest waits in the link queue, where control frames go first, instead of seconds of it in the socket; 0: the kernel's default (docs/design.md §4)")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
 	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles wait (--link-wait) or are dropped")
 	fl.DurationVar(&f.linkWait, "link-wait", def.SlowLinks.Behind, "how long a full link queue makes publishers and upstream brokers wait for room while the link still sends, before its bundles are dropped (0: drop at once)")
@@ -265,7 +267,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		return cfg, sc, err // names the policy, as --match-all's help does
 	}
 	cfg.JoinTimeout, cfg.MemoryBudget = f.joinTimeout, f.memBudget
-	cfg.AdvertiseInterval, cfg.PeerCompression = f.adInterval, f.compress
+	cfg.AdvertiseInterval, cfg.PeerCompression, cfg.PeerNotSentLowat = f.adInterval, f.compress, f.notSent
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
 	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString
 	cfg.Messages.MaxAttributes, cfg.Messages.MaxPayload = f.maxAttrs, f.maxPayload

@@ -108,6 +108,7 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--tls-peer-identity"}, "--tls-peer-identity needs --tls-cert, --tls-key and --tls-ca"},
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-ca", "cc.pem"}, "--tls-client-ca needs --tls-client-auth"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
+		{[]string{"--name", "b0", "--peer-notsent-lowat", "-1"}, "peer connections: TCP_NOTSENT_LOWAT -1: want 0 (the kernel's default) or a byte count"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
 		{[]string{"--name", "b0", "--match-all", "deny"}, `match-all policy "deny": want allow, limit or refuse`},
 		{[]string{"--name", "b0", "--match-all", "limit:0"}, `want a positive rate`},
@@ -323,4 +324,21 @@ func TestReloadPolicyOnHangup(t *testing.T) {
 	assert.Equal(t, "second", rules())
 	require.NoError(t, os.WriteFile(file, []byte("rules: [oops"), 0o600))
 	assert.Equal(t, "second", rules(), "a broken file changes nothing")
+}
+
+// TestBrokerPeerNotSentLowat: --peer-notsent-lowat reaches the broker's
+// configuration, 16 KiB unless given, 0 to leave the kernel's default.
+func TestBrokerPeerNotSentLowat(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 16 << 10},
+		{[]string{"--peer-notsent-lowat", "0"}, 0},
+		{[]string{"--peer-notsent-lowat", "65536"}, 65536},
+	} {
+		cfg, _, err := brokerConfig(t, append([]string{"--name", "b0"}, tt.args...)...)
+		require.NoError(t, err, "%v", tt.args)
+		assert.Equal(t, tt.want, cfg.PeerNotSentLowat, "%v", tt.args)
+	}
 }

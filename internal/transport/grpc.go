@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -173,9 +174,37 @@ func (s serverStream) Context() context.Context { return s.ctx }
 type GRPCDialer struct {
 	// Creds secure the link; nil means plaintext.
 	Creds credentials.TransportCredentials
+	// NotSentLowat, when positive, bounds the bytes each connection keeps
+	// unsent in the kernel (SetNotSentLowat; brokers use
+	// DefaultNotSentLowat). The connection is then made by DialContext or
+	// a net.Dialer, not by gRPC's own dialer, so HTTPS_PROXY is not used.
+	NotSentLowat int
+	// DialContext, if set, makes the TCP connection (the lab dials from a
+	// site's network namespace); NotSentLowat applies to what it returns.
+	DialContext func(ctx context.Context, addr string) (net.Conn, error)
 	// Options are appended to the dial options (tests use them for
-	// in-process listeners).
+	// in-process listeners); a dialer among them replaces DialContext
+	// and NotSentLowat.
 	Options []grpc.DialOption
+}
+
+// dialTCP makes the connection under the gRPC client: DialContext's or
+// a net.Dialer's, with the unsent bytes bounded.
+func (d GRPCDialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	dial := d.DialContext
+	if dial == nil {
+		var nd net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return nd.DialContext(ctx, "tcp", addr) }
+	}
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := SetNotSentLowat(c, d.NotSentLowat); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Dial implements Dialer.
@@ -184,7 +213,14 @@ func (d GRPCDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, d.Options...)
+	if err := CheckNotSentLowat(d.NotSentLowat); err != nil {
+		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if d.NotSentLowat > 0 || d.DialContext != nil {
+		opts = append(opts, grpc.WithContextDialer(d.dialTCP))
+	}
+	opts = append(opts, d.Options...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial peer %s: %w", addr, err)

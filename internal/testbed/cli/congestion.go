@@ -119,6 +119,7 @@ docs/results/congestion.md).`,
 	f.IntVar(&cfg.LinkQueueBytes, "link-queue", cfg.LinkQueueBytes, "drip's link queue in bytes")
 	f.BoolVar(&cfg.DropAtLinks, "drop-at-links", cfg.DropAtLinks, "drip's brokers drop at a full link queue (false: publishers wait, drip's default)")
 	f.IntVar(&cfg.NotSentLowat, "not-sent-lowat", cfg.NotSentLowat, "bound the unsent bytes of every TCP connection (TCP_NOTSENT_LOWAT; 0: the kernel default)")
+	f.IntVar(&cfg.PeerNotSentLowat, "peer-notsent-lowat", cfg.PeerNotSentLowat, "drip brokers' own bound on their peer connections' unsent bytes (drip broker --peer-notsent-lowat; 0: none), over --not-sent-lowat's")
 	f.BoolVar(&cfg.RangeFilters, "range-filters", cfg.RangeFilters, "subscribers take one range of k each instead of a filter per decade (coarse flows under cat-v2)")
 	f.IntVar(&cfg.PayloadSize, "payload", cfg.PayloadSize, "payload bytes per message")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seeds the payloads and the lab's links")

@@ -24,9 +24,11 @@
 // paper's routers: a link queue of 32 KiB that drops when full
 // (Config.DropAtLinks). Below that queue, gRPC and TCP buffer too; on a
 // 500 kbit/s link the socket buffer that autotuning grows holds seconds,
-// which delays both the losses and the feedback. The runs bound it with
-// TCP_NOTSENT_LOWAT (Config.NotSentLowat, 8 KiB) on every connection the
-// brokers and clients make, and scale the paper's bandwidths by 8 with
+// which delays both the losses and the feedback. The brokers bound it on
+// their peer connections themselves (Config.PeerNotSentLowat, their
+// default of 16 KiB); the runs also bound it with TCP_NOTSENT_LOWAT
+// (Config.NotSentLowat, 8 KiB) on every connection the brokers and clients
+// make, the brokers' own bound applied over it on peer links, and scale the paper's bandwidths by 8 with
 // messages of 1 KB (Config.BandwidthScale), so that gRPC's own 64 KiB
 // per stream is a tenth of a second of the bottleneck rather than a
 // second; rates scale with the bandwidth, so every link is loaded as in

@@ -18,6 +18,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/testbed/systems"
+	"github.com/dripmesh/drip/internal/transport"
 )
 
 // Variant is one system under test.
@@ -73,6 +74,10 @@ type Config struct {
 	// NotSentLowat, when positive, bounds the bytes every TCP connection
 	// of the run keeps unsent in the kernel (see shallow).
 	NotSentLowat int `json:"not_sent_lowat,omitempty"`
+	// PeerNotSentLowat is drip's brokers' own bound on their peer
+	// connections (broker.Config.PeerNotSentLowat, 0: none), set over
+	// NotSentLowat's on those connections.
+	PeerNotSentLowat int `json:"peer_not_sent_lowat"`
 	// RangeFilters gives the subscribers one range of k each
 	// (Subscriber.RangePredicate) instead of a filter per decade.
 	RangeFilters bool   `json:"range_filters,omitempty"`
@@ -88,7 +93,8 @@ type Config struct {
 
 // DefaultConfig scales the paper's durations by a half (doc.go).
 func DefaultConfig() Config {
-	return Config{Scale: 1, BandwidthScale: 8, Bin: 250 * time.Millisecond, PayloadSize: 1000, NotSentLowat: 8 << 10,
+	return Config{Scale: 1, BandwidthScale: 8, Bin: 250 * time.Millisecond, PayloadSize: 1000,
+		NotSentLowat: 8 << 10, PeerNotSentLowat: transport.DefaultNotSentLowat,
 		Warmup: 2 * time.Second, Drain: 3 * time.Second,
 		LinkQueueBytes: 32 << 10, DropAtLinks: true, Seed: 1}
 }
@@ -143,6 +149,7 @@ func (c Config) system(v Variant) systems.System {
 	}
 	o := systems.DripOptions{Configure: func(b *broker.Config) {
 		b.LinkQueueBytes = c.LinkQueueBytes
+		b.PeerNotSentLowat = c.PeerNotSentLowat
 		b.MaxFrameBytes = min(b.MaxFrameBytes, c.LinkQueueBytes)
 		if c.DropAtLinks {
 			b.SlowLinks.Behind = 0

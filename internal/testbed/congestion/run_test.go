@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dripmesh/drip/internal/testbed/systems"
+	"github.com/dripmesh/drip/internal/transport"
 )
 
 func TestRunOnLoopback(t *testing.T) {
@@ -74,14 +74,8 @@ func TestShallowBoundsUnsentBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer in.Close()
 	for _, conn := range []net.Conn{c, in} {
-		raw, err := conn.(*net.TCPConn).SyscallConn()
+		got, err := transport.NotSentLowat(conn)
 		require.NoError(t, err)
-		var got int
-		var gerr error
-		require.NoError(t, raw.Control(func(fd uintptr) {
-			got, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotSentLowat)
-		}))
-		require.NoError(t, gerr)
 		assert.Equal(t, 8<<10, got)
 	}
 }

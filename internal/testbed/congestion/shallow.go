@@ -2,15 +2,11 @@ package congestion
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"syscall"
 
 	"github.com/dripmesh/drip/internal/testbed/systems"
+	"github.com/dripmesh/drip/internal/transport"
 )
-
-// tcpNotSentLowat is Linux's TCP_NOTSENT_LOWAT socket option.
-const tcpNotSentLowat = 25
 
 // shallow wraps a placement so that every TCP connection it makes or
 // accepts keeps at most lowat bytes unsent in the kernel (TCP_NOTSENT_LOWAT):
@@ -27,7 +23,7 @@ func (s shallow) DialContext(ctx context.Context, site, network, addr string) (n
 	if err != nil {
 		return nil, err
 	}
-	if err := setLowat(c, s.lowat); err != nil {
+	if err := transport.SetNotSentLowat(c, s.lowat); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -52,30 +48,9 @@ func (l shallowListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := setLowat(c, l.lowat); err != nil {
+	if err := transport.SetNotSentLowat(c, l.lowat); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
-}
-
-func setLowat(c net.Conn, lowat int) error {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return nil
-	}
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotSentLowat, lowat)
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("TCP_NOTSENT_LOWAT %d: %w", lowat, serr)
-	}
-	return nil
 }

@@ -202,9 +202,9 @@ func (d *dripDeployment) start(ctx context.Context) error {
 			d.opts.Configure(&cfg)
 		}
 		ls := listeners[name]
-		dialer := transport.GRPCDialer{Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		dialer := transport.GRPCDialer{NotSentLowat: cfg.PeerNotSentLowat, DialContext: func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.place.DialContext(ctx, name, "tcp", addr)
-		})}}
+		}}
 		srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientListener: ls[0], PeerListener: ls[1], MetricsListener: ls[2]}, broker.WithDialer(dialer))
 		if err != nil {
 			return fmt.Errorf("site %s: %w", name, err)
@@ -258,6 +258,7 @@ func (d *dripDeployment) Info() Info {
 			"link_state":         fmt.Sprintf("hello %v, dead %v, cost %s", cfg.LinkState.HelloInterval, cfg.LinkState.DeadInterval, costMode(cfg)),
 			"bloom":              cfg.Encoding.String(),
 			"link_queue_bytes":   strconv.Itoa(cfg.LinkQueueBytes),
+			"peer_notsent_lowat": strconv.Itoa(cfg.PeerNotSentLowat),
 			"peer_compression":   map[bool]string{true: "deflate (one stream per link direction, sync flush per frame)", false: "none"}[cfg.PeerCompression],
 			"advertise_interval": cfg.AdvertiseInterval.String(),
 			"subscriber_queue":   fmt.Sprintf("%d messages / %d bytes, drops reported as lost", cfg.SubscriberQueue, cfg.SubscriberQueueBytes),
