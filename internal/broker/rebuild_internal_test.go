@@ -218,19 +218,7 @@ func TestIndexBuildsOneAtATime(t *testing.T) {
 func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
 	net := transport.NewMemNetwork()
 	var hold atomic.Bool
-	held, release := make(chan struct{}, 1), make(chan struct{})
-	holding := func(o *options) {
-		o.runBuild = func(b *encoding.Build) {
-			if hold.Load() {
-				select {
-				case held <- struct{}{}:
-				default:
-				}
-				<-release
-			}
-			b.Run()
-		}
-	}
+	holding, held, release := holdingBuilds(&hold)
 	cfg := func(id uint32, peer uint32) Config {
 		c := DefaultConfig(id, fmt.Sprintf("b%d", id))
 		c.Mesh = "test"
@@ -329,19 +317,7 @@ func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
 func TestBuildIsInstalledAheadOfQueuedEvents(t *testing.T) {
 	var hold atomic.Bool
 	hold.Store(true)
-	held, release := make(chan struct{}, 1), make(chan struct{})
-	holding := func(o *options) {
-		o.runBuild = func(b *encoding.Build) {
-			if hold.Load() {
-				select {
-				case held <- struct{}{}:
-				default:
-				}
-				<-release
-			}
-			b.Run()
-		}
-	}
+	holding, held, release := holdingBuilds(&hold)
 	c := DefaultConfig(1, "b1")
 	c.TickInterval, c.PredicateRebuildInterval, c.AdvertiseInterval = 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond
 	c.DrainTimeout = time.Second
@@ -394,4 +370,23 @@ func TestBuildIsInstalledAheadOfQueuedEvents(t *testing.T) {
 		}
 	}
 	assert.Less(t, stale, 50, "inspections queued before the build finished that still saw the old index")
+}
+
+// holdingBuilds is a Broker option whose index builds, while hold is set,
+// say so on held and wait until release is closed.
+func holdingBuilds(hold *atomic.Bool) (opt Option, held, release chan struct{}) {
+	held, release = make(chan struct{}, 1), make(chan struct{})
+	opt = func(o *options) {
+		o.runBuild = func(b *encoding.Build) {
+			if hold.Load() {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			b.Run()
+		}
+	}
+	return opt, held, release
 }

@@ -22,31 +22,9 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 	deltas, fulls, grown := 0, 0, 0
 	for seed := range 150 {
 		r := rand.New(rand.NewPCG(uint64(seed), 77))
-		m := []int{64, 192, 512}[r.IntN(3)]
-		p := Params{M: m, K: 3}
-		pool := make([]Bloom, 1+r.IntN(200))
-		for i := range pool {
-			pool[i] = randomBloom(r, m, 1+r.IntN(8))
-		}
-		if r.IntN(4) == 0 {
-			pool[0] = Bloom{}
-		}
-		idRange := []int{8, 100, 300, 1 << 16}[r.IntN(4)]
-		ref := map[uint32][]Bloom{} // the simple reference: router → filters
-		tab := NewTable(p)
-		randomFilters := func() []Bloom {
-			fs := make([]Bloom, r.IntN(40))
-			for j := range fs {
-				fs[j] = pool[r.IntN(len(pool))]
-			}
-			return fs
-		}
 		// A start of some size, then a trickle of changes.
-		for range r.IntN(150) {
-			id := uint32(r.IntN(idRange))
-			ref[id] = randomFilters()
-			tab.Set(id, ref[id])
-		}
+		tab, ref, pool, randomFilters, idRange := randomChanges(r, true)
+		p := tab.p
 		for step := range 60 {
 			switch k := r.IntN(12); {
 			case k < 4:
@@ -163,27 +141,8 @@ func TestBuildsBesideChangesMatchFullBuild(t *testing.T) {
 	overlapped, deltas, fulls := 0, 0, 0
 	for seed := range 50 {
 		r := rand.New(rand.NewPCG(uint64(seed), 91))
-		m := []int{64, 192, 512}[r.IntN(3)]
-		p := Params{M: m, K: 3}
-		pool := make([]Bloom, 1+r.IntN(200))
-		for i := range pool {
-			pool[i] = randomBloom(r, m, 1+r.IntN(8))
-		}
-		idRange := []int{8, 100, 300, 1 << 16}[r.IntN(4)]
-		ref := map[uint32][]Bloom{}
-		tab := NewTable(p)
-		randomFilters := func() []Bloom {
-			fs := make([]Bloom, r.IntN(40))
-			for j := range fs {
-				fs[j] = pool[r.IntN(len(pool))]
-			}
-			return fs
-		}
-		for range r.IntN(150) {
-			id := uint32(r.IntN(idRange))
-			ref[id] = randomFilters()
-			tab.Set(id, ref[id])
-		}
+		tab, ref, pool, randomFilters, idRange := randomChanges(r, false)
+		p := tab.p
 		tab.Snapshot()
 		var (
 			build      *Build
@@ -435,4 +394,36 @@ func BenchmarkBuildSteps(b *testing.B) {
 			}
 		})
 	}
+}
+
+// randomChanges starts a table of random contents, up to 150 routers' filters
+// drawn from a pool of up to 200 Bloom filters (with an empty one, which
+// matches every message, in a quarter of the tables if withEmpty), and the
+// simple reference of its contents (router → filters), and the pool;
+// randomFilters draws a router's filters from it, and router IDs are below idRange.
+func randomChanges(r *rand.Rand, withEmpty bool) (tab *Table, ref map[uint32][]Bloom, pool []Bloom, randomFilters func() []Bloom, idRange int) {
+	m := []int{64, 192, 512}[r.IntN(3)]
+	pool = make([]Bloom, 1+r.IntN(200))
+	for i := range pool {
+		pool[i] = randomBloom(r, m, 1+r.IntN(8))
+	}
+	if withEmpty && r.IntN(4) == 0 {
+		pool[0] = Bloom{}
+	}
+	idRange = []int{8, 100, 300, 1 << 16}[r.IntN(4)]
+	ref = map[uint32][]Bloom{}
+	tab = NewTable(Params{M: m, K: 3})
+	randomFilters = func() []Bloom {
+		fs := make([]Bloom, r.IntN(40))
+		for j := range fs {
+			fs[j] = pool[r.IntN(len(pool))]
+		}
+		return fs
+	}
+	for range r.IntN(150) {
+		id := uint32(r.IntN(idRange))
+		ref[id] = randomFilters()
+		tab.Set(id, ref[id])
+	}
+	return tab, ref, pool, randomFilters, idRange
 }
