@@ -410,3 +410,16 @@ func randomTopology(rng *rand.Rand, n, extra int) [][2]int {
 	}
 	return edges
 }
+
+// serveUntilCleanup serves srv until the test ends, and then requires that
+// it stopped cleanly.
+func serveUntilCleanup(t *testing.T, srv *broker.Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}

@@ -100,13 +100,7 @@ func TestPeerResolver(t *testing.T) {
 				srv, err := broker.NewServer(cfg, sc)
 				require.NoError(t, err)
 				servers[i] = srv
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- srv.Serve(ctx) }()
-				t.Cleanup(func() {
-					cancel()
-					require.NoError(t, <-done)
-				})
+				serveUntilCleanup(t, srv)
 			}
 			linked := func() bool {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -262,13 +262,7 @@ func startMeshTLS(t *testing.T, files []broker.TLSFiles) []*broker.Server {
 		})
 		require.NoError(t, err)
 		servers[i] = srv
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
+		serveUntilCleanup(t, srv)
 	}
 	return servers
 }

@@ -75,13 +75,7 @@ func TestPeerConnectionsBoundUnsent(t *testing.T) {
 			srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientListener: lis[i][0], PeerListener: lis[i][1], StopTimeout: time.Second})
 			require.NoError(t, err)
 			servers[i] = srv
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				require.NoError(t, <-done)
-			})
+			serveUntilCleanup(t, srv)
 		}
 		require.Eventually(t, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -27,31 +27,8 @@ func TestIncrementalSnapshotMatchesFullBuild(t *testing.T) {
 		p := tab.p
 		for step := range 60 {
 			switch k := r.IntN(12); {
-			case k < 4:
-				id := uint32(r.IntN(idRange))
-				ref[id] = randomFilters()
-				tab.Set(id, ref[id])
-			case k < 8:
-				// A router gains filters (a subscription arrives): the
-				// delta holds the new ones alone while the base row stays
-				// true. Advertise may drop filters the new ones cover.
-				id := uint32(r.IntN(idRange))
-				if len(ref) > 0 && r.IntN(4) > 0 {
-					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
-				}
-				fs := slices.Clone(ref[id])
-				for range 1 + r.IntN(3) {
-					fs = append(fs, pool[r.IntN(len(pool))])
-				}
-				ref[id] = fs
-				tab.Set(id, fs)
 			case k < 10:
-				id := uint32(r.IntN(idRange))
-				if len(ref) > 0 && r.IntN(2) == 0 { // usually one that is there
-					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
-				}
-				delete(ref, id)
-				tab.Remove(id)
+				change(r, k, tab, ref, pool, randomFilters, idRange)
 			default:
 				snap := tab.Snapshot()
 				if snap.delta != nil {
@@ -167,30 +144,8 @@ func TestBuildsBesideChangesMatchFullBuild(t *testing.T) {
 		for step := range 120 {
 			where := fmt.Sprintf("seed %d step %d", seed, step)
 			switch k := r.IntN(14); {
-			case k < 4:
-				id := uint32(r.IntN(idRange))
-				ref[id] = randomFilters()
-				tab.Set(id, ref[id])
-				changedDur = build != nil
-			case k < 8:
-				id := uint32(r.IntN(idRange))
-				if len(ref) > 0 && r.IntN(4) > 0 {
-					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
-				}
-				fs := slices.Clone(ref[id])
-				for range 1 + r.IntN(3) {
-					fs = append(fs, pool[r.IntN(len(pool))])
-				}
-				ref[id] = fs
-				tab.Set(id, fs)
-				changedDur = build != nil
 			case k < 10:
-				id := uint32(r.IntN(idRange))
-				if len(ref) > 0 && r.IntN(2) == 0 {
-					id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
-				}
-				delete(ref, id)
-				tab.Remove(id)
+				change(r, k, tab, ref, pool, randomFilters, idRange)
 				changedDur = build != nil
 			case build == nil:
 				build, planned, ran, changedDur = tab.Plan(r.IntN(6) == 0), maps.Clone(ref), make(chan struct{}), false
@@ -426,4 +381,35 @@ func randomChanges(r *rand.Rand, withEmpty bool) (tab *Table, ref map[uint32][]B
 		tab.Set(id, ref[id])
 	}
 	return tab, ref, pool, randomFilters, idRange
+}
+
+// change makes the random change k (below 10) to tab and its reference
+// ref, drawn as randomChanges draws: k < 4 sets a router's filters anew;
+// k < 8 gives a router more filters (a subscription arrives: the delta
+// holds the new ones alone while the base row stays true; Advertise may
+// drop filters the new ones cover); k < 10 removes a router, usually one
+// that is there.
+func change(r *rand.Rand, k int, tab *Table, ref map[uint32][]Bloom, pool []Bloom, randomFilters func() []Bloom, idRange int) {
+	id := uint32(r.IntN(idRange))
+	switch {
+	case k < 4:
+		ref[id] = randomFilters()
+		tab.Set(id, ref[id])
+	case k < 8:
+		if len(ref) > 0 && r.IntN(4) > 0 {
+			id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+		}
+		fs := slices.Clone(ref[id])
+		for range 1 + r.IntN(3) {
+			fs = append(fs, pool[r.IntN(len(pool))])
+		}
+		ref[id] = fs
+		tab.Set(id, fs)
+	default:
+		if len(ref) > 0 && r.IntN(2) == 0 {
+			id = slices.Sorted(maps.Keys(ref))[r.IntN(len(ref))]
+		}
+		delete(ref, id)
+		tab.Remove(id)
+	}
 }
