@@ -87,14 +87,7 @@ func startMesh(t *testing.T, n int, edges [][2]int, mutate func(*broker.Config),
 func startMeshWith(t *testing.T, n int, edges [][2]int, mutate func(*broker.Config), server func(int, *broker.ServerConfig), opts ...broker.Option) *testMesh {
 	t.Helper()
 	m := &testMesh{t: t, n: n, edges: edges, mutate: mutate, server: server, opts: opts, nodes: make([]*meshNode, n), clients: make([]*grpc.ClientConn, n)}
-	listeners := make([][2]net.Listener, n)
-	for i := range n {
-		for j := range 2 {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			listeners[i][j] = l
-		}
-	}
+	listeners := loopbackListeners(t, n)
 	for i := range n {
 		m.nodes[i] = &meshNode{client: listeners[i][0].Addr().String(), peer: listeners[i][1].Addr().String()}
 	}
@@ -422,4 +415,19 @@ func serveUntilCleanup(t *testing.T, srv *broker.Server) {
 		cancel()
 		require.NoError(t, <-done)
 	})
+}
+
+// loopbackListeners opens n brokers' listeners on loopback ports: [i][0]
+// for clients, [i][1] for peers.
+func loopbackListeners(t *testing.T, n int) [][2]net.Listener {
+	t.Helper()
+	lis := make([][2]net.Listener, n)
+	for i := range lis {
+		for j := range lis[i] {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			lis[i][j] = l
+		}
+	}
+	return lis
 }

@@ -76,14 +76,7 @@ func TestPeerResolver(t *testing.T) {
 	}
 	for _, withResolver := range []bool{true, false} {
 		t.Run(map[bool]string{true: "resolver", false: "dns"}[withResolver], func(t *testing.T) {
-			var lis [2][2]net.Listener
-			for i := range lis {
-				for j := range lis[i] {
-					l, err := net.Listen("tcp", "127.0.0.1:0")
-					require.NoError(t, err)
-					lis[i][j] = l
-				}
-			}
+			lis := loopbackListeners(t, 2)
 			_, port, err := net.SplitHostPort(lis[1][1].Addr().String())
 			require.NoError(t, err)
 			res := &appearingResolver{name: name1, addr: netip.MustParseAddr("127.0.0.1"), from: time.Now().Add(300 * time.Millisecond)}

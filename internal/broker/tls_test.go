@@ -238,16 +238,7 @@ func TestPeerIdentity(t *testing.T) {
 // files on both their listeners (and for dialling).
 func startMeshTLS(t *testing.T, files []broker.TLSFiles) []*broker.Server {
 	t.Helper()
-	var lis [][2]net.Listener
-	for range files {
-		var pair [2]net.Listener
-		for j := range pair {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			pair[j] = l
-		}
-		lis = append(lis, pair)
-	}
+	lis := loopbackListeners(t, len(files))
 	servers := make([]*broker.Server, len(files))
 	for i, f := range files {
 		cfg := fastConfig(i)

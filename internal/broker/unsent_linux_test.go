@@ -55,14 +55,7 @@ func socketAt(t *testing.T, local *net.TCPAddr) int {
 // sockets of a live link; 0 leaves the kernel's default.
 func TestPeerConnectionsBoundUnsent(t *testing.T) {
 	for _, lowat := range []int{transport.DefaultNotSentLowat, 4096, 0} {
-		var lis [2][2]net.Listener
-		for i := range lis {
-			for j := range lis[i] {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				require.NoError(t, err)
-				lis[i][j] = l
-			}
-		}
+		lis := loopbackListeners(t, 2)
 		accepted := acceptLog{lis[1][1], make(chan net.Conn, 8)}
 		lis[1][1] = accepted
 		servers := make([]*broker.Server, 2)
