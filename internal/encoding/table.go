@@ -237,13 +237,19 @@ func (b *Build) derive() *layout {
 	return to
 }
 
-// row returns router's filters as planned.
-func (b *Build) row(router uint32) ([]Bloom, bool) {
-	slot, ok := slices.BinarySearch(b.ids, router)
+// rowOf returns router's filters from rows kept as ascending ids and the
+// filters of each, as builds, snapshots and indexes keep them.
+func rowOf(ids []uint32, filters [][]Bloom, router uint32) ([]Bloom, bool) {
+	slot, ok := slices.BinarySearch(ids, router)
 	if !ok {
 		return nil, false
 	}
-	return b.filters[slot], true
+	return filters[slot], true
+}
+
+// row returns router's filters as planned.
+func (b *Build) row(router uint32) ([]Bloom, bool) {
+	return rowOf(b.ids, b.filters, router)
 }
 
 // Install makes b, planned by this table's last Plan and run, the table's
@@ -355,11 +361,7 @@ func (s *Snapshot) Routers() []uint32 { return s.ids }
 // Filters returns router's encoded predicate. The slice is shared: do not
 // modify it.
 func (s *Snapshot) Filters(router uint32) ([]Bloom, bool) {
-	slot, ok := slices.BinarySearch(s.ids, router)
-	if !ok {
-		return nil, false
-	}
-	return s.filters[slot], true
+	return rowOf(s.ids, s.filters, router)
 }
 
 // MaxID is at least the highest router ID in the snapshot (more when a
@@ -858,11 +860,7 @@ func (s *index) buildColdIndex(distinct []*Bloom, cold []int32, owners func(int3
 
 // row returns router's filters in the index.
 func (s *index) row(router uint32) ([]Bloom, bool) {
-	slot, ok := slices.BinarySearch(s.ids, router)
-	if !ok {
-		return nil, false
-	}
-	return s.filters[slot], true
+	return rowOf(s.ids, s.filters, router)
 }
 
 // match adds to out, which covers every router ID, the routers of the
