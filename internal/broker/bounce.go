@@ -120,10 +120,18 @@ func (f *Forwarder) hold(d drp.Decision, routes *linkstate.Table, from uint32, b
 // back to the neighbour b came from, as forwarding did before holding.
 func (f *Forwarder) sendBack(d drp.Decision, routes drp.Routing, b drp.Bundle) drp.Decision {
 	f.n.m.bounced.WithLabelValues(bounceSentBack).Inc()
-	back := f.fwd.Transit(routes, f.n.cfg.ID, drp.Bundle{Source: b.Source, Dest: d.Bounced, HopsLeft: b.HopsLeft})
+	back := f.decideHere(routes, drp.Bundle{Source: b.Source, Dest: d.Bounced, HopsLeft: b.HopsLeft})
 	d.Forwards = append(d.Forwards, back.Forwards...)
 	d.Bounced = nil
 	return d
+}
+
+// decideHere decides b's destinations again at this broker, wherever the
+// routes now lead, back to the neighbour b came from included (Transit
+// from this router itself never bounces). b.HopsLeft is what the bundle
+// arrived with: Transit passes on one less.
+func (f *Forwarder) decideHere(routes drp.Routing, b drp.Bundle) drp.Decision {
+	return f.fwd.Transit(routes, f.n.cfg.ID, b)
 }
 
 // HoldsBounced reports whether bundles wait in the bounce hold, for
@@ -147,7 +155,7 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 		b := drp.Bundle{Source: hb.source, Dest: hb.dest, HopsLeft: hb.hops}
 		if all || !now.Before(hb.until) {
 			n.m.bounced.WithLabelValues(bounceReturned).Inc()
-			f.send(f.fwd.Transit(routes, n.cfg.ID, b), hb.msg, hb.h)
+			f.send(f.decideHere(routes, b), hb.msg, hb.h)
 			continue
 		}
 		// The routes changed: what they still send back waits on.

@@ -195,9 +195,9 @@ func (f *Forwarder) reroute(refused []drp.Forward, p *qosPlan, path uint32, raw 
 	f.rerouting = true
 	defer func() { f.rerouting = false }()
 	for _, fw := range refused {
-		// Transit passes on one hop less than it is given: the bundle
-		// has not left this broker.
-		d := f.fwd.Transit(routes, f.n.cfg.ID, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest, HopsLeft: fw.Bundle.HopsLeft + 1})
+		// The bundle has not left this broker: it has the hops it
+		// arrived with, one more than its decision gave it.
+		d := f.decideHere(routes, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest, HopsLeft: fw.Bundle.HopsLeft + 1})
 		f.sendQoS(d, routes, p, path, raw, h)
 	}
 }
