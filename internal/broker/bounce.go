@@ -134,19 +134,15 @@ func (f *Forwarder) decideHere(routes drp.Routing, b drp.Bundle) drp.Decision {
 	return f.fwd.Transit(routes, f.n.cfg.ID, b)
 }
 
-// HoldsBounced reports whether bundles wait in the bounce hold, for
-// drivers that release them (ReleaseHeld) only then.
-func (n *Node) HoldsBounced() bool { return n.bounces.count.Load() > 0 }
-
 // ReleaseHeld decides again the held bundles that are due — this broker's
 // routes changed since they bounced, or they waited bounceHoldFor — and
 // sends them; all releases every one (the broker is stopping). A driver
 // calls it from one goroutine of the data plane, with a Forwarder of its
-// own, every TickInterval while HoldsBounced. It may wait for room on a
-// link, as every forwarding does.
+// own, every TickInterval; with nothing held it returns at once. It may
+// wait for room on a link, as every forwarding does.
 func (f *Forwarder) ReleaseHeld(all bool) {
 	n := f.n
-	if !n.HoldsBounced() {
+	if n.bounces.count.Load() == 0 {
 		return
 	}
 	routes := n.routes.Load()

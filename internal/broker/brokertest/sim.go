@@ -272,7 +272,7 @@ func (s *Sim) boot(n *simNode) error {
 	if err != nil {
 		return err
 	}
-	n.node, n.state, n.release = node, up, nil
+	n.node, n.state, n.release = node, up, node.NewForwarder()
 	n.inc++
 	inc := n.inc
 	node.SetIndexBuilder(simBuilder{s, n, inc})
@@ -285,12 +285,7 @@ func (s *Sim) boot(n *simNode) error {
 		n.node.Tick()
 		// Production releases held bounced bundles on a goroutine of its
 		// own at the same interval (Broker.releaseBounced).
-		if n.node.HoldsBounced() {
-			if n.release == nil {
-				n.release = n.node.NewForwarder()
-			}
-			n.release.ReleaseHeld(false)
-		}
+		n.release.ReleaseHeld(false)
 		s.advanceDrain(n)
 		if n.inc == inc && n.node != nil {
 			s.after(n.cfg.TickInterval, tick)
@@ -590,9 +585,7 @@ func (s *Sim) advanceDrain(n *simNode) {
 		// Links drain: what is queued was pumped already, but for the
 		// bounced bundles still held, sent now as production does before
 		// its links drain; each closes once its last frame has arrived.
-		if n.release != nil {
-			n.release.ReleaseHeld(true)
-		}
+		n.release.ReleaseHeld(true)
 		for _, l := range s.linksOf(n.idx) {
 			s.pump(l)
 			if l.ends[0] != nil {
