@@ -22,7 +22,7 @@ func TestTableSetRemoveRouters(t *testing.T) {
 	assert.Equal(t, []uint32{3, 5, 7}, tab.Routers())
 	got, ok := tab.Filters(7)
 	require.True(t, ok)
-	assert.Equal(t, []Bloom{a}, got, "Set reduces with Advertise")
+	assert.Equal(t, []Bloom{a}, got, "Set reduces what is not in Advertise's order")
 
 	snap := tab.Snapshot()
 	tab.Remove(5)
@@ -42,6 +42,66 @@ func TestTableSetRemoveRouters(t *testing.T) {
 	dst := bitset.New(0)
 	snap.Match(bloomOf(1, 9), dst)
 	assert.Equal(t, []uint{5, 7}, setBits(dst), "router 3 advertised nothing and matches nothing")
+}
+
+// TestTableSetTakesAdvertisementsAsTheyAre: what is in Advertise's order is
+// stored as sent, covered filters included (the origin removes those);
+// anything else is reduced; either way the table keeps its own copy.
+func TestTableSetTakesAdvertisementsAsTheyAre(t *testing.T) {
+	a, ab, c := bloomOf(1), bloomOf(1, 2), bloomOf(9)
+	for _, tc := range []struct {
+		name   string
+		in     []Bloom
+		stored []Bloom
+	}{
+		{"advertise's order, kept as sent", []Bloom{a, c, ab}, []Bloom{a, c, ab}},
+		{"out of order, reduced", []Bloom{ab, c, a}, []Bloom{a, c}},
+		{"duplicates, reduced", []Bloom{a, a, c}, []Bloom{a, c}},
+		{"one filter", []Bloom{ab}, []Bloom{ab}},
+		{"none", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := NewTable(Params{M: 64, K: 2})
+			in := slices.Clone(tc.in)
+			tab.Set(1, in)
+			if len(in) > 0 {
+				in[0] = bloomOf(30) // the sender's buffer is not the table's
+			}
+			got, ok := tab.Filters(1)
+			require.True(t, ok)
+			assert.Equal(t, tc.stored, got)
+		})
+	}
+}
+
+// TestTableSetMatchesAsAdvertise is the property behind not reducing again:
+// for random rows, in any order, a table built from them as sent matches
+// what one of their reductions matches.
+func TestTableSetMatchesAsAdvertise(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 19))
+	p := Params{M: 96, K: 3}
+	for range 200 {
+		sent, reduced := NewTable(p), NewTable(p)
+		for router := range uint32(1 + r.IntN(6)) {
+			var row []Bloom
+			for range r.IntN(12) {
+				row = append(row, randomBloom(r, p.M, 1+r.IntN(4)))
+			}
+			if r.IntN(2) == 0 {
+				slices.SortFunc(row, Bloom.Compare) // in order, covered ones and all
+			}
+			sent.Set(router, row)
+			reduced.Set(router, Advertise(row))
+		}
+		a, b := sent.Snapshot(), reduced.Snapshot()
+		for range 20 {
+			msg := randomBloom(r, p.M, r.IntN(30))
+			da, db := bitset.New(0), bitset.New(0)
+			a.Match(msg, da)
+			b.Match(msg, db)
+			require.Equal(t, setBits(db), setBits(da), "message %v", msg)
+		}
+	}
 }
 
 func TestMatchEmptyTable(t *testing.T) {
