@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,7 +111,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		authz:    &authorizer{denied: n.m.authzDenied, log: n.log, now: o.clock.Now, logged: map[string]time.Time{}},
 		o:        o,
 		clock:    o.clock,
-		events:   make(chan coreEvent, 1024),
+		events:   make(chan coreEvent, coreQueue),
 		wakeCh:   make(chan struct{}, 1),
 		built:    make(chan *encoding.Build, 1),
 		links:    map[uint32]*transport.Link{},
@@ -137,6 +136,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		}
 	})
 	n.SetIndexBuilder(coreBuilder{b})
+	factory{o.reg}.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "core_events_queued",
+		Help: "Events waiting for the broker's control plane: control frames, links up and down. At 1024 (full) the link readers wait."},
+		func() float64 { return float64(len(b.events)) }))
 	return b, nil
 }
 
@@ -202,6 +204,10 @@ func (b *Broker) DuplicatesSuppressed(v dedup.Verdict) prometheus.Counter {
 	return b.node.DuplicatesSuppressed(v)
 }
 
+// coreQueue is how many events wait for the core goroutine before the link
+// readers that bring them wait too.
+const coreQueue = 1024
+
 // coreEvent is an input for the core goroutine.
 type coreEvent struct {
 	kind   eventKind
@@ -210,7 +216,8 @@ type coreEvent struct {
 	// replaces is the link a new one replaces (evLinkUp): it drains once
 	// the data plane's links name the new one.
 	replaces *transport.Link
-	ctl      []*dripv1.Control
+	ctl      []linkstate.Message
+	arrived  time.Time // evControl: when the frame arrived
 	reply    chan<- Inspection
 }
 
@@ -268,9 +275,8 @@ func (b *Broker) handle(ev coreEvent) {
 	case evLinkDown:
 		n.LinkDown(ev.link)
 	case evControl:
-		if err := n.Control(ev.link, ev.ctl); err != nil {
-			ev.link.Close(err)
-		}
+		n.m.controlWait.Observe(b.clock.Since(ev.arrived).Seconds())
+		n.Control(ev.link, ev.ctl)
 	case evInspect:
 		ev.reply <- n.Inspect()
 	}
@@ -518,8 +524,11 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		Backpressure: transport.Backpressure{Stalled: n.cfg.SlowLinks.Stalled, Behind: n.cfg.SlowLinks.Behind, Now: n.subs.cfg.now},
 	}, func(l *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
 		if len(control) > 0 {
-			// The frame's slice is the reader's to reuse.
-			b.toCore(coreEvent{kind: evControl, link: l, ctl: slices.Clone(control)})
+			msgs, err := DecodeControl(l, control)
+			if err != nil {
+				return err
+			}
+			b.toCore(coreEvent{kind: evControl, link: l, ctl: msgs, arrived: b.clock.Now()})
 		}
 		if len(bundles) > 0 {
 			fwd.Bundles(l, bundles)

@@ -72,6 +72,7 @@ type metrics struct {
 	authzDenied *prometheus.CounterVec // op
 	// PREDICATES index rebuilds by kind (full, partial), resolved once.
 	rebuildFull, rebuildPartial prometheus.Observer
+	controlWait                 prometheus.Histogram
 }
 
 // handshakeFailureReasons are the reason labels of
@@ -188,6 +189,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 		"Time each rebuild of the index of other brokers' predicates took on the broker's clock, from its plan to its install, by kind (full: every filter; partial: only the routers changed since the last full build).",
 		[]string{"kind"}, prometheus.ExponentialBuckets(1e-4, 4, 9))
 	m.rebuildFull, m.rebuildPartial = rebuilds.WithLabelValues("full"), rebuilds.WithLabelValues("partial")
+	m.controlWait = f.histogram("control_frame_wait_seconds",
+		"Time the control messages of each frame from a neighbour waited for the broker's control plane, from their arrival to their processing.",
+		prometheus.ExponentialBuckets(1e-4, 4, 10))
 	m.matchExact = m.matchSeconds.WithLabelValues("exact")
 	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
 	// Read at scrape time: the data path only adds to the atomic counter.

@@ -308,19 +308,31 @@ func (n *Node) publishLinks() {
 	n.links.Store(&m)
 }
 
-// Control processes the control messages of one frame from l. A malformed
-// message is an error: a peer that sends one is broken, and the driver
-// should close the link rather than let it corrupt routing.
-func (n *Node) Control(l Link, cs []*dripv1.Control) error {
-	if n.current[l.Peer()] != l {
-		return nil // from a link already replaced: stale
-	}
-	now := n.now()
-	for _, c := range cs {
+// DecodeControl turns the control messages of one frame from l into the
+// protocol's. Drivers call it on the link's reader, so the control plane
+// does not spend its time on the copying. A malformed message is an error:
+// a peer that sends one is broken, and the driver should close the link
+// rather than let it corrupt routing.
+func DecodeControl(l Link, cs []*dripv1.Control) ([]linkstate.Message, error) {
+	msgs := make([]linkstate.Message, len(cs))
+	for i, c := range cs {
 		msg, err := wire.ControlFromProto(c)
 		if err != nil {
-			return fmt.Errorf("malformed control message from %s: %w", l.Name(), err)
+			return nil, fmt.Errorf("malformed control message from %s: %w", l.Name(), err)
 		}
+		msgs[i] = msg
+	}
+	return msgs, nil
+}
+
+// Control processes the control messages of one frame from l, decoded by
+// DecodeControl.
+func (n *Node) Control(l Link, msgs []linkstate.Message) {
+	if n.current[l.Peer()] != l {
+		return // from a link already replaced: stale
+	}
+	now := n.now()
+	for _, msg := range msgs {
 		if a, ok := msg.(*linkstate.LSA); ok && n.withdrawn && a.Withdrawn && a.Origin == l.Peer() {
 			// Both ends are leaving (a whole mesh stopping): neither
 			// routes anything new through the other, and neither's
@@ -330,7 +342,7 @@ func (n *Node) Control(l Link, cs []*dripv1.Control) error {
 				f.Finish()
 			}
 		}
-		err = n.ls.Step(l.Peer(), msg, now)
+		err := n.ls.Step(l.Peer(), msg, now)
 		var refused *linkstate.AuthError
 		switch {
 		case errors.As(err, &refused):
@@ -340,7 +352,6 @@ func (n *Node) Control(l Link, cs []*dripv1.Control) error {
 		}
 	}
 	n.flush()
-	return nil
 }
 
 // refusal keys the log rate limit of refused advertisements.

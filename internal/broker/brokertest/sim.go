@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -364,21 +363,23 @@ func (s *Sim) connect(l *simLink) {
 			if n.inc != inc {
 				return errors.New("broker is down")
 			}
-			if len(control) > 0 && (n.controlDelay > 0 || n.controlAt > s.now) {
-				// Behind: in order, after those already held back.
-				cs, gen := slices.Clone(control), l.gen
-				n.controlAt = max(s.now+n.controlDelay, n.controlAt)
-				s.at(n.controlAt, func() {
-					if n.inc != inc || l.gen != gen {
-						return
-					}
-					if err := node.Control(tl, cs); err != nil {
-						s.disconnect(l, err)
-					}
-				})
-			} else if len(control) > 0 {
-				if err := node.Control(tl, control); err != nil {
+			if len(control) > 0 {
+				// Decoded as the production reader does, before the core.
+				msgs, err := broker.DecodeControl(tl, control)
+				if err != nil {
 					return err
+				}
+				if n.controlDelay > 0 || n.controlAt > s.now {
+					// Behind: in order, after those already held back.
+					gen := l.gen
+					n.controlAt = max(s.now+n.controlDelay, n.controlAt)
+					s.at(n.controlAt, func() {
+						if n.inc == inc && l.gen == gen {
+							node.Control(tl, msgs)
+						}
+					})
+				} else {
+					node.Control(tl, msgs)
 				}
 			}
 			if len(bundles) > 0 {
