@@ -355,11 +355,8 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 	scratch := r.oracle.scratch(len(r.cfg.Brokers))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for seq := uint64(0); ; seq++ {
-		at := time.Duration(arr.next() * float64(time.Second))
-		if at >= r.cfg.Duration || at < 0 { // < 0: +Inf overflowed
-			return true
-		}
+	// until waits for the send clock to reach at.
+	until := func(at time.Duration) bool {
 		if wait := at - r.sinceSendStart(r.now()); wait > 0 {
 			timer.Reset(wait)
 			select {
@@ -367,6 +364,22 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 			case <-ctx.Done():
 				return false
 			}
+		}
+		return true
+	}
+	for seq := uint64(0); ; seq++ {
+		at := time.Duration(arr.next() * float64(time.Second))
+		if at >= r.cfg.Duration || at < 0 { // < 0: +Inf overflowed
+			// The publisher stays open until sending ends for all: closing
+			// ends its congestion-feedback subscription, a change of
+			// subscriptions every broker re-advertises and re-indexes.
+			// Sparse Poisson schedules end seconds early, so closing at the
+			// last arrival made a wave of such changes at the top of a
+			// ramp (docs/results/experiments/scale).
+			return until(r.cfg.Duration)
+		}
+		if !until(at) {
+			return false
 		}
 		m := gen.Message()
 		expected, brokers := r.oracle.expect(m, scratch)

@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/bench/benchtest"
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -276,6 +279,58 @@ func TestRunCutsStuckPublishers(t *testing.T) {
 	assert.Equal(t, uint64(1), rep.Totals.PublishersCut)
 	assert.Positive(t, rep.Totals.Sent)
 	assert.Less(t, rep.Totals.Delivered, rep.Totals.Ideal, "the stalled broker delivered nothing it did not read")
+}
+
+// closeTimes is an Endpoint whose publishers record when they close (after
+// send start) and whose subscribers receive nothing.
+type closeTimes struct {
+	start  func() time.Duration
+	mu     sync.Mutex
+	closed []time.Duration
+}
+
+func (c *closeTimes) Subscribe(context.Context, content.Predicate) (Subscriber, error) {
+	return silentSub{}, nil
+}
+func (c *closeTimes) NewPublisher(context.Context) (Publisher, error) { return closeTimesPub{c}, nil }
+func (c *closeTimes) Close() error                                      { return nil }
+
+type silentSub struct{}
+
+func (silentSub) Next(ctx context.Context) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() }
+func (silentSub) Lost() uint64                             { return 0 }
+func (silentSub) Close() error                             { return nil }
+
+type closeTimesPub struct{ c *closeTimes }
+
+func (closeTimesPub) Publish(content.Message, []byte) error { return nil }
+func (p closeTimesPub) Close() (client.Summary, error) {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	p.c.closed = append(p.c.closed, p.c.start())
+	return client.Summary{}, nil
+}
+
+// TestPublishersCloseWhenSendingEnds: a publisher whose schedule ends early
+// (here the three send every 0.5 s from 0, 1/6 and 1/3 s of a 1.2-s run, so
+// their last messages go at 1.0, 1.17 and 0.83 s) keeps its stream open
+// until sending ends for all, so that the mesh's subscriptions (its
+// congestion feedback) do not change while the others still send.
+func TestPublishersCloseWhenSendingEnds(t *testing.T) {
+	var sendStart time.Time
+	ep := &closeTimes{start: func() time.Duration { return time.Since(sendStart) }}
+	cfg := smallConfig([]string{"fake"})
+	cfg.Subscribers, cfg.Publishers, cfg.Mode, cfg.Rate = 1, 3, Constant, 6
+	cfg.Duration, cfg.Drain = 1200*time.Millisecond, 50*time.Millisecond
+	cfg.Connect = func(context.Context, string) (Endpoint, error) { return ep, nil }
+	cfg.OnSendStart = func() { sendStart = time.Now() }
+	rep, err := Run(runCtx(t), cfg)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(8), rep.Totals.Sent, "3, 3 and 2 messages")
+	require.Len(t, ep.closed, 3)
+	for i, at := range ep.closed {
+		assert.GreaterOrEqual(t, at, cfg.Duration, "publisher %d closed before sending ended", i)
+	}
 }
 
 // The bench runs through brokers failing and draining: clients fail over,
