@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/linkstate"
@@ -53,11 +51,7 @@ func TestDecodeControlRefusesTheWholeFrame(t *testing.T) {
 // malformed control message ends its link on the link's reader, and the
 // core is handed none of the frame's messages.
 func TestMalformedControlEndsTheLinkOffTheCore(t *testing.T) {
-	b, err := New(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
-	require.NoError(t, err)
-	net := transport.NewMemNetwork()
-	peerOpen := proto.Clone(b.Open()).(*dripv1.Open)
-	peerOpen.RouterId, peerOpen.RouterName = 2, "b2"
+	b, net, peerOpen := brokerAndPeer(t)
 	peerOpen.Compression = nil // the peer sends plain frames
 	accepted := make(chan transport.Conn, 1)
 	net.Listen("b2", peerOpen, func(c transport.Conn) { accepted <- c; <-c.Done() })

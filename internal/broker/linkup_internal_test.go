@@ -20,11 +20,7 @@ import (
 // node with none once it closed (in the 42-site lab a leaf's adjacency
 // did not form for 3.5 minutes).
 func TestReplacedLinkUpArrivingLateStaysReplaced(t *testing.T) {
-	b, err := New(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
-	require.NoError(t, err)
-	net := transport.NewMemNetwork()
-	peerOpen := proto.Clone(b.Open()).(*dripv1.Open)
-	peerOpen.RouterId, peerOpen.RouterName = 2, "b2"
+	b, net, peerOpen := brokerAndPeer(t)
 	wire := func() *transport.Link {
 		accepted := make(chan transport.Conn, 1)
 		net.Listen("b2", peerOpen, func(c transport.Conn) { accepted <- c; <-c.Done() })
@@ -48,4 +44,16 @@ func TestReplacedLinkUpArrivingLateStaysReplaced(t *testing.T) {
 	assert.Same(t, l2, b.node.current[2], "the replaced link's end leaves its successor in place")
 	l1.Close(nil) // the neighbour's end of the drain
 	b.linkGroup.Wait()
+}
+
+// brokerAndPeer returns broker b1, not running, a memory network, and the
+// Open of its neighbour-to-be b2 (router 2), which listens on that network
+// as the test says.
+func brokerAndPeer(t *testing.T) (*Broker, *transport.MemNetwork, *dripv1.Open) {
+	t.Helper()
+	b, err := New(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
+	require.NoError(t, err)
+	peerOpen := proto.Clone(b.Open()).(*dripv1.Open)
+	peerOpen.RouterId, peerOpen.RouterName = 2, "b2"
+	return b, transport.NewMemNetwork(), peerOpen
 }
