@@ -85,7 +85,7 @@ func init() {
 	flag.BoolVar(&opts.doRestart, "restart", opts.doRestart, "roll every broker (kubectl rollout restart) during a bench and require exactly-once delivery")
 	flag.Float64Var(&rs.Rate, "restart-rate", rs.Rate, "restart: messages per second during the rollout")
 	flag.DurationVar(&rs.Duration, "restart-duration", rs.Duration, "restart: the bench's sending time, which must outlast the rollout")
-	flag.Float64Var(&rs.KnownLoss, "restart-known-loss", rs.KnownLoss, "restart: fraction of the ideal deliveries that may be lost to the known residual loss around drains and rejoins (docs/kubernetes.md, rolling restart), when restarted brokers counted no_route; 0 requires every delivery")
+	flag.Float64Var(&rs.KnownLoss, "restart-known-loss", rs.KnownLoss, "restart: fraction of the ideal deliveries that may be lost with the signature of the old loss around drains and rejoins (docs/kubernetes.md, rolling restart), when restarted brokers counted no_route; 0 (the default) requires every delivery")
 	flag.IntVar(&opts.mesh.DrainOverlapSeconds, "drain-overlap", 0, "the chart's broker.drainOverlapSeconds; 0: the chart's default")
 	flag.StringVar(&opts.results, "results", "", "`dir`ectory for the results the suite keeps (e2e.json, ramp.png); empty: test/e2e/results")
 }

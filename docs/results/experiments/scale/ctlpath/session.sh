@@ -1,7 +1,8 @@
 #!/bin/bash
 # One locked session: scale-clients-50 on drip with this branch's binaries
-# (control messages decoded on the link readers, advertisements taken as
-# sent), then main's (6e2841b) right after, then scale-clients-20 on this
+# (f5d5dc3: control messages decoded on the link readers, advertisements
+# taken as sent, and the bench's publishers closing together at the end of
+# sending), then main's (6e2841b) right after, then scale-clients-20 on this
 # branch's. Binaries are copies in /work/ctl-runs/{new,old}; the runs'
 # working files go to /work/ctl-out.
 D=/work/wt/docs/results/experiments/scale
