@@ -2,6 +2,7 @@ package transport
 
 import (
 	"compress/flate"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
@@ -234,6 +237,57 @@ func TestFrameDecompressorWindowBoundary(t *testing.T) {
 			got, err := d.Decompress(cf)
 			require.NoError(t, err, "frame %d", i)
 			require.Equal(t, f, got, "frame %d", i)
+		}
+	}
+}
+
+// adFrames returns one frame per router, each carrying that router's
+// predicate advertisement: clients of 20 one-constraint filters each, the
+// 42-site lab's subscribers (docs/results/experiments/scale).
+func adFrames(tb testing.TB, routers, clients int) [][]byte {
+	cfg := workload.SingleConstraint()
+	cfg.FiltersPerPredicate = 20
+	gen, err := workload.New(cfg)
+	require.NoError(tb, err)
+	p := encoding.DefaultParams()
+	var out [][]byte
+	for r := range routers {
+		var filters []encoding.Bloom
+		for range clients {
+			filters = append(filters, p.EncodePredicate(gen.Predicate())...)
+		}
+		c, err := wire.ControlToProto(&linkstate.PredAd{Origin: uint32(r), Seq: 1, Params: p, Filters: encoding.Advertise(filters)})
+		require.NoError(tb, err)
+		raw, err := proto.Marshal(&dripv1.Frame{Control: []*dripv1.Control{c}})
+		require.NoError(tb, err)
+		out = append(out, raw)
+	}
+	return out
+}
+
+// BenchmarkAdvertisementCompression is what compressing the frames of a
+// flood of predicate advertisements costs a link, and what it saves.
+func BenchmarkAdvertisementCompression(b *testing.B) {
+	levels := map[int]string{flate.HuffmanOnly: "huffman", flate.BestSpeed: "level=1", flate.DefaultCompression: "level=default"}
+	for _, clients := range []int{10, 50} {
+		frames := adFrames(b, 42, clients)
+		for _, level := range []int{flate.HuffmanOnly, flate.BestSpeed, flate.DefaultCompression} {
+			b.Run(fmt.Sprintf("clients=%d/%s", clients, levels[level]), func(b *testing.B) {
+				c, err := NewFrameCompressor(level)
+				require.NoError(b, err)
+				plain, packed := 0, 0
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					f := frames[i%len(frames)]
+					cf, err := c.Compress(f)
+					if err != nil {
+						b.Fatal(err)
+					}
+					plain, packed = plain+len(f), packed+len(cf)
+				}
+				b.SetBytes(int64(plain / max(b.N, 1)))
+				b.ReportMetric(float64(packed)/float64(plain), "ratio")
+			})
 		}
 	}
 }

@@ -395,7 +395,8 @@ func (l *Link) TakeFrame() ([]byte, bool, error) {
 }
 
 // prepare encodes a batch taken from the queue as a frame, compresses it
-// if the link is compressed, and counts it.
+// if the link is compressed and it carries no predicate advertisement, and
+// counts it.
 func (l *Link) prepare(b Batch) ([]byte, error) {
 	if b.Deadlines != nil {
 		// The budget the receiver gets: what is left now, less the time
@@ -416,7 +417,7 @@ func (l *Link) prepare(b Batch) ([]byte, error) {
 		return nil, err
 	}
 	plain := len(frame)
-	if l.comp != nil {
+	if l.comp != nil && !carriesAdvertisement(b.Control) {
 		if frame, err = l.comp.Compress(frame); err != nil {
 			return nil, err
 		}
@@ -484,4 +485,22 @@ func (l *Link) Deliver(frame []byte) error {
 		l.peerFinOnce.Do(func() { close(l.peerFinished) })
 	}
 	return nil
+}
+
+// carriesAdvertisement reports whether control holds a predicate
+// advertisement. Such a frame is sent uncompressed, and without bundles
+// (Queue.Next): an advertisement's filters are lists of hashed Bloom
+// positions, which DEFLATE shrinks only to about 0.7 of their size, for
+// 1.2 ms per advertisement of 1,000 filters and per link
+// (BenchmarkAdvertisementCompression) — and every advertisement crosses
+// every link of the mesh. In the 42-site lab at 50 clients per broker that
+// was half of the hub's CPU while subscriptions changed, on a machine
+// saturated by the brokers doing the same (docs/results/experiments/scale).
+func carriesAdvertisement(control []*dripv1.Control) bool {
+	for _, c := range control {
+		if _, ok := c.GetMsg().(*dripv1.Control_PredicateAd); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -123,6 +123,43 @@ func TestLinkCarriesControlAndBundlesInOrder(t *testing.T) {
 	}
 }
 
+// TestAdvertisementsGoPlain: on a compressed link a frame with a
+// predicate advertisement is sent uncompressed and without bundles, the
+// bundles around it compressed, and all arrive in order.
+func TestAdvertisementsGoPlain(t *testing.T) {
+	var ra, rb recorder
+	a, b, ma, _ := linkPair(t, true, &ra, &rb)
+	for i := 1; i <= 10; i++ {
+		require.True(t, a.PushBundle(numbered(i)))
+	}
+	ad := &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{Origin: 1, Seq: 2, Filters: bytes.Repeat([]byte{3, 1, 4, 1, 5}, 200)}}}
+	a.PushControl(ad)
+	for i := 11; i <= 20; i++ {
+		require.True(t, a.PushBundle(numbered(i)))
+	}
+	var sent []int // plain minus sent bytes of each frame: 0 when it went plain
+	for {
+		before := testutil.ToFloat64(ma.SentPlainBytes) - testutil.ToFloat64(ma.SentBytes)
+		f, ok, err := a.TakeFrame()
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		sent = append(sent, int(testutil.ToFloat64(ma.SentPlainBytes)-testutil.ToFloat64(ma.SentBytes)-before))
+		require.NoError(t, b.Deliver(f))
+	}
+	require.Len(t, rb.frames, 2, "the advertisement's frame, then the bundles' (4 KiB frames)")
+	assert.Len(t, rb.frames[0].Control, 1)
+	assert.Empty(t, rb.frames[0].Bundles, "no bundles beside an advertisement")
+	assert.True(t, proto.Equal(ad, rb.frames[0].Control[0]))
+	assert.Zero(t, sent[0], "the advertisement went plain")
+	assert.Len(t, rb.frames[1].Bundles, 20)
+	assert.Positive(t, sent[1], "the bundles were compressed")
+	for i, bu := range rb.frames[1].Bundles {
+		assert.Equal(t, uint64(i+1), bu.Seq)
+	}
+}
+
 // TestLinkStepModeMatchesGoroutines: a driver moving frames with TakeFrame
 // and Deliver delivers the same bundles in the same order as the
 // goroutines do, compressed or not.

@@ -230,6 +230,11 @@ func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f Batch, ok bool)
 func (q *Queue) takeLocked(maxFrameBytes int) Batch {
 	f := Batch{Control: q.control}
 	q.control = nil
+	if carriesAdvertisement(f.Control) {
+		// The frame goes uncompressed (Link.prepare); the bundles follow
+		// in the next one, which compresses well.
+		return f
+	}
 	size := 0
 	take := func(it queued) {
 		size += len(it.b)
