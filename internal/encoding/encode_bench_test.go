@@ -120,18 +120,20 @@ func BenchmarkSnapshot(b *testing.B) {
 // of 200 filters in their scheme's wire form; ns/filter is per filter.
 func BenchmarkWireForm(b *testing.B) {
 	for _, p := range []Params{DefaultParamsV1(), DefaultParams()} {
-		b.Run(p.Scheme.String(), func(b *testing.B) {
-			mesh := newPaperMesh(b, workload.SingleConstraint(), 1, 10, 0)
-			filters := mesh.filters(p, 0)
-			buf := make([]byte, 0, p.FiltersSize(filters))
-			b.ReportAllocs()
-			for b.Loop() {
-				buf = p.AppendFilters(buf[:0], filters)
-				if _, err := p.ParseFilters(buf); err != nil {
-					b.Fatal(err)
+		for _, clients := range []int{10, 50} {
+			b.Run(fmt.Sprintf("%s/clients=%d", p.Scheme, clients), func(b *testing.B) {
+				mesh := newPaperMesh(b, workload.SingleConstraint(), 1, clients, 0)
+				filters := mesh.filters(p, 0)
+				buf := make([]byte, 0, p.FiltersSize(filters))
+				b.ReportAllocs()
+				for b.Loop() {
+					buf = p.AppendFilters(buf[:0], filters)
+					if _, err := p.ParseFilters(buf); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(filters)), "ns/filter")
-		})
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(filters)), "ns/filter")
+			})
+		}
 	}
 }

@@ -94,7 +94,10 @@ func (p Params) ParseFilters(data []byte) ([]Bloom, error) {
 		}
 		return out, nil
 	}
-	var out []Bloom
+	// Counted first: growing the slice of 256-byte Blooms as they come
+	// copied an advertisement of 1,000 filters several times over, a
+	// twelfth of a 42-site lab hub's CPU while subscriptions changed.
+	out := make([]Bloom, 0, countFilters(data))
 	for len(data) > 0 {
 		i := len(out)
 		n, k := binary.Uvarint(data)
@@ -122,4 +125,25 @@ func (p Params) ParseFilters(data []byte) ([]Bloom, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// countFilters returns how many position lists data holds, reading only
+// the counts: a uvarint ends at its first byte below 0x80. Malformed data
+// gives some count, which ParseFilters then refuses.
+func countFilters(data []byte) int {
+	filters := 0
+	for len(data) > 0 {
+		n, k := binary.Uvarint(data)
+		if k <= 0 {
+			break
+		}
+		data = data[k:]
+		for ; n > 0 && len(data) > 0; data = data[1:] {
+			if data[0] < 0x80 {
+				n--
+			}
+		}
+		filters++
+	}
+	return filters
 }

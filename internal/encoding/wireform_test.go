@@ -123,3 +123,23 @@ func FuzzParseFilters(f *testing.F) {
 		require.Equal(t, filters, again)
 	})
 }
+
+// TestCountFiltersCountsWhatParseFiltersParses: the first pass that sizes
+// ParseFilters' result counts its filters, for well-formed lists of every
+// size.
+func TestCountFiltersCountsWhatParseFiltersParses(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	p := DefaultParams()
+	for n := range 50 {
+		var filters []Bloom
+		for range n {
+			filters = append(filters, randomBloom(r, p.M, r.IntN(40)))
+		}
+		data := p.AppendFilters(nil, filters)
+		assert.Equal(t, n, countFilters(data))
+		got, err := p.ParseFilters(data)
+		require.NoError(t, err)
+		assert.Len(t, got, n)
+		assert.Equal(t, n, cap(got), "sized once")
+	}
+}
