@@ -107,6 +107,7 @@ type Link struct {
 	sending    atomic.Int64     // when the writer's current send began (Backpressure.Now); 0: not sending
 	oneWay     atomic.Int64     // estimated one-way delay to the neighbour, ns (SetOneWay)
 	received   atomic.Int64     // when the last frame arrived (Backpressure.Now); 0: none yet
+	handling   atomic.Bool      // the reader is in the handler, reading nothing
 
 	// Finish and the neighbour's finished frame (Frame.finished).
 	finishing    atomic.Bool
@@ -254,11 +255,21 @@ func (l *Link) waitRoom(b []byte, u Urgency, room <-chan struct{}) bool {
 // smoothed RTT), which budgets set as bundles leave are reduced by.
 func (l *Link) SetOneWay(d time.Duration) { l.oneWay.Store(int64(d)) }
 
-// LastReceived is when the last frame from the neighbour arrived, on the
-// link's clock (Now); 0 before the first. Any frame proves the neighbour
+// LastReceived is when the last frame from the neighbour arrived or was
+// handled, on the link's clock (Now); 0 before the first. Any frame proves the neighbour
 // alive, even while its hellos wait behind data or behind the handler:
-// the routing protocol takes it as such (linkstate.Node.Alive).
-func (l *Link) LastReceived() int64 { return l.received.Load() }
+// the routing protocol takes it as such (linkstate.Node.Alive). While the
+// reader is in the handler it reads nothing, and what the neighbour sent
+// meanwhile waits unread: LastReceived is then now, since the silence is
+// this end's. A broker whose control plane fell behind blocks its readers
+// on its full event queue, and in the 42-site lab its hub then declared
+// neighbours dead that had kept sending (docs/results/experiments/scale).
+func (l *Link) LastReceived() int64 {
+	if l.handling.Load() {
+		return l.Now()
+	}
+	return l.received.Load()
+}
 
 // Now reads the link's clock (Backpressure.Now), the clock of Urgency.
 func (l *Link) Now() int64 { return l.cfg.Backpressure.Now() }
@@ -477,7 +488,13 @@ func (l *Link) Deliver(frame []byte) error {
 	}
 	inc(l.cfg.Metrics.RecvBundles, len(f.Bundles))
 	if len(f.Control) > 0 || len(f.Bundles) > 0 {
-		if err := l.handle(l, f.Control, f.Bundles); err != nil {
+		l.handling.Store(true)
+		err := l.handle(l, f.Control, f.Bundles)
+		// Until now the link was not silent; the next frame may have
+		// waited unread all along.
+		l.received.Store(l.cfg.Backpressure.Now())
+		l.handling.Store(false)
+		if err != nil {
 			return err
 		}
 	}

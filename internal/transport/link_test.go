@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // recorder collects what a link's handler receives: per frame, its
@@ -458,4 +460,32 @@ func TestLinkAccountsQueuedBytes(t *testing.T) {
 	assert.Positive(t, account)
 	l.Close(errors.New("gone"))
 	assert.Zero(t, account, "a closed link's queue leaves the account")
+}
+
+// TestLinkIsHeardWhileItsReaderWaits: a reader held in the handler (the
+// broker's control plane behind, its event queue full) reads nothing, so
+// the link's silence is this end's: LastReceived is now until the handler
+// returns, and then the time it returned.
+func TestLinkIsHeardWhileItsReaderWaits(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(100)
+	ca, cb := memPipe(open(1), open(2))
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	b, err := NewLink(cb, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: newMetrics(),
+		Backpressure: Backpressure{Now: clock.Load}},
+		func(*Link, []*dripv1.Control, [][]byte) error { entered <- struct{}{}; <-release; return nil })
+	require.NoError(t, err)
+	assert.Zero(t, b.LastReceived(), "nothing yet")
+	frame, err := wire.AppendFrame(nil, []*dripv1.Control{{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}}}, nil)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- b.Deliver(frame) }()
+	<-entered
+	clock.Store(5000)
+	assert.Equal(t, int64(5000), b.LastReceived(), "held in the handler: heard now")
+	close(release)
+	require.NoError(t, <-done)
+	clock.Store(9000)
+	assert.Equal(t, int64(5000), b.LastReceived(), "then the time the handler returned")
+	ca.Close(nil)
 }
