@@ -293,7 +293,7 @@ func (c *closeTimes) Subscribe(context.Context, content.Predicate) (Subscriber, 
 	return silentSub{}, nil
 }
 func (c *closeTimes) NewPublisher(context.Context) (Publisher, error) { return closeTimesPub{c}, nil }
-func (c *closeTimes) Close() error                                      { return nil }
+func (c *closeTimes) Close() error                                    { return nil }
 
 type silentSub struct{}
 
