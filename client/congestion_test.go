@@ -154,10 +154,14 @@ func TestCongestionControlEndToEnd(t *testing.T) {
 	assert.Less(t, on.lateLost*10, off.lateLost, "once control has converged it should cut the drops at least 10×")
 	assert.NotEmpty(t, on.pubA.Flows, "publisher A limits the slow reader's flow")
 	assert.Positive(t, on.pubA.Controlled)
-	// B's flow crosses no bottleneck of A's: it publishes as much as
-	// without control. (On a loaded machine the fast reader can lose a
-	// few from its 16-message queue too, and then rightly asks B.)
-	assert.GreaterOrEqual(t, float64(on.offeredB), 0.9*float64(off.offeredB), "publisher B is not slowed by A's bottleneck")
+	// B's flow crosses no bottleneck of A's: it publishes about as much as
+	// without control, where held to A's slow reader it would offer less
+	// than half. The two runs are 8 s apart, and on a loaded machine (CI
+	// runs this under -race beside other packages' tests) the publishing
+	// loop's own pace differs between them: one such run offered 3,485
+	// against 3,925, 0.89. (The fast reader can also lose a few from its
+	// 16-message queue, and then rightly asks B.)
+	assert.GreaterOrEqual(t, float64(on.offeredB), 0.75*float64(off.offeredB), "publisher B is not slowed by A's bottleneck")
 	assert.Zero(t, on.slow.BadHeaders)
 	assert.Zero(t, off.feedbackAt1)
 	// The broker counts the feedback its clients publish (an echo may
