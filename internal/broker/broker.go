@@ -129,6 +129,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	if cfg.PeerCompression {
 		b.open.Compression = []string{transport.CompressionDeflate}
 	}
+	b.open.PredicateDeltas = cfg.PeerPredicateDeltas
 	n.SetWake(func() {
 		select {
 		case b.wakeCh <- struct{}{}:
@@ -517,14 +518,16 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 			remote.GetRouterName(), id, n.cfg.MaxRouterID)
 	}
 	fwd := n.NewForwarder()
+	ads := wire.NewAdDecoder(n.cfg.PeerPredicateDeltas)
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes,
-		Compression: n.cfg.PeerCompression, Dialed: dialed, Metrics: n.linkMetrics(remote.GetRouterName()),
+		Compression: n.cfg.PeerCompression, PredicateDeltas: n.cfg.PeerPredicateDeltas,
+		Dialed: dialed, Metrics: n.linkMetrics(remote.GetRouterName()),
 		Account:      n.LinkAccount(),
 		Backpressure: transport.Backpressure{Stalled: n.cfg.SlowLinks.Stalled, Behind: n.cfg.SlowLinks.Behind, Now: n.subs.cfg.now},
 	}, func(l *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
 		if len(control) > 0 {
-			msgs, err := DecodeControl(l, control)
+			msgs, err := DecodeControl(l, ads, control)
 			if err != nil {
 				return err
 			}

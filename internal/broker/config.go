@@ -91,6 +91,12 @@ type Config struct {
 	// bytes on the links by 2–3× for about 20 µs of CPU per frame at each
 	// end: a gain wherever links, not CPUs, are the bottleneck.
 	PeerCompression bool
+	// PeerPredicateDeltas sends predicate advertisements to neighbours that
+	// accept them as deltas against the last one of the same origin sent on
+	// the link, and offers neighbours to do the same (docs/design.md §2,
+	// "Advertisements travel as deltas"). A subscription then costs the
+	// mesh its own filters instead of its broker's whole predicate.
+	PeerPredicateDeltas bool
 	// PeerNotSentLowat bounds the bytes each peer connection, dialled or
 	// accepted, keeps unsent in the kernel (TCP_NOTSENT_LOWAT; 0: the
 	// host's default, which lets autotuning grow it to megabytes). Bounded,
@@ -186,6 +192,7 @@ func DefaultConfig(id uint32, name string) Config {
 		LinkQueueBytes:           4 << 20,
 		MaxFrameBytes:            64 << 10,
 		PeerCompression:          true,
+		PeerPredicateDeltas:      true,
 		PeerNotSentLowat:         transport.DefaultNotSentLowat,
 		DialBackoffMin:           100 * time.Millisecond,
 		DialBackoffMax:           5 * time.Second,

@@ -30,6 +30,8 @@ type metrics struct {
 	linkCost           *prometheus.GaugeVec
 	linkHandshakeFails *prometheus.CounterVec // reason
 	adsRefused         *prometheus.CounterVec // reason
+	adsSent            *prometheus.CounterVec // form
+	adBytesSent        *prometheus.CounterVec // form
 
 	// Per broker.
 	published         prometheus.Counter
@@ -143,9 +145,13 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 		duplicates: f.counterVec("duplicates_suppressed_total",
 			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed) "+
 				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
-		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
-		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
-		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
+		dedupOrigins: f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
+		dedupWindows: f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
+		dedupBytes:   f.gauge("dedup_bytes", "Memory of the duplicate windows."),
+		adsSent: f.counterVec("predicate_advertisements_sent_total",
+			"Predicate advertisements (this broker's and those it floods) sent to neighbours, by form: whole, or a delta against the last one of the same origin sent on the link (both ends offer --peer-predicate-deltas).", []string{"form"}),
+		adBytesSent: f.counterVec("predicate_advertisement_sent_bytes_total",
+			"Bytes of the predicate advertisements sent to neighbours (protobuf encoded size, before frame compression), by form: whole or delta.", []string{"form"}),
 		adsRefused:       f.counterVec("advertisements_refused_total", "Link-state and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
 		deadlineBundles: f.counter("deadline_bundles_total",
@@ -174,6 +180,10 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	}
 	for _, r := range linkstate.RefusedReasons {
 		m.adsRefused.WithLabelValues(r)
+	}
+	for _, form := range []string{"whole", "delta"} {
+		m.adsSent.WithLabelValues(form)
+		m.adBytesSent.WithLabelValues(form)
 	}
 	for r := range drp.NumDropReasons {
 		m.routeDropped.WithLabelValues(drp.DropReason(r).String())

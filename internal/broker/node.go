@@ -23,6 +23,7 @@ import (
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Link is what a Node sends through: an established link to a neighbour.
@@ -74,11 +75,15 @@ type Node struct {
 	seq   atomic.Uint64
 
 	// Control plane, owned by the driver's single caller.
-	ls           *linkstate.Node
-	table        *encoding.Table
-	current      map[uint32]Link // the link the protocol knows per neighbour
-	predsDirty   bool            // the table changed since the last build was planned
-	predsChanged int             // PREDICATES updates since the last build was planned (logged with it)
+	ls      *linkstate.Node
+	table   *encoding.Table
+	current map[uint32]Link // the link the protocol knows per neighbour
+	// adEnc is what each neighbour's current link has been sent, the base
+	// of the next advertisement as a delta; none for a link that does not
+	// take deltas (deltaLink).
+	adEnc        map[uint32]*wire.AdEncoder
+	predsDirty   bool // the table changed since the last build was planned
+	predsChanged int  // PREDICATES updates since the last build was planned (logged with it)
 	// builder runs the builds of the PREDICATES index (nil: on the
 	// caller's goroutine, at once); building is the one in flight, planned
 	// at lastBuild, with the updates it takes in and the QoS classes it
@@ -193,6 +198,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		ls:               ls,
 		table:            encoding.NewTable(cfg.Encoding),
 		current:          map[uint32]Link{},
+		adEnc:            map[uint32]*wire.AdEncoder{},
 		heldSeq:          map[uint32]uint64{},
 		refusedLogged:    map[refusal]time.Time{},
 		matchAll:         map[uint32]int{},
@@ -267,6 +273,10 @@ func (n *Node) LinkUp(l Link, weight uint32) {
 		n.ls.LinkDown(peer, now)
 	}
 	n.current[peer] = l
+	delete(n.adEnc, peer)
+	if d, ok := l.(deltaLink); ok && d.SendsPredicateDeltas() {
+		n.adEnc[peer] = wire.NewAdEncoder()
+	}
 	n.heldSeq[peer] = 0
 	if lsa, ok := n.ls.LSA(peer); ok {
 		n.heldSeq[peer] = lsa.Seq
@@ -288,6 +298,7 @@ func (n *Node) LinkDown(l Link) {
 		return
 	}
 	delete(n.current, peer)
+	delete(n.adEnc, peer)
 	delete(n.heldSeq, peer)
 	for r := range n.refusedLogged {
 		if r.peer == peer {
@@ -308,17 +319,23 @@ func (n *Node) publishLinks() {
 	n.links.Store(&m)
 }
 
+// ErrMalformedControl is what DecodeControl's errors wrap.
+var ErrMalformedControl = errors.New("malformed control message")
+
 // DecodeControl turns the control messages of one frame from l into the
 // protocol's. Drivers call it on the link's reader, so the control plane
 // does not spend its time on the copying. A malformed message is an error:
 // a peer that sends one is broken, and the driver should close the link
 // rather than let it corrupt routing.
-func DecodeControl(l Link, cs []*dripv1.Control) ([]linkstate.Message, error) {
+//
+// d is the link's own decoder, which rebuilds the predicate advertisements
+// its neighbour sends as deltas.
+func DecodeControl(l Link, d *wire.AdDecoder, cs []*dripv1.Control) ([]linkstate.Message, error) {
 	msgs := make([]linkstate.Message, len(cs))
 	for i, c := range cs {
-		msg, err := wire.ControlFromProto(c)
+		msg, err := d.Decode(c)
 		if err != nil {
-			return nil, fmt.Errorf("malformed control message from %s: %w", l.Name(), err)
+			return nil, fmt.Errorf("%w from %s: %w", ErrMalformedControl, l.Name(), err)
 		}
 		msgs[i] = msg
 	}
@@ -626,10 +643,48 @@ func (n *Node) finishLeavers() {
 	}
 }
 
+// deltaLink is a link that can say whether its neighbour takes predicate
+// advertisements as deltas (transport.Link: both ends offered them).
+type deltaLink interface{ SendsPredicateDeltas() bool }
+
 func (n *Node) sendControl(envs []linkstate.Envelope) {
-	// Floods send one message to many neighbours: convert each once.
+	// Floods send one message to many neighbours: convert each once, and
+	// each delta once per base (the links a flood reaches mostly had the
+	// same last advertisement of its origin).
+	type deltaKey struct{ msg, base *linkstate.PredAd }
 	converted := make(map[linkstate.Message]*dripv1.Control, len(envs))
+	var deltas map[deltaKey]*dripv1.Control
 	for _, env := range envs {
+		l := n.current[env.To]
+		if l == nil {
+			continue
+		}
+		ad, isAd := env.Msg.(*linkstate.PredAd)
+		enc := n.adEnc[env.To]
+		if isAd && enc != nil {
+			k := deltaKey{ad, enc.Base(ad.Origin)}
+			enc.Sent(ad)
+			c, ok := deltas[k]
+			if !ok && k.base != nil {
+				sum, known := n.ls.PredSum(ad)
+				if !known {
+					sum = ad.Checksum()
+				}
+				if c, ok = wire.PredAdDelta(k.base, ad, sum); !ok {
+					c = nil // whole, below
+				}
+				if deltas == nil {
+					deltas = map[deltaKey]*dripv1.Control{}
+				}
+				deltas[k] = c
+			}
+			if c != nil {
+				n.m.adsSent.WithLabelValues("delta").Inc()
+				n.m.adBytesSent.WithLabelValues("delta").Add(float64(proto.Size(c)))
+				l.PushControl(c)
+				continue
+			}
+		}
 		c, ok := converted[env.Msg]
 		if !ok {
 			var err error
@@ -639,9 +694,11 @@ func (n *Node) sendControl(envs []linkstate.Envelope) {
 			}
 			converted[env.Msg] = c
 		}
-		if l := n.current[env.To]; l != nil {
-			l.PushControl(c)
+		if isAd {
+			n.m.adsSent.WithLabelValues("whole").Inc()
+			n.m.adBytesSent.WithLabelValues("whole").Add(float64(proto.Size(c)))
 		}
+		l.PushControl(c)
 	}
 }
 

@@ -42,6 +42,7 @@ type brokerFlags struct {
 	linkWait   time.Duration
 	adInterval time.Duration
 	compress   bool
+	adDeltas   bool
 	notSent    int
 	subQueue   int
 	memBudget  int
@@ -141,6 +142,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.bloomBits, "bloom-bits", 0, "Bloom filter width M in bits, if not the scheme's (2048 for cat-v2, 512 for cat-v1); every broker of a mesh must agree")
 	fl.IntVar(&f.bloomK, "bloom-hashes", 0, "Bloom hash positions K per category, if not the scheme's (6); every broker of a mesh must agree")
 	_ = cmd.RegisterFlagCompletionFunc("bloom-scheme", fixedCompletions("cat-v2", "cat-v1"))
+	fl.BoolVar(&f.adDeltas, "peer-predicate-deltas", def.PeerPredicateDeltas, "send predicate advertisements as deltas against the last one sent on the link, to neighbours that accept them")
 	fl.BoolVar(&f.compress, "peer-compression", def.PeerCompression, "compress peer links (DEFLATE) with neighbours that accept it; --peer-compression=false saves CPU where links are fast")
 	fl.IntVar(&f.notSent, "peer-notsent-lowat", def.PeerNotSentLowat, "bytes each peer connection may keep unsent in the kernel (TCP_NOTSENT_LOWAT): on a slow link the rest waits in the link queue, where control frames go first, instead of seconds of it in the socket; 0: the kernel's default (docs/design.md §4)")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
@@ -268,6 +270,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	}
 	cfg.JoinTimeout, cfg.MemoryBudget = f.joinTimeout, f.memBudget
 	cfg.AdvertiseInterval, cfg.PeerCompression, cfg.PeerNotSentLowat = f.adInterval, f.compress, f.notSent
+	cfg.PeerPredicateDeltas = f.adDeltas
 	cfg.Predicates.MaxFilters, cfg.Predicates.MaxConstraints = f.maxFilters, f.maxConstr
 	cfg.Predicates.MaxString, cfg.Messages.MaxString = f.maxString, f.maxString
 	cfg.Messages.MaxAttributes, cfg.Messages.MaxPayload = f.maxAttrs, f.maxPayload

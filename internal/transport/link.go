@@ -48,6 +48,10 @@ type LinkConfig struct {
 	// it then accepts compressed frames, and compresses what it sends if
 	// the neighbour offered too.
 	Compression bool
+	// PredicateDeltas says this side offered Open.predicate_deltas: it
+	// takes predicate advertisements as deltas, and sends them so if the
+	// neighbour offered too (SendsPredicateDeltas).
+	PredicateDeltas bool
 	// Dialed says this side dialled the link; it decides which of two
 	// simultaneous links to one neighbour survives.
 	Dialed bool
@@ -161,8 +165,14 @@ func (l *Link) Dialed() bool { return l.cfg.Dialed }
 // Compressed says whether frames to the neighbour are compressed.
 func (l *Link) Compressed() bool { return l.comp != nil }
 
+// SendsPredicateDeltas reports whether both ends offered predicate
+// advertisements as deltas (LinkConfig.PredicateDeltas).
+func (l *Link) SendsPredicateDeltas() bool {
+	return l.cfg.PredicateDeltas && l.conn.Remote().GetPredicateDeltas()
+}
+
 // PushControl queues a control message; control is never dropped while the
-// link is up.
+// link is up, and leaves in the order queued.
 func (l *Link) PushControl(c *dripv1.Control) {
 	l.queue.PushControl(c)
 	inc(l.cfg.Metrics.SentControl, 1)

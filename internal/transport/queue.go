@@ -83,7 +83,8 @@ func (q *Queue) signal() {
 // PushControl queues a control message; it never fails while the queue is
 // open (control traffic must not be lost). An advertisement (LSA or
 // predicate advertisement) takes the place of a queued older one from the
-// same origin: a receiver would discard the older once it has the newer,
+// same origin (unless it is a delta, see supersedeLocked): a receiver
+// would discard the older once it has the newer,
 // and while a slow link holds the writer back a burst of re-advertisements
 // would otherwise queue every superseded copy.
 func (q *Queue) PushControl(c *dripv1.Control) {
@@ -95,21 +96,45 @@ func (q *Queue) PushControl(c *dripv1.Control) {
 	q.signal()
 }
 
-// supersedeLocked replaces a queued advertisement that c supersedes and
-// reports whether it did.
+// supersedeLocked replaces the queued advertisements that c supersedes and
+// reports whether it did: c takes the place of the last of them, and the
+// others go. A delta supersedes nothing, since it is taken against the
+// advertisement of its origin queued before it, which the receiver must
+// therefore get; nor does anything queued behind a newer one of its
+// origin, which may be a delta taken against what it would replace.
 func (q *Queue) supersedeLocked(c *dripv1.Control) bool {
 	kind, origin, seq, ok := advertisement(c)
-	if !ok {
+	if !ok || c.GetPredicateAd().GetDeltaBase() != 0 {
 		return false
 	}
-	for i, old := range q.control {
+	same := func(old *dripv1.Control) (uint64, bool) {
 		k, o, s, ok := advertisement(old)
-		if ok && k == kind && o == origin && s <= seq {
-			q.control[i] = c
-			return true
+		return s, ok && k == kind && o == origin
+	}
+	at := -1
+	for i, old := range q.control {
+		if s, ok := same(old); ok {
+			if s > seq {
+				return false
+			}
+			at = i
 		}
 	}
-	return false
+	if at < 0 {
+		return false
+	}
+	q.control[at] = c
+	n := 0
+	for i, old := range q.control {
+		if _, ok := same(old); ok && i < at {
+			continue
+		}
+		q.control[n] = old
+		n++
+	}
+	clear(q.control[n:])
+	q.control = q.control[:n]
+	return true
 }
 
 // advertisement identifies an LSA (kind 1) or predicate advertisement

@@ -123,6 +123,50 @@ func TestQueueSupersedesAdvertisements(t *testing.T) {
 	assert.Equal(t, []key{{"pred", 1, 3}, {"lsa", 1, 3}, {"hello", 0, 0}, {"pred", 2, 5}, {"pred", 2, 4}, {"hello", 0, 0}}, got)
 }
 
+// TestQueueKeepsDeltaChains: a predicate advertisement sent as a delta
+// needs the one before it, so a delta supersedes nothing; a whole one
+// supersedes the chain, taking the place of its last link.
+func TestQueueKeepsDeltaChains(t *testing.T) {
+	pred := func(origin uint32, seq, base uint64) *dripv1.Control {
+		return &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{Origin: origin, Seq: seq, DeltaBase: base}}}
+	}
+	hello := &dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}}
+	type key struct {
+		origin    uint32
+		seq, base uint64
+	}
+	for _, tc := range []struct {
+		name string
+		push []*dripv1.Control
+		want []key
+	}{
+		{"deltas queue behind their bases",
+			[]*dripv1.Control{pred(1, 1, 0), pred(1, 2, 1), hello, pred(1, 3, 2)},
+			[]key{{1, 1, 0}, {1, 2, 1}, {}, {1, 3, 2}}},
+		{"a whole one replaces the chain where it ended",
+			[]*dripv1.Control{pred(1, 1, 0), pred(2, 7, 0), pred(1, 2, 1), hello, pred(1, 3, 2), hello, pred(1, 4, 0)},
+			[]key{{2, 7, 0}, {}, {1, 4, 0}, {}}},
+		{"nothing goes behind a newer one",
+			[]*dripv1.Control{pred(1, 5, 0), pred(1, 6, 5), pred(1, 1, 0)},
+			[]key{{1, 5, 0}, {1, 6, 5}, {1, 1, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := NewQueue(1000)
+			for _, c := range tc.push {
+				q.PushControl(c)
+			}
+			f, ok := q.Next(nil, 1000)
+			require.True(t, ok)
+			var got []key
+			for _, c := range f.Control {
+				p := c.GetPredicateAd()
+				got = append(got, key{p.GetOrigin(), p.GetSeq(), p.GetDeltaBase()})
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
 func TestQueueOversizedBundleFitsEmptyQueue(t *testing.T) {
 	q := NewQueue(10)
 	b := bundle(100)

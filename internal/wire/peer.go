@@ -95,32 +95,10 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 		return &linkstate.LSA{Origin: l.Origin, Seq: l.Seq, Age: time.Duration(l.AgeNs), Withdrawn: l.Withdrawn, Links: links,
 			Seal: linkstate.Seal{Sig: l.Signature, Cert: l.Certificate}}, nil
 	case *dripv1.Control_PredicateAd:
-		p := m.PredicateAd
-		if p.AgeNs < 0 {
-			return nil, fmt.Errorf("predicate advertisement of router %d: negative age", p.Origin)
+		if m.PredicateAd.DeltaBase != 0 {
+			return nil, fmt.Errorf("predicate advertisement of router %d: a delta, which only a link's AdDecoder can rebuild", m.PredicateAd.Origin)
 		}
-		scheme, err := encoding.ParseScheme(p.BloomScheme)
-		if err != nil {
-			return nil, fmt.Errorf("predicate advertisement of router %d: %w", p.Origin, err)
-		}
-		params := encoding.Params{Scheme: scheme, M: int(p.BloomBits), K: int(p.BloomHashes)}
-		filters, err := params.ParseFilters(p.Filters)
-		if err != nil {
-			return nil, fmt.Errorf("predicate advertisement of router %d: %w", p.Origin, err)
-		}
-		if len(filters) == 0 {
-			filters = nil // as the core builds an empty advertisement
-		}
-		var classes []linkstate.QoSClass
-		for i, c := range p.QosClasses {
-			f, err := params.ParseFilters(c.GetFilters())
-			if err != nil {
-				return nil, fmt.Errorf("predicate advertisement of router %d: QoS class %d: %w", p.Origin, i, err)
-			}
-			classes = append(classes, linkstate.QoSClass{Deadline: time.Duration(c.GetDeadlineNs()), TwoPaths: c.GetTwoPaths(), Filters: f})
-		}
-		return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters, Classes: classes,
-			Seal: linkstate.Seal{Sig: p.Signature, Cert: p.Certificate}}, nil
+		return predAdFromProto(m.PredicateAd)
 	case *dripv1.Control_DbSummary:
 		entries := make([]linkstate.Summary, len(m.DbSummary.Entries))
 		for i, e := range m.DbSummary.Entries {
@@ -175,4 +153,34 @@ func OpenBloom(o *dripv1.Open) (encoding.Params, error) {
 		return encoding.Params{}, fmt.Errorf("open of router %d: %w", o.GetRouterId(), err)
 	}
 	return p, nil
+}
+
+// predAdFromProto converts a predicate advertisement as it came: the
+// filters it carries, whole or a delta's added ones.
+func predAdFromProto(p *dripv1.PredicateAd) (*linkstate.PredAd, error) {
+	if p.AgeNs < 0 {
+		return nil, fmt.Errorf("predicate advertisement of router %d: negative age", p.Origin)
+	}
+	scheme, err := encoding.ParseScheme(p.BloomScheme)
+	if err != nil {
+		return nil, fmt.Errorf("predicate advertisement of router %d: %w", p.Origin, err)
+	}
+	params := encoding.Params{Scheme: scheme, M: int(p.BloomBits), K: int(p.BloomHashes)}
+	filters, err := params.ParseFilters(p.Filters)
+	if err != nil {
+		return nil, fmt.Errorf("predicate advertisement of router %d: %w", p.Origin, err)
+	}
+	if len(filters) == 0 {
+		filters = nil // as the core builds an empty advertisement
+	}
+	var classes []linkstate.QoSClass
+	for i, c := range p.QosClasses {
+		f, err := params.ParseFilters(c.GetFilters())
+		if err != nil {
+			return nil, fmt.Errorf("predicate advertisement of router %d: QoS class %d: %w", p.Origin, i, err)
+		}
+		classes = append(classes, linkstate.QoSClass{Deadline: time.Duration(c.GetDeadlineNs()), TwoPaths: c.GetTwoPaths(), Filters: f})
+	}
+	return &linkstate.PredAd{Origin: p.Origin, Seq: p.Seq, Age: time.Duration(p.AgeNs), Withdrawn: p.Withdrawn, Params: params, Filters: filters, Classes: classes,
+		Seal: linkstate.Seal{Sig: p.Signature, Cert: p.Certificate}}, nil
 }

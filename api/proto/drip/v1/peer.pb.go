@@ -145,9 +145,13 @@ type Open struct {
 	// messages and filters become categories and categories bits. Every
 	// broker of a mesh must use the same one; empty, as from brokers older
 	// than the field, means "cat-v1".
-	BloomScheme   string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BloomScheme string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
+	// This broker decodes predicate advertisements sent as deltas
+	// (PredicateAd.delta_base). A broker sends deltas on a link only when both
+	// ends offered them; brokers older than the field offer none.
+	PredicateDeltas bool `protobuf:"varint,9,opt,name=predicate_deltas,json=predicateDeltas,proto3" json:"predicate_deltas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Open) Reset() {
@@ -234,6 +238,13 @@ func (x *Open) GetBloomScheme() string {
 		return x.BloomScheme
 	}
 	return ""
+}
+
+func (x *Open) GetPredicateDeltas() bool {
+	if x != nil {
+		return x.PredicateDeltas
+	}
+	return false
 }
 
 // Control is one link-state protocol message (internal/linkstate).
@@ -645,6 +656,18 @@ type PredicateAd struct {
 	Filters     []byte                 `protobuf:"bytes,7,opt,name=filters,proto3" json:"filters,omitempty"`
 	// The scheme the filters were encoded with; empty means "cat-v1".
 	BloomScheme string `protobuf:"bytes,8,opt,name=bloom_scheme,json=bloomScheme,proto3" json:"bloom_scheme,omitempty"`
+	// Non-zero: this is a delta (docs/design.md §2, "Advertisements travel as
+	// deltas"). The advertisement is the last one of this origin sent on this
+	// link, which had sequence number delta_base, with the filters at the
+	// indexes delta_removed (ascending) taken out and filters put in at the
+	// positions delta_added_at (ascending, one per filter, positions in the
+	// result). delta_sum is the checksum of the result (internal/linkstate
+	// PredAd.Checksum), so a receiver that rebuilt something else notices.
+	// Sent only on links whose both ends offered Open.predicate_deltas.
+	DeltaBase    uint64   `protobuf:"varint,9,opt,name=delta_base,json=deltaBase,proto3" json:"delta_base,omitempty"`
+	DeltaRemoved []uint32 `protobuf:"varint,10,rep,packed,name=delta_removed,json=deltaRemoved,proto3" json:"delta_removed,omitempty"`
+	DeltaAddedAt []uint32 `protobuf:"varint,11,rep,packed,name=delta_added_at,json=deltaAddedAt,proto3" json:"delta_added_at,omitempty"`
+	DeltaSum     uint64   `protobuf:"fixed64,12,opt,name=delta_sum,json=deltaSum,proto3" json:"delta_sum,omitempty"`
 	// The filters of subscriptions with a deadline or the two-path option,
 	// by class (docs/design.md §11). Every filter here is also covered by
 	// filters: the classes say how urgent a match is, never whether the
@@ -744,6 +767,34 @@ func (x *PredicateAd) GetBloomScheme() string {
 		return x.BloomScheme
 	}
 	return ""
+}
+
+func (x *PredicateAd) GetDeltaBase() uint64 {
+	if x != nil {
+		return x.DeltaBase
+	}
+	return 0
+}
+
+func (x *PredicateAd) GetDeltaRemoved() []uint32 {
+	if x != nil {
+		return x.DeltaRemoved
+	}
+	return nil
+}
+
+func (x *PredicateAd) GetDeltaAddedAt() []uint32 {
+	if x != nil {
+		return x.DeltaAddedAt
+	}
+	return nil
+}
+
+func (x *PredicateAd) GetDeltaSum() uint64 {
+	if x != nil {
+		return x.DeltaSum
+	}
+	return 0
 }
 
 func (x *PredicateAd) GetQosClasses() []*QosClass {
@@ -1218,7 +1269,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\abundles\x18\x03 \x03(\v2\x0f.drip.v1.BundleR\abundles\x12\x1a\n" +
 	"\bdeflated\x18\x04 \x01(\fR\bdeflated\x12#\n" +
 	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\x12\x1a\n" +
-	"\bfinished\x182 \x01(\bR\bfinished\"\x8a\x02\n" +
+	"\bfinished\x182 \x01(\bR\bfinished\"\xb5\x02\n" +
 	"\x04Open\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\rR\brouterId\x12\x1f\n" +
@@ -1229,7 +1280,8 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"bloom_bits\x18\x05 \x01(\rR\tbloomBits\x12!\n" +
 	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12 \n" +
 	"\vcompression\x18\a \x03(\tR\vcompression\x12!\n" +
-	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\"\xff\x01\n" +
+	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\x12)\n" +
+	"\x10predicate_deltas\x18\t \x01(\bR\x0fpredicateDeltas\"\xff\x01\n" +
 	"\aControl\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.drip.v1.HelloH\x00R\x05hello\x12 \n" +
 	"\x03lsa\x18\x02 \x01(\v2\f.drip.v1.LsaH\x00R\x03lsa\x129\n" +
@@ -1260,7 +1312,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\twithdrawn\x18\x04 \x01(\bR\twithdrawn\x12'\n" +
 	"\x05links\x18\x05 \x03(\v2\x11.drip.v1.LinkCostR\x05links\x12\x1c\n" +
 	"\tsignature\x18( \x01(\fR\tsignature\x12 \n" +
-	"\vcertificate\x18) \x01(\fR\vcertificate\"\xdf\x02\n" +
+	"\vcertificate\x18) \x01(\fR\vcertificate\"\xe6\x03\n" +
 	"\vPredicateAd\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\rR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x15\n" +
@@ -1270,7 +1322,13 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"bloom_bits\x18\x05 \x01(\rR\tbloomBits\x12!\n" +
 	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12\x18\n" +
 	"\afilters\x18\a \x01(\fR\afilters\x12!\n" +
-	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\x122\n" +
+	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\x12\x1d\n" +
+	"\n" +
+	"delta_base\x18\t \x01(\x04R\tdeltaBase\x12#\n" +
+	"\rdelta_removed\x18\n" +
+	" \x03(\rR\fdeltaRemoved\x12$\n" +
+	"\x0edelta_added_at\x18\v \x03(\rR\fdeltaAddedAt\x12\x1b\n" +
+	"\tdelta_sum\x18\f \x01(\x06R\bdeltaSum\x122\n" +
 	"\vqos_classes\x18\x1e \x03(\v2\x11.drip.v1.QosClassR\n" +
 	"qosClasses\x12\x1c\n" +
 	"\tsignature\x18( \x01(\fR\tsignature\x12 \n" +
