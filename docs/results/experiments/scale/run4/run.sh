@@ -25,7 +25,7 @@ t=yaml.safe_load(open('$topo'))
 for b in t['brokers']: print(b['name'], b['metrics'])" > $OUT/addrs.txt
   sleep 3
   while read -r name addr; do
-    $LAB lab exec --name $NAME $name -- sh -c "fails=0; for i in \$(seq 1 300); do t=\$(date +%s.%N); m=\$(curl -s -m 2 http://$addr/metrics) || { fails=\$((fails+1)); [ \$fails -ge 5 ] && exit 0; sleep 2; continue; }; echo \"T \$t\"; echo \"\$m\" | grep -E '^drip_(predicate_index_rebuild_duration_seconds_(count|sum)|predicate_advertisements_total|subscriptions|routers_known|lsdb_digest|link_sent_control_total|control_frame_wait_seconds_(bucket|count|sum)|core_events_queued)[ {]|adjacency_(down|up)'; sleep 2; done" > $OUT/scrape/$name.txt 2>&1 &
+    $LAB lab exec --name $NAME $name -- sh -c "fails=0; for i in \$(seq 1 300); do t=\$(date +%s.%N); m=\$(curl -s -m 2 http://$addr/metrics) || { fails=\$((fails+1)); [ \$fails -ge 5 ] && exit 0; sleep 2; continue; }; echo \"T \$t\"; echo \"\$m\" | grep -E '^drip_(predicate_index_rebuild_duration_seconds_(count|sum)|predicate_advertisements_total|predicate_advertisements_sent_total|predicate_advertisement_sent_bytes_total|subscriptions|routers_known|lsdb_digest|link_sent_control_total|control_frame_wait_seconds_(bucket|count|sum)|core_events_queued)[ {]|adjacency_(down|up)'; sleep 2; done" > $OUT/scrape/$name.txt 2>&1 &
   done < $OUT/addrs.txt
 fi
 wait $runner
