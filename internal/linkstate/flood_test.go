@@ -462,3 +462,26 @@ func TestNewNodeKnowsItself(t *testing.T) {
 	assert.Equal(t, []PredicateUpdate{{Router: 7}}, rd.PredicateUpdates)
 	assert.Equal(t, 2, a.LSDBSize())
 }
+
+// TestSummedAdvertisementIsTheAdvertisement: an advertisement whose
+// checksum the driver computed is installed, flooded and summarised as the
+// advertisement itself, with that checksum.
+func TestSummedAdvertisementIsTheAdvertisement(t *testing.T) {
+	for _, summed := range []bool{false, true} {
+		m := line(t, 3)
+		b := m.nodes[2]
+		ad := &PredAd{Origin: 9, Seq: 4, Params: b.cfg.Encoding, Filters: []encoding.Bloom{bloom(5), bloom(7, 9)}}
+		var msg Message = ad
+		if summed {
+			msg = &SummedPredAd{Ad: ad, Sum: ad.Checksum()}
+		}
+		require.NoError(t, b.Step(1, msg, time.Second))
+		e := b.lsdb[Key{KindPredicate, 9}]
+		require.NotNil(t, e, "summed %v", summed)
+		assert.Equal(t, ad.Checksum(), e.sum)
+		assert.Same(t, ad, e.pred)
+		flooded := only[*PredAd](to(drain(b), 3))
+		require.Len(t, flooded, 1)
+		assert.Equal(t, ad.Filters, flooded[0].Filters)
+	}
+}

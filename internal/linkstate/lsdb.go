@@ -28,7 +28,12 @@ func newLSAEntry(a *LSA, now time.Duration) *entry {
 }
 
 func newPredEntry(p *PredAd, now time.Duration) *entry {
-	return &entry{key: Key{KindPredicate, p.Origin}, seq: p.Seq, sum: p.Checksum(), bornAt: now - max(p.Age, 0), pred: p}
+	return newPredEntrySum(p, p.Checksum(), now)
+}
+
+// newPredEntrySum is newPredEntry given p's checksum.
+func newPredEntrySum(p *PredAd, sum uint64, now time.Duration) *entry {
+	return &entry{key: Key{KindPredicate, p.Origin}, seq: p.Seq, sum: sum, bornAt: now - max(p.Age, 0), pred: p}
 }
 
 func (e *entry) summary() Summary {

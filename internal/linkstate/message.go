@@ -155,11 +155,26 @@ type DBRequest struct {
 	Keys []Key
 }
 
-func (*Hello) isMessage()     {}
-func (*LSA) isMessage()       {}
-func (*PredAd) isMessage()    {}
-func (*DBSummary) isMessage() {}
-func (*DBRequest) isMessage() {}
+// SummedPredAd is a received predicate advertisement with its checksum
+// (PredAd.Checksum), which the driver's decoder computed on the link's
+// reader (wire.AdDecoder), so that the single-threaded core does not
+// compute it again: at a thousand filters it costs more than the rest of
+// taking the advertisement in. Step takes it as the advertisement itself.
+// It is never sent.
+type SummedPredAd struct {
+	Ad  *PredAd
+	Sum uint64
+}
+
+func (*SummedPredAd) isMessage() {}
+
+// WireSize is the advertisement's.
+func (s *SummedPredAd) WireSize() int { return s.Ad.WireSize() }
+func (*Hello) isMessage()             {}
+func (*LSA) isMessage()               {}
+func (*PredAd) isMessage()            {}
+func (*DBSummary) isMessage()         {}
+func (*DBRequest) isMessage()         {}
 
 // The estimates follow protobuf's encoding: a one-byte tag per non-zero
 // field, varints for integers and durations (nanoseconds), length-prefixed

@@ -228,6 +228,13 @@ func (n *Node) Step(from uint32, msg Message, now time.Duration) error {
 		if err == nil {
 			err = n.receive(nb, newPredEntry(m, n.now))
 		}
+	case *SummedPredAd:
+		if err = validatePredAd(m.Ad); err == nil {
+			err = n.admitID("predicate advertisement", m.Ad.Origin)
+		}
+		if err == nil {
+			err = n.receive(nb, newPredEntrySum(m.Ad, m.Sum, n.now))
+		}
 	case *DBSummary:
 		n.stepSummary(nb, n.admitSummary(m))
 	case *DBRequest:

@@ -100,16 +100,24 @@ func NewAdDecoder(accept bool) *AdDecoder {
 }
 
 // Decode converts one control message received on the link, rebuilding a
-// delta from the last advertisement of its origin. Every advertisement it
-// returns becomes that last one; the caller must not modify it.
+// delta from the last advertisement of its origin. A predicate
+// advertisement, whole or rebuilt, comes as a linkstate.SummedPredAd: its
+// checksum computed here, on the link's reader, rather than on the core.
+// Every advertisement it returns becomes the last one of its origin; the
+// caller must not modify it.
 func (d *AdDecoder) Decode(c *dripv1.Control) (linkstate.Message, error) {
 	p := c.GetPredicateAd()
-	if p.GetDeltaBase() == 0 {
+	if p == nil {
+		return ControlFromProto(c)
+	}
+	if p.DeltaBase == 0 {
 		m, err := ControlFromProto(c)
-		if ad, ok := m.(*linkstate.PredAd); ok && err == nil {
-			d.last[ad.Origin] = received{ad, len(p.Filters)}
+		if err != nil {
+			return nil, err
 		}
-		return m, err
+		ad := m.(*linkstate.PredAd)
+		d.last[ad.Origin] = received{ad, len(p.Filters)}
+		return &linkstate.SummedPredAd{Ad: ad, Sum: ad.Checksum()}, nil
 	}
 	// Decoded first as a whole advertisement of the added filters, which
 	// checks everything else it carries.
@@ -122,7 +130,8 @@ func (d *AdDecoder) Decode(c *dripv1.Control) (linkstate.Message, error) {
 		return nil, fmt.Errorf("predicate advertisement of router %d, seq %d, as a delta against seq %d: %w", p.Origin, p.Seq, p.DeltaBase, err)
 	}
 	d.last[ad.Origin] = received{ad, size}
-	return ad, nil
+	// rebuild checked the checksum the sender computed.
+	return &linkstate.SummedPredAd{Ad: ad, Sum: p.DeltaSum}, nil
 }
 
 // rebuild replaces the added filters of ad, decoded from delta p, with the
