@@ -32,6 +32,8 @@ type metrics struct {
 	adsRefused         *prometheus.CounterVec // reason
 	adsSent            *prometheus.CounterVec // form
 	adBytesSent        *prometheus.CounterVec // form
+	// The forms' counters, resolved once.
+	adsWhole, adsDelta, adBytesWhole, adBytesDelta prometheus.Counter
 
 	// Per broker.
 	published         prometheus.Counter
@@ -181,10 +183,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metric
 	for _, r := range linkstate.RefusedReasons {
 		m.adsRefused.WithLabelValues(r)
 	}
-	for _, form := range []string{"whole", "delta"} {
-		m.adsSent.WithLabelValues(form)
-		m.adBytesSent.WithLabelValues(form)
-	}
+	m.adsWhole, m.adsDelta = m.adsSent.WithLabelValues("whole"), m.adsSent.WithLabelValues("delta")
+	m.adBytesWhole, m.adBytesDelta = m.adBytesSent.WithLabelValues("whole"), m.adBytesSent.WithLabelValues("delta")
 	for r := range drp.NumDropReasons {
 		m.routeDropped.WithLabelValues(drp.DropReason(r).String())
 	}
@@ -280,4 +280,16 @@ func (m *metrics) forLink(peer string) transport.LinkMetrics {
 		DroppedFull:    m.linkDropped.WithLabelValues(peer, "queue_full"),
 		DroppedDown:    m.linkDropped.WithLabelValues(peer, "link_down"),
 	}
+}
+
+// countAdSent counts a predicate advertisement of size bytes sent to a
+// neighbour, whole or as a delta.
+func (m *metrics) countAdSent(delta bool, size int) {
+	if delta {
+		m.adsDelta.Inc()
+		m.adBytesDelta.Add(float64(size))
+		return
+	}
+	m.adsWhole.Inc()
+	m.adBytesWhole.Add(float64(size))
 }

@@ -653,7 +653,7 @@ func (n *Node) sendControl(envs []linkstate.Envelope) {
 	// same last advertisement of its origin).
 	type deltaKey struct{ msg, base *linkstate.PredAd }
 	converted := make(map[linkstate.Message]*dripv1.Control, len(envs))
-	var deltas map[deltaKey]*dripv1.Control
+	var deltas map[deltaKey]*dripv1.Control // nil value: whole
 	for _, env := range envs {
 		l := n.current[env.To]
 		if l == nil {
@@ -661,45 +661,52 @@ func (n *Node) sendControl(envs []linkstate.Envelope) {
 		}
 		ad, isAd := env.Msg.(*linkstate.PredAd)
 		enc := n.adEnc[env.To]
+		var c *dripv1.Control
 		if isAd && enc != nil {
-			k := deltaKey{ad, enc.Base(ad.Origin)}
-			enc.Sent(ad)
-			c, ok := deltas[k]
-			if !ok && k.base != nil {
-				sum, known := n.ls.PredSum(ad)
-				if !known {
-					sum = ad.Checksum()
+			if k := (deltaKey{ad, enc.Base(ad.Origin)}); k.base != nil {
+				var ok bool
+				if c, ok = deltas[k]; !ok {
+					c = n.predDelta(k.base, ad)
+					if deltas == nil {
+						deltas = map[deltaKey]*dripv1.Control{}
+					}
+					deltas[k] = c
 				}
-				if c, ok = wire.PredAdDelta(k.base, ad, sum); !ok {
-					c = nil // whole, below
-				}
-				if deltas == nil {
-					deltas = map[deltaKey]*dripv1.Control{}
-				}
-				deltas[k] = c
-			}
-			if c != nil {
-				n.m.adsSent.WithLabelValues("delta").Inc()
-				n.m.adBytesSent.WithLabelValues("delta").Add(float64(proto.Size(c)))
-				l.PushControl(c)
-				continue
 			}
 		}
-		c, ok := converted[env.Msg]
-		if !ok {
-			var err error
-			if c, err = wire.ControlToProto(env.Msg); err != nil {
-				n.log.Error("cannot encode control message", zap.Error(err))
-				continue
+		delta := c != nil
+		if !delta {
+			var ok bool
+			if c, ok = converted[env.Msg]; !ok {
+				var err error
+				if c, err = wire.ControlToProto(env.Msg); err != nil {
+					n.log.Error("cannot encode control message", zap.Error(err))
+					continue
+				}
+				converted[env.Msg] = c
 			}
-			converted[env.Msg] = c
-		}
-		if isAd {
-			n.m.adsSent.WithLabelValues("whole").Inc()
-			n.m.adBytesSent.WithLabelValues("whole").Add(float64(proto.Size(c)))
 		}
 		l.PushControl(c)
+		if isAd {
+			if enc != nil {
+				enc.Sent(ad) // what the neighbour now holds: the base of the next delta
+			}
+			n.m.countAdSent(delta, proto.Size(c))
+		}
 	}
+}
+
+// predDelta returns ad as a delta against base, nil where it goes whole.
+func (n *Node) predDelta(base, ad *linkstate.PredAd) *dripv1.Control {
+	sum, ok := n.ls.PredSum(ad)
+	if !ok {
+		sum = ad.Checksum()
+	}
+	c, ok := wire.PredAdDelta(base, ad, sum)
+	if !ok {
+		return nil
+	}
+	return c
 }
 
 func (n *Node) observe(ev linkstate.Event) {
