@@ -10,8 +10,8 @@ for path in sys.argv[1:]:
     send = int(round(r['send_s']))
     sending = [p for p in s if p['t'] < send]
     last = [p for p in sending if p['t'] >= send - 10]
-    out10 = sum(p['output'] for p in last) / len(last)
-    ideal10 = sum(p['ideal'] for p in last) / len(last)
+    out10 = sum(p["output"] for p in last) / max(1, len(last))  # sending may outlast the series
+    ideal10 = sum(p["ideal"] for p in last) / max(1, len(last))
     win = [p for p in s if 5 <= p['t'] < 25]
     bpm = sum(p.get('busiest_link_Bps', 0) for p in win) / max(1, sum(p['input'] for p in win))
     sat = sm.get('saturation_input', 0)
