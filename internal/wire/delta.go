@@ -150,7 +150,7 @@ func (d *AdDecoder) rebuild(ad *linkstate.PredAd, p *dripv1.PredicateAd) (int, e
 	case p.Withdrawn:
 		return 0, fmt.Errorf("a withdrawal is sent whole")
 	case ad.Params != base.Params:
-		return 0, fmt.Errorf("Bloom parameters %v differ from the base's %v", ad.Params, base.Params)
+		return 0, fmt.Errorf("its Bloom parameters %v differ from the base's %v", ad.Params, base.Params)
 	}
 	filters, gone, err := applyDelta(base.Filters, p.DeltaRemoved, p.DeltaAddedAt, ad.Filters)
 	if err != nil {
