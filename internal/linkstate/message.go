@@ -155,6 +155,12 @@ type DBRequest struct {
 	Keys []Key
 }
 
+func (*Hello) isMessage()     {}
+func (*LSA) isMessage()       {}
+func (*PredAd) isMessage()    {}
+func (*DBSummary) isMessage() {}
+func (*DBRequest) isMessage() {}
+
 // SummedPredAd is a received predicate advertisement with its checksum
 // (PredAd.Checksum), which the driver's decoder computed on the link's
 // reader (wire.AdDecoder), so that the single-threaded core does not
@@ -170,11 +176,6 @@ func (*SummedPredAd) isMessage() {}
 
 // WireSize is the advertisement's.
 func (s *SummedPredAd) WireSize() int { return s.Ad.WireSize() }
-func (*Hello) isMessage()             {}
-func (*LSA) isMessage()               {}
-func (*PredAd) isMessage()            {}
-func (*DBSummary) isMessage()         {}
-func (*DBRequest) isMessage()         {}
 
 // The estimates follow protobuf's encoding: a one-byte tag per non-zero
 // field, varints for integers and durations (nanoseconds), length-prefixed
