@@ -301,8 +301,10 @@ func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
 	hold.Store(false)
 	close(release)
 	released = true
+	// A generous bound: under the race detector beside other packages'
+	// tests a loaded CI machine once took longer than 5 s.
 	for i := 0; inspect(b1).Predicates[2] == 0; i++ {
-		require.Less(t, i, 500, "b1 never installed the build of b2's predicate")
+		require.Less(t, i, 3000, "b1 never installed the build of b2's predicate")
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -354,6 +356,14 @@ func TestBuildIsInstalledAheadOfQueuedEvents(t *testing.T) {
 	for i := range replies {
 		replies[i] = make(chan Inspection, 1)
 		b.events <- coreEvent{kind: evInspect, reply: replies[i]}
+	}
+	// The core has taken the stopping inspection, and waits on its reply,
+	// once only the others are queued: released before that, the build
+	// could be installed first on a loaded machine (the core picks among
+	// ready inputs at random), and the test would say nothing.
+	for i := 0; len(b.events) > queued; i++ {
+		require.Less(t, i, 1000, "the core took no event in 10 s")
+		time.Sleep(10 * time.Millisecond)
 	}
 	hold.Store(false)
 	close(release)
