@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,19 +217,9 @@ func TestAdDecoderRefusesBadDeltas(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, m)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Equal(t, 1, countOf(err.Error(), "predicate advertisement of router 4"), "says where once: %v", err)
+			assert.Equal(t, 1, strings.Count(err.Error(), "predicate advertisement of router 4"), "says where once: %v", err)
 		})
 	}
-}
-
-func countOf(s, sub string) int {
-	n := 0
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			n++
-		}
-	}
-	return n
 }
 
 // TestADeltaNeedsItsLink: outside a link's decoder a delta is refused
