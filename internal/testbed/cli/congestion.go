@@ -31,7 +31,7 @@ func newCongestionCmd() *cobra.Command {
 		Long: `Run the experiments of content-aware congestion control (Malekpour11 §IV,
 docs/design.md §12) in the emulated WAN lab (root), each on drip without
 control, drip with control (subscriptions ask, publishers listen) and, for
-fig7, NATS:
+fig7 and fig8, NATS and ActiveMQ (--variants picks):
 
   fig7   one pair through a 500 kbit/s bottleneck; the publisher ramps from
          400 to 4000 kbit/s of payload, then sends in bursts
@@ -88,8 +88,10 @@ docs/results/congestion.md).`,
 				if err == nil {
 					c.Dir = dir
 					var r *congestion.Result
-					vs := pickVariants(congestion.Variants(s), variants)
-					if len(vs) == 0 {
+					vs, perr := pickVariants(congestion.Variants(s), variants)
+					if perr != nil {
+						err = perr
+					} else if len(vs) == 0 {
 						err = fmt.Errorf("--variants %q: none of them runs in %s", variants, name)
 					} else {
 						r, err = congestion.Run(ctx, c, s, vs)
@@ -113,7 +115,7 @@ docs/results/congestion.md).`,
 	f := cmd.Flags()
 	f.StringVar(&scenarios, "scenario", "all", "fig7, fig8, fig9, fig10, ive (comma-separated) or all")
 	labRunFlags(cmd, &out, &keep, &labName, "congestion")
-	f.StringVar(&variants, "variants", "", "run only these variants (comma-separated: drip, drip+cc, NATS; default all that apply)")
+	f.StringVar(&variants, "variants", "", "run only these variants (comma-separated: drip, drip+cc, NATS, ActiveMQ; default all that apply)")
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiplies every duration of the scenarios")
 	f.Float64Var(&cfg.BandwidthScale, "bandwidth-scale", cfg.BandwidthScale, "multiplies every bandwidth and publishing rate of the scenarios")
 	f.IntVar(&cfg.LinkQueueBytes, "link-queue", cfg.LinkQueueBytes, "drip's link queue in bytes")
@@ -137,16 +139,28 @@ func writeCongestion(out string, r *congestion.Result, progress io.Writer) error
 	return congestion.Plot(r, filepath.Join(out, name+".png"))
 }
 
-// pickVariants keeps the variants named in list (all when it is empty).
-func pickVariants(all []congestion.Variant, list string) []congestion.Variant {
+// pickVariants keeps the variants named in list, in any case (all when it
+// is empty). A scenario need not run every variant, but a name that is no
+// variant of any is refused rather than dropped.
+func pickVariants(all []congestion.Variant, list string) ([]congestion.Variant, error) {
 	if list == "" {
-		return all
+		return all, nil
+	}
+	names := strings.Split(list, ",")
+	for _, n := range names {
+		if !slices.ContainsFunc(congestion.AllVariants(), func(v congestion.Variant) bool { return strings.EqualFold(v.Name, n) }) {
+			var known []string
+			for _, v := range congestion.AllVariants() {
+				known = append(known, v.Name)
+			}
+			return nil, fmt.Errorf("--variants: unknown variant %q: want some of %s", n, strings.Join(known, ", "))
+		}
 	}
 	var out []congestion.Variant
 	for _, v := range all {
-		if slices.Contains(strings.Split(list, ","), v.Name) {
+		if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(v.Name, n) }) {
 			out = append(out, v)
 		}
 	}
-	return out
+	return out, nil
 }

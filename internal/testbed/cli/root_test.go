@@ -106,9 +106,22 @@ func TestChurnUnknownScenario(t *testing.T) {
 }
 
 func TestPickVariants(t *testing.T) {
-	all := []congestion.Variant{{Name: "drip"}, {Name: "drip+cc", Control: true}, {Name: "NATS", NATS: true}}
-	assert.Equal(t, all, pickVariants(all, ""))
-	assert.Equal(t, all[1:2], pickVariants(all, "drip+cc"))
-	assert.Equal(t, []congestion.Variant{all[0], all[2]}, pickVariants(all, "NATS,drip"), "in the scenario's order")
-	assert.Empty(t, pickVariants(all, "activemq"))
+	all := congestion.AllVariants()
+	pick := func(list string) []congestion.Variant {
+		t.Helper()
+		got, err := pickVariants(all, list)
+		require.NoError(t, err)
+		return got
+	}
+	assert.Equal(t, all, pick(""))
+	assert.Equal(t, all[1:2], pick("drip+cc"))
+	assert.Equal(t, []congestion.Variant{all[0], all[2]}, pick("NATS,drip"), "in the scenario's order")
+	assert.Equal(t, all[3:], pick("activemq"), "in any case")
+	fig9 := all[:2] // a scenario without the peers
+	got, err := pickVariants(fig9, "nats")
+	require.NoError(t, err, "a variant of other scenarios")
+	assert.Empty(t, got)
+	_, err = pickVariants(all, "drip,natz")
+	require.Error(t, err)
+	assert.Equal(t, `--variants: unknown variant "natz": want some of drip, drip+cc, NATS, ActiveMQ`, err.Error())
 }

@@ -73,7 +73,7 @@ func Analyse(r *Result) []Finding {
 // variant is the drip run with or without control, or nil.
 func (r *Result) variant(control bool) *VariantResult {
 	for i, v := range r.Variants {
-		if !v.Variant.NATS && v.Variant.Control == control {
+		if !v.Variant.peer() && v.Variant.Control == control {
 			return &r.Variants[i]
 		}
 	}

@@ -1,11 +1,14 @@
 package congestion
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	cc "github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
@@ -193,4 +196,34 @@ func TestScenariosAreConsistent(t *testing.T) {
 	assert.Equal(t, []string{"20%", "50%", "100%"}, all[Fig9].Groups())
 	assert.Equal(t, []string{"clear", "behind"}, all[IVE].Groups())
 	assert.Len(t, all[IVE].Subscribers, 64)
+	// The peers run where one pair meets a bottleneck without control's
+	// other subjects (fairness, a TCP flow, §IV-E's receivers).
+	for _, name := range Names() {
+		names := []string{}
+		for _, v := range Variants(all[name]) {
+			names = append(names, v.Name)
+		}
+		want := []string{"drip", "drip+cc"}
+		if name == Fig7 || name == Fig8 {
+			want = append(want, "NATS", "ActiveMQ")
+		}
+		assert.Equal(t, want, names, name)
+	}
+}
+
+// A peer's publisher that failed is recorded, not lost from the result;
+// a context ending the run is no failure.
+func TestAccountRecordsAPublisherError(t *testing.T) {
+	s := Scenarios(1, 8, 1000)[Fig7]
+	cfg := DefaultConfig()
+	pubs := []*pubLog{{bins: []uint32{0, 0, 1}, offered: 3, err: errors.New("nats: connection closed")}}
+	subs := []*subLog{{seen: [][]bool{{true, false, true}}, arrived: make([]float64, 4)}}
+	vr := account(cfg, s, Variant{Name: "NATS", NATS: true}, pubs, subs, 4)
+	require.Len(t, vr.Publishers, 1)
+	assert.Equal(t, "nats: connection closed", vr.Publishers[0].Error)
+	assert.Equal(t, uint64(3), vr.Publishers[0].Sent)
+	assert.Equal(t, uint64(1), vr.Groups[0].Lost)
+
+	pubs[0].err = context.Canceled
+	assert.Empty(t, account(cfg, s, Variant{Name: "NATS", NATS: true}, pubs, subs, 4).Publishers[0].Error)
 }

@@ -1,6 +1,8 @@
 package congestion
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -78,6 +80,9 @@ type PublisherResult struct {
 	Sent    uint64    `json:"sent"`
 	Skipped uint64    `json:"skipped"`
 	Rate    []float64 `json:"sent_per_s"`
+	// Error is why a peer system's publisher stopped before its schedule
+	// ended (drip's publishers fail the run instead).
+	Error string `json:"error,omitempty"`
 	// Congestion control: messages in limited flows, held for tokens and
 	// for how long, feedback messages taken, limited flows at the end.
 	Controlled uint64  `json:"controlled,omitempty"`
@@ -96,6 +101,9 @@ func account(cfg Config, s Scenario, v Variant, pubs []*pubLog, subs []*subLog, 
 	perSec := 1 / cfg.Bin.Seconds()
 	for i, p := range pubs {
 		pr := PublisherResult{Site: s.Publishers[i].Site, Offered: p.offered, Sent: uint64(len(p.bins)), Skipped: p.skipped, Rate: make([]float64, bins)}
+		if p.err != nil && !errors.Is(p.err, context.Canceled) {
+			pr.Error = p.err.Error()
+		}
 		for _, b := range p.bins {
 			if int(b) < bins {
 				pr.Rate[b] += perSec

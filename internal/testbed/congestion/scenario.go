@@ -173,8 +173,8 @@ type Scenario struct {
 	// TCPFrom, when positive, starts a bulk TCP transfer from Bottleneck A
 	// to B at that time, until the end.
 	TCPFrom time.Duration `json:"tcp_from_ns,omitempty"`
-	// NATS runs the scenario on NATS as well.
-	NATS bool `json:"nats,omitempty"`
+	// Peers runs the scenario on NATS and ActiveMQ as well.
+	Peers bool `json:"peers,omitempty"`
 }
 
 // Length is how long the publishers send.
@@ -233,7 +233,7 @@ func Scenarios(timeScale, bandwidthScale float64, payload int) map[string]Scenar
 			{Length: d(20), From: msgs(400), To: msgs(4000)},
 			{Length: d(20), From: msgs(4000), To: msgs(4000), On: d(1), Off: d(1)},
 		}}},
-		Subscribers: []Subscriber{one}, NATS: true}
+		Subscribers: []Subscriber{one}, Peers: true}
 
 	// Fig. 8: a publisher offering more than either capacity; the
 	// bottleneck alternates 2 and 1 Mbit/s.
@@ -241,7 +241,7 @@ func Scenarios(timeScale, bandwidthScale float64, payload int) map[string]Scenar
 	out[Fig8] = Scenario{Name: Fig8, Topology: pair(Fig8, bw(2000)), Bottleneck: [2]string{"p", "s"},
 		Steps:       []Step{{Bandwidth: bw(2000)}, {At: period, Bandwidth: bw(1000)}, {At: 2 * period, Bandwidth: bw(2000)}, {At: 3 * period, Bandwidth: bw(1000)}},
 		Publishers:  []Publisher{{Site: "p", Schedule: Constant(msgs(3000), 4*period)}},
-		Subscribers: []Subscriber{one}}
+		Subscribers: []Subscriber{one}, Peers: true}
 
 	// Fig. 9: three publishers at 1200 kbit/s whose subscribers take 20%,
 	// 50% and 100% of their messages; the bottleneck is cut from 2 to 1
