@@ -80,6 +80,17 @@ func (r *Result) variant(control bool) *VariantResult {
 	return nil
 }
 
+// peers are the runs of other systems, in run order.
+func (r *Result) peers() []*VariantResult {
+	var out []*VariantResult
+	for i, v := range r.Variants {
+		if v.Variant.peer() {
+			out = append(out, &r.Variants[i])
+		}
+	}
+	return out
+}
+
 func (r *Result) bins(d time.Duration) int { return int(d / r.Config.Bin) }
 
 func fig7(r *Result, off, on *VariantResult) []Finding {
@@ -126,7 +137,7 @@ func fig8(r *Result, off, on *VariantResult) []Finding {
 	sec := r.bins(time.Second)
 	for k, ph := range r.phases() {
 		kb := r.Scenario.Steps[k].Bandwidth * 8 / 1000
-		for _, v := range []*VariantResult{off, on} {
+		for _, v := range append([]*VariantResult{off, on}, r.peers()...) {
 			if v == nil {
 				continue
 			}

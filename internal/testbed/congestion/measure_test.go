@@ -227,3 +227,37 @@ func TestAccountRecordsAPublisherError(t *testing.T) {
 	pubs[0].err = context.Canceled
 	assert.Empty(t, account(cfg, s, Variant{Name: "NATS", NATS: true}, pubs, subs, 4).Publishers[0].Error)
 }
+
+// Fig. 8's findings read the peers' loss in each phase beside drip's, and
+// judge only drip with control against the targets.
+func TestFig8FindingsIncludeThePeers(t *testing.T) {
+	cfg := DefaultConfig()
+	s := Scenarios(0.1, 8, 1000)[Fig8] // 2 s phases: 8 bins each
+	bins := int(s.Length() / cfg.Bin)
+	group := func(lostPerBin float64) GroupResult {
+		g := GroupResult{Sent: make([]float64, bins), LostPerBin: make([]float64, bins), Arrived: make([]float64, bins)}
+		for b := range bins {
+			g.Sent[b], g.LostPerBin[b], g.Arrived[b] = 100, lostPerBin, 100-lostPerBin
+		}
+		return g
+	}
+	r := &Result{Scenario: s, Config: cfg}
+	for _, v := range []struct {
+		v    Variant
+		lost float64
+	}{{Variant{Name: "drip"}, 10}, {Variant{Name: "drip+cc", Control: true}, 0}, {Variant{Name: "NATS", NATS: true}, 40}} {
+		r.Variants = append(r.Variants, VariantResult{Variant: v.v, Groups: []GroupResult{group(v.lost)}})
+	}
+	byName := map[string]Finding{}
+	for _, f := range Analyse(r) {
+		byName[f.Name] = f
+	}
+	nats, ok := byName["NATS: phase 2 (8000 kbit/s): loss rate, second half"]
+	require.True(t, ok, "the peer's loss is reported")
+	assert.InDelta(t, 0.4, nats.Value, 1e-9)
+	assert.Nil(t, nats.Met, "no target for a system without control")
+	cc, ok := byName["drip+cc: phase 2 (8000 kbit/s): loss rate, second half"]
+	require.True(t, ok)
+	require.NotNil(t, cc.Met)
+	assert.True(t, *cc.Met)
+}
