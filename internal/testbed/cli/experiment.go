@@ -69,6 +69,7 @@ func newExperimentRunCmd() *cobra.Command {
 		scenario   string
 		systemList []string
 		duration   time.Duration
+		ready      time.Duration
 		scale      float64
 		out        string
 		keep       string
@@ -133,7 +134,10 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 			}
 			ctx, stop := dripcli.SignalContext(cmd.Context())
 			defer stop()
-			cfg := experiment.Config{Systems: syss, Scale: scale, Duration: duration, Dir: keep, PlacementName: "loopback"}
+			if ready < 0 {
+				return fmt.Errorf("--ready-timeout %v: want a positive time, or 0 for the default", ready)
+			}
+			cfg := experiment.Config{Systems: syss, Scale: scale, Duration: duration, ReadyTimeout: ready, Dir: keep, PlacementName: "loopback"}
 			for _, s := range faultList {
 				f, err := experiment.ParseFault(s)
 				if err != nil {
@@ -179,6 +183,7 @@ GROUP-links.png for a group. A system that is not installed or fails is reported
 	fl.StringVar(&scenario, "scenario", "", "scenario or group to run (see driplab experiment list)")
 	fl.StringSliceVar(&systemList, "systems", []string{"drip"}, "systems to run, comma-separated: "+strings.Join(systems.Names(), ", "))
 	fl.DurationVar(&duration, "duration", 0, "sending time (default: the scenario's)")
+	fl.DurationVar(&ready, "ready-timeout", 0, "how long a system may take to settle its routing once the clients have subscribed (default: 2 minutes, or 4 s per site on larger meshes)")
 	fl.Float64Var(&scale, "scale", 0.1, "factor applied to the paper's per-client rates, to fit this machine")
 	fl.StringVar(&out, "out", "experiment-results", "directory for the JSON and PNG results")
 	fl.StringVar(&keep, "keep", "", "keep the systems' configuration, logs and data in this directory (default: a temporary one, removed)")

@@ -73,3 +73,22 @@ func TestExperimentRunErrors(t *testing.T) {
 	_, _, err = execute(testCtx(t), "", "experiment", "plot", "--scenario", "smoke", "--dir", t.TempDir())
 	assert.ErrorContains(t, err, "no results for scenario smoke")
 }
+
+// --ready-timeout bounds the wait for routing to settle: a nanosecond is
+// never enough, and the run says it failed; a negative one is refused.
+func TestExperimentRunReadyTimeout(t *testing.T) {
+	noLeaks(t)
+	dir := t.TempDir()
+	_, _, err := execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--systems", "drip",
+		"--duration", "1s", "--scale", "0.5", "--out", dir, "--quiet", "--ready-timeout", "1ns")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "1 run(s) failed")
+	data, err := os.ReadFile(filepath.Join(dir, "smoke-drip.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "deadline exceeded")
+
+	_, _, err = execute(testCtx(t), "", "experiment", "run", "--scenario", "smoke", "--systems", "drip",
+		"--out", dir, "--quiet", "--ready-timeout", "-1s")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--ready-timeout -1s: want a positive time")
+}

@@ -34,6 +34,10 @@ type Config struct {
 	Scale float64
 	// Duration, when set, replaces the scenario's sending time.
 	Duration time.Duration
+	// ReadyTimeout, when set, replaces how long a system may take to
+	// settle its routing once the clients have subscribed (default:
+	// readyTimeout of the scenario's sites).
+	ReadyTimeout time.Duration
 	// Dir receives the systems' configuration, logs and data; a temporary
 	// directory (removed afterwards) when empty.
 	Dir string
@@ -184,7 +188,11 @@ func runOne(ctx context.Context, cfg Config, sys systems.System) *Result {
 	bc.Connect = dep.Connect
 	bc.Ready = func(ctx context.Context) error {
 		cfg.logf("%s/%s: subscriptions installed; waiting for routing to settle", sc.Name, sys.Name())
-		readyCtx, cancel := context.WithTimeout(ctx, readyTimeout(len(sc.Topology.Brokers)))
+		limit := cfg.ReadyTimeout
+		if limit <= 0 {
+			limit = readyTimeout(len(sc.Topology.Brokers))
+		}
+		readyCtx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
 		t0 := time.Now()
 		err := dep.Ready(readyCtx)
