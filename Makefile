@@ -114,11 +114,11 @@ experiments-harmony: build ## Run Kim10 §4's delay and failure experiments on d
 
 .PHONY: experiments-congestion
 # Malekpour11 §IV (issue 13): Figs. 7–10 and §IV-E on drip without and with
-# content-aware congestion control (and NATS for Fig. 7), in the lab (root);
-# about 17 minutes. CONGESTION_ARGS adds flags (--scenario fig7, --scale 0.5).
+# content-aware congestion control (and NATS and ActiveMQ for Figs. 7 and 8), in
+# the lab (root); about 22 minutes. CONGESTION_ARGS adds flags (--scenario fig7, --scale 0.5).
 CONGESTION_OUT ?= docs/results/congestion/lab
 CONGESTION_ARGS ?=
-experiments-congestion: build ## Run Malekpour11 §IV's congestion-control experiments on drip with and without control in the lab (root, ~17 min) into CONGESTION_OUT.
+experiments-congestion: build ## Run Malekpour11 §IV's congestion-control experiments on drip with and without control in the lab (root, ~22 min) into CONGESTION_OUT.
 	$(LAB_BIN) congestion --scenario all --out $(CONGESTION_OUT) $(CONGESTION_ARGS)
 
 .PHONY: churn

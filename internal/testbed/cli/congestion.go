@@ -46,7 +46,7 @@ drip's brokers drop at a full link queue (--link-queue bytes), as the paper's
 routers do; by default a drip broker makes publishers wait instead and loses
 nothing. Results go to --out: SCENARIO.json (configuration, per variant the
 time series, the findings against issue 13's targets) and SCENARIO.png.
-Durations are scaled by --scale (1: about 17 minutes for all; see
+Durations are scaled by --scale (1: about 22 minutes for all; see
 docs/results/congestion.md).`,
 		Example: `  make experiments-congestion
   bin/driplab congestion --scenario fig7 --scale 0.5 --out /tmp/cc`,

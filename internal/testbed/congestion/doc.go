@@ -41,6 +41,6 @@
 // Time: the paper's runs are minutes long; Config.Scale 1 keeps Fig. 7's
 // ramp at 10 + 20 + 20 s, Fig. 8's period at 20 s (the paper's 40 s, still
 // ten times the 2 s it adapts in), Fig. 9's phases at 25 s and Fig. 10's
-// run at 45 s, so that all five scenarios take about 17 minutes on two
-// cores.
+// run at 45 s, so that all five scenarios take about 22 minutes on two
+// cores (5 of them the peers' runs of Figs. 7 and 8).
 package congestion
