@@ -3,10 +3,9 @@
 // (internal/testbed/lab): drip without control, drip with control
 // (subscriptions ask for feedback, publishers listen) and, for Figs. 7 and
 // 8, a NATS cluster and a network of ActiveMQ brokers, on the same
-// bottleneck. A peer whose publisher fails under the overload (NATS closes
-// a connection it cannot keep up with) is recorded so
-// (PublisherResult.Error) and the run goes on; a drip publisher's error
-// fails the run.
+// bottleneck. A peer whose publisher fails under the overload (NATS's has
+// returned "connection closed") is recorded so (PublisherResult.Error) and
+// the run goes on; a drip publisher's error fails the run.
 //
 // Each scenario is a topology with one bottleneck link whose bandwidth
 // follows a schedule (the lab changes it live), publishers that follow a

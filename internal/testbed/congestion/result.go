@@ -80,8 +80,8 @@ type PublisherResult struct {
 	Sent    uint64    `json:"sent"`
 	Skipped uint64    `json:"skipped"`
 	Rate    []float64 `json:"sent_per_s"`
-	// Error is why a peer system's publisher stopped before its schedule
-	// ended (drip's publishers fail the run instead).
+	// Error is what a peer system's publisher returned, which ended its
+	// sending (drip's publishers fail the run instead).
 	Error string `json:"error,omitempty"`
 	// Congestion control: messages in limited flows, held for tokens and
 	// for how long, feedback messages taken, limited flows at the end.

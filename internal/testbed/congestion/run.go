@@ -424,9 +424,9 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 			if !v.peer() {
 				return nil, fmt.Errorf("publisher %d: %w", i, err)
 			}
-			// A peer that fails a publisher under overload (NATS closes
-			// a connection it cannot keep up with) does what a user of
-			// it would see: the run goes on and the result says so.
+			// A peer that fails a publisher under overload (NATS's has
+			// returned "connection closed") does what a user of it would
+			// see: the run goes on and the result says so.
 			cfg.progress("%s: %s: publisher %d stopped after %d messages: %v", s.Name, v.Name, i, len(pubs[i].bins), err)
 		}
 	}
