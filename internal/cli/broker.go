@@ -137,7 +137,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.BoolVar(&f.wan, "wan", false, "use wide-area link-state timers (slower hellos, longer dead interval)")
 	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (Kim10)")
 	fl.DurationVar(&f.helloInterval, "hello-interval", 0, "how often a hello goes to each neighbour (0: 1s, or 2s with --wan); unlike --wan it leaves link costs alone. Every broker of a mesh should use the same timers")
-	fl.DurationVar(&f.deadInterval, "dead-interval", 0, "how long a neighbour may go unheard (no frame of any kind) before its adjacency is dropped (0: 4s, or 10s with --wan); at least 3× the hello interval, and longer where brokers may be starved of CPU (docs/design.md §3)")
+	fl.DurationVar(&f.deadInterval, "dead-interval", 0, "how long a neighbour may go unheard (no frame of any kind) before its adjacency is dropped (0: 4s, or 10s with --wan); at least 3× the hello interval, and longer where brokers may be starved of CPU or links carry only tens of kB/s (docs/design.md §3)")
 	fl.StringVar(&f.bloomSchm, "bloom-scheme", def.Encoding.Scheme.String(), "Bloom encoding scheme: cat-v2 keeps ranges, prefixes and substrings selective; cat-v1 (Carzaniga09 §3) is what brokers older than the flag run. Every broker of a mesh must agree: brokers of different schemes refuse to link")
 	fl.IntVar(&f.bloomBits, "bloom-bits", 0, "Bloom filter width M in bits, if not the scheme's (2048 for cat-v2, 512 for cat-v1); every broker of a mesh must agree")
 	fl.IntVar(&f.bloomK, "bloom-hashes", 0, "Bloom hash positions K per category, if not the scheme's (6); every broker of a mesh must agree")
