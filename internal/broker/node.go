@@ -112,6 +112,16 @@ type Node struct {
 	adjacencyAdvertised bool
 	// joined is sticky: the node has joined the mesh (Joined).
 	joined bool
+	// joinDue says the node has met the condition of joining — linked to
+	// every neighbour, or the join timeout; joinGen is predsGen then,
+	// which the installed PREDICATES index must reach before the node has
+	// joined (Joined).
+	joinDue bool
+	joinGen uint64
+	// predsGen counts the PREDICATES updates applied to the table;
+	// buildingGen is its value when the build in flight was planned, and
+	// indexGen the value the installed index covers.
+	predsGen, buildingGen, indexGen uint64
 	// Per other router, its advertised filters that match every message.
 	matchAll      map[uint32]int
 	matchAllTotal int
@@ -481,7 +491,7 @@ func (n *Node) flush() {
 	case n.building != nil:
 		// One build at a time: the changes since it was planned wait for
 		// the next, once it is installed.
-	case n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, rebuildPacing*n.lastBuildTook):
+	case n.predsDirty && now.Sub(n.lastBuild) >= max(n.cfg.PredicateRebuildInterval, n.pacing()):
 		// Usually re-indexes only the routers whose advertisements changed
 		// since the last full build (encoding.Table.Snapshot).
 		n.startBuild(now, false)
@@ -489,6 +499,19 @@ func (n *Node) flush() {
 		// Changes paused: index everything together, which matches faster.
 		n.startBuild(now, true)
 	}
+}
+
+// pacing is how long the next PREDICATES build waits beyond
+// PredicateRebuildInterval from the last one's start: rebuildPacing times
+// the last one's duration, except while the node waits for an index of the
+// database it joined with (Joined). That wait holds its readiness and its
+// publishers, and the ten builds' worth of pacing it would add — seconds on
+// a broker short of CPU — buys nothing while the node serves nobody.
+func (n *Node) pacing() time.Duration {
+	if n.joinDue && !n.joined {
+		return 0
+	}
+	return rebuildPacing * n.lastBuildTook
 }
 
 // compactAfter is how long the PREDICATES index keeps a partial build
@@ -505,6 +528,7 @@ func (n *Node) startBuild(now time.Time, full bool) {
 	b := n.table.Plan(full)
 	n.building, n.lastBuild, n.predsDirty = b, now, false
 	n.buildingChanged, n.predsChanged = n.predsChanged, 0
+	n.buildingGen = n.predsGen
 	n.buildingQoS = nil
 	if n.classesDirty {
 		// Published with the filters they refine.
@@ -527,6 +551,7 @@ func (n *Node) InstallIndex(b *encoding.Build) {
 	}
 	snap := n.table.Install(b)
 	n.preds.Store(snap)
+	n.indexGen = n.buildingGen
 	if n.buildingQoS != nil {
 		n.qos.Store(n.buildingQoS)
 	}
@@ -577,6 +602,7 @@ func (n *Node) processReady() {
 			n.setClasses(u)
 			n.predsDirty = true
 			n.predsChanged++
+			n.predsGen++
 		}
 		for _, ev := range rd.Events {
 			n.observe(ev)
@@ -846,31 +872,44 @@ func (n *Node) listedBy(id uint32) bool {
 // Joined reports whether the node has joined the mesh: it is linked both
 // ways to every configured neighbour (Linked), or JoinTimeout has passed
 // since it started, as the first broker of a mesh, or one whose neighbour
-// is down, must serve anyway. Once joined it stays joined, and the first
-// call that finds it says so in the log. Only then may the next broker of
-// a rolling update leave: a broker ready after its first neighbour's
-// database, as it once was, could be that neighbour's only link to the
-// mesh when Kubernetes took the neighbour down next, and dropped what it
-// was handed for want of a route (docs/design.md §10, "Ready means
-// joined"). A control-plane call.
+// is down, must serve anyway; and its PREDICATES index covers the
+// advertisements it held at that moment. Once joined it stays joined, and
+// the first call that finds it says so in the log. Only then may the next
+// broker of a rolling update leave: a broker ready after its first
+// neighbour's database, as it once was, could be that neighbour's only link
+// to the mesh when Kubernetes took the neighbour down next, and dropped what
+// it was handed for want of a route (docs/design.md §10, "Ready means
+// joined"). And only then may it take publishers: a message matched
+// against an index built before the database arrived — seconds before it
+// could be rebuilt, on a broker short of CPU — reaches none of the brokers
+// missing from it, and no broker counts that as a drop. A control-plane
+// call.
 func (n *Node) Joined() bool {
 	if n.joined {
 		return true
 	}
-	linked, configured := n.Linked()
-	after := n.clock.Since(n.start)
-	switch {
-	case linked == configured:
-		n.log.Info("joined the mesh", zap.Duration("after", after), zap.Int("neighbours", configured))
-	case after < n.cfg.JoinTimeout:
+	if !n.joinDue {
+		linked, configured := n.Linked()
+		switch {
+		case linked == configured:
+		case n.clock.Since(n.start) < n.cfg.JoinTimeout:
+			return false
+		case n.HasRoutes():
+			n.log.Warn("not linked to every neighbour after the join timeout; serving with the routes it has",
+				zap.Int("linked", linked), zap.Int("neighbours", configured), zap.Duration("join_timeout", n.cfg.JoinTimeout))
+		default:
+			n.log.Warn("no neighbour's database after the join timeout; serving anyway", zap.Duration("join_timeout", n.cfg.JoinTimeout))
+		}
+		// Not a moving target: what arrives from now on is the mesh's
+		// ordinary churn, which the index follows as it always does.
+		n.joinDue, n.joinGen = true, n.predsGen
+	}
+	if n.indexGen < n.joinGen {
 		return false
-	case n.HasRoutes():
-		n.log.Warn("not linked to every neighbour after the join timeout; serving with the routes it has",
-			zap.Int("linked", linked), zap.Int("neighbours", configured), zap.Duration("join_timeout", n.cfg.JoinTimeout))
-	default:
-		n.log.Warn("no neighbour's database after the join timeout; serving anyway", zap.Duration("join_timeout", n.cfg.JoinTimeout))
 	}
 	n.joined = true
+	linked, configured := n.Linked()
+	n.log.Info("joined the mesh", zap.Duration("after", n.clock.Since(n.start)), zap.Int("neighbours", configured), zap.Int("linked", linked))
 	return true
 }
 

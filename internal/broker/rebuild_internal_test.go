@@ -400,3 +400,98 @@ func holdingBuilds(hold *atomic.Bool) (opt Option, held, release chan struct{}) 
 	}
 	return opt, held, release
 }
+
+// TestJoinedWaitsForTheIndex: a broker linked both ways to its every
+// neighbour, the neighbour's database loaded, has not joined the mesh
+// while its PREDICATES index does not cover that database (its build held
+// here, as a build of seconds on a starved machine would be): it took
+// publishers once, and matched their messages against an index without
+// the mesh's filters, delivering them to no broker and counting no drop
+// (docs/results/churn.md). It joins once the build is installed, with the
+// neighbour's filters in its index.
+func TestJoinedWaitsForTheIndex(t *testing.T) {
+	net := transport.NewMemNetwork()
+	var hold atomic.Bool
+	hold.Store(true)
+	holding, held, release := holdingBuilds(&hold)
+	cfg := func(id uint32, peer uint32) Config {
+		c := DefaultConfig(id, fmt.Sprintf("b%d", id))
+		c.Mesh = "test"
+		c.TickInterval = 10 * time.Millisecond
+		c.PredicateRebuildInterval = 10 * time.Millisecond
+		c.AdvertiseInterval = 10 * time.Millisecond
+		c.LinkState.HelloInterval = 50 * time.Millisecond
+		c.LinkState.DeadInterval = 2 * time.Second
+		c.DialBackoffMin, c.DialBackoffMax = 20*time.Millisecond, 200*time.Millisecond
+		c.DrainTimeout = time.Second
+		c.Peers = []Peer{{ID: peer, Addr: fmt.Sprintf("b%d", peer), Weight: 1}}
+		return c
+	}
+	b1, err := New(cfg(1, 2), WithDialer(net.Dialer()), holding)
+	require.NoError(t, err)
+	b2, err := New(cfg(2, 1), WithDialer(net.Dialer()))
+	require.NoError(t, err)
+	// b2's subscriber is in the database b1 receives when it joins.
+	_, err = b2.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		wg.Wait()
+	})
+	for _, b := range []*Broker{b1, b2} {
+		net.Listen(b.Config().Name, b.Open(), b.HandleLink)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = b.Run(ctx)
+		}()
+	}
+	inspect := func(b *Broker) Inspection {
+		ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+		defer icancel()
+		in, err := b.Inspect(ictx)
+		require.NoError(t, err, "%s's core did not answer", b.Config().Name)
+		return in
+	}
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b1 started no build")
+	}
+	// A route to b2 means that b1 advertises the link and b2's LSA lists
+	// it: b1 is linked both ways to its one neighbour (Node.Linked).
+	for i := 0; ; i++ {
+		require.Less(t, i, 1000, "b1 never had a route to b2")
+		if _, ok := inspect(b1).NextHops[2]; ok {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The core checks whether it has joined after every event, this
+	// inspection's included; a few more round trips and hello intervals
+	// leave it every chance to.
+	time.Sleep(200 * time.Millisecond)
+	inspect(b1)
+	select {
+	case <-b1.Joined():
+		t.Fatal("b1 joined while its index did not cover its neighbour's database")
+	default:
+	}
+	assert.Zero(t, inspect(b1).Predicates[2], "b1's data plane took b2's predicate before the build was installed")
+
+	hold.Store(false)
+	close(release)
+	released = true
+	select {
+	case <-b1.Joined():
+	case <-time.After(10 * time.Second):
+		t.Fatal("b1 did not join once its builds were released")
+	}
+	assert.Positive(t, inspect(b1).Predicates[2], "b1 joined without b2's predicate in its index")
+}
