@@ -16,7 +16,6 @@ import (
 
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
-	"github.com/dripmesh/drip/internal/race"
 )
 
 // triangle starts brokers b0, b1, b2, each linked to the others, so that
@@ -313,16 +312,6 @@ func TestMoveSkipsABrokerThatHangs(t *testing.T) {
 // a message in flight (every move is a drain, whose acknowledgement is
 // exact).
 func TestRollingRestartLosesNothing(t *testing.T) {
-	if race.Enabled {
-		// Under the race detector beside other packages' tests, a
-		// publisher failing over to a broker that had just restarted lost
-		// a run of 8–38 messages in 3 of 4 runs on a loaded machine, with
-		// this code and with the code of the last landing alike (a known
-		// defect, not yet found: docs/results/churn.md); alone and without
-		// the detector it passed 3 of 3. make test runs it so, after the
-		// race pass.
-		t.Skip("timed under -race beside other tests; make test runs it alone without -race")
-	}
 	const n = 4
 	// Production-like margins against a starved test machine: a 2 s dead
 	// interval, and drain phases that end when their work is done, not at
