@@ -168,10 +168,12 @@ func (c coreBuilder) Start(build *encoding.Build) {
 
 // Joined is closed once the running broker has joined the mesh
 // (Node.Joined): it is linked both ways to every configured neighbour or
-// has waited JoinTimeout for them. Until then messages published here could be
-// dropped for want of a route, so publish streams wait for it, and the
-// server reports itself ready — to Kubernetes, which then goes on with a
-// rolling update — only after it.
+// has waited JoinTimeout for them, and its PREDICATES index covers the
+// database it then held. Until then messages published here could be
+// dropped for want of a route, or matched against an index without the
+// mesh's filters and delivered nowhere, so publish streams wait for it, and
+// the server reports itself ready — to Kubernetes, which then goes on with
+// a rolling update — only after it.
 func (b *Broker) Joined() <-chan struct{} { return b.joined }
 
 // Stopped is closed once Run has returned.
