@@ -157,7 +157,10 @@ type Config struct {
 	// waits to join the mesh — to be linked both ways to every one of them,
 	// each database exchange finished — before it reports itself ready
 	// (Joined) anyway, as the first broker of a new mesh, or one whose
-	// neighbour is down, must. Publish streams wait for it too.
+	// neighbour is down, must. Either way it is ready only once its
+	// PREDICATES index covers the databases it held then, so readiness can
+	// come one index build after the timeout. Publish streams wait for it
+	// too.
 	JoinTimeout time.Duration
 	// RerouteGrace bounds how long a withdrawn broker keeps forwarding
 	// the bundles still on their way while its neighbours reroute around
