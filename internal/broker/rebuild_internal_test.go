@@ -216,53 +216,9 @@ func TestIndexBuildsOneAtATime(t *testing.T) {
 // for as long, and neighbours gave it up after the dead interval
 // (docs/results/experiments/scale).
 func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
-	net := transport.NewMemNetwork()
-	var hold atomic.Bool
-	holding, held, release := holdingBuilds(&hold)
-	cfg := func(id uint32, peer uint32) Config {
-		c := DefaultConfig(id, fmt.Sprintf("b%d", id))
-		c.Mesh = "test"
-		c.TickInterval = 10 * time.Millisecond
-		c.PredicateRebuildInterval = 10 * time.Millisecond
-		c.AdvertiseInterval = 10 * time.Millisecond
-		c.LinkState.HelloInterval = 50 * time.Millisecond
-		c.LinkState.DeadInterval = 400 * time.Millisecond
-		c.DialBackoffMin, c.DialBackoffMax = 20*time.Millisecond, 200*time.Millisecond
-		c.DrainTimeout = time.Second
-		c.Peers = []Peer{{ID: peer, Addr: fmt.Sprintf("b%d", peer), Weight: 1}}
-		return c
-	}
-	b1, err := New(cfg(1, 2), WithDialer(net.Dialer()), holding)
-	require.NoError(t, err)
-	b2, err := New(cfg(2, 1), WithDialer(net.Dialer()))
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(context.Background())
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-		cancel()
-		wg.Wait()
-	})
-	for _, b := range []*Broker{b1, b2} {
-		net.Listen(b.Config().Name, b.Open(), b.HandleLink)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = b.Run(ctx)
-		}()
-	}
-	inspect := func(b *Broker) Inspection {
-		// A generous bound, so that a core that stands still fails the
-		// test rather than hangs it.
-		ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
-		defer icancel()
-		in, err := b.Inspect(ictx)
-		require.NoError(t, err, "%s's core did not answer", b.Config().Name)
-		return in
-	}
+	p := newHeldPair(t, 400*time.Millisecond)
+	b1, b2, inspect := p.b1, p.b2, p.inspect
+	p.run()
 	adjacent := func(b *Broker) bool {
 		for _, nb := range inspect(b).Neighbors {
 			if nb.Advertised {
@@ -281,11 +237,11 @@ func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
 	down1, down2 := downs(b1), downs(b2)
 
 	// b2 gains a subscriber: b1's next build, of b2's new predicate, is held.
-	hold.Store(true)
-	_, err = b2.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
+	p.hold.Store(true)
+	_, err := b2.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
 	require.NoError(t, err)
 	select {
-	case <-held:
+	case <-p.held:
 	case <-time.After(10 * time.Second):
 		t.Fatal("b1 started no build of b2's new predicate")
 	}
@@ -298,9 +254,7 @@ func TestHellosFlowWhileABuildIsHeld(t *testing.T) {
 	assert.Equal(t, down1, downs(b1), "b1 declared b2 dead while its build was held")
 	assert.True(t, adjacent(b1) && adjacent(b2), "the adjacency went down while b1's build was held")
 
-	hold.Store(false)
-	close(release)
-	released = true
+	p.release()
 	// A generous bound: under the race detector beside other packages'
 	// tests a loaded CI machine once took longer than 5 s.
 	for i := 0; inspect(b1).Predicates[2] == 0; i++ {
@@ -401,6 +355,81 @@ func holdingBuilds(hold *atomic.Bool) (opt Option, held, release chan struct{}) 
 	return opt, held, release
 }
 
+// heldPair is two brokers linked on an in-memory network with the fast
+// timers of real-goroutine tests and the given dead interval; b1's
+// PREDICATES builds are held while hold is set (holdingBuilds), until
+// release.
+type heldPair struct {
+	t       *testing.T
+	ctx     context.Context
+	b1, b2  *Broker
+	hold    atomic.Bool
+	held    chan struct{}
+	release func() // lets held builds finish, and every later one; idempotent
+	run     func() // starts both brokers, stopped at the test's end
+}
+
+func newHeldPair(t *testing.T, dead time.Duration) *heldPair {
+	p := &heldPair{t: t}
+	holding, held, release := holdingBuilds(&p.hold)
+	p.held = held
+	var once sync.Once
+	p.release = func() {
+		once.Do(func() {
+			p.hold.Store(false)
+			close(release)
+		})
+	}
+	cfg := func(id uint32, peer uint32) Config {
+		c := DefaultConfig(id, fmt.Sprintf("b%d", id))
+		c.Mesh = "test"
+		c.TickInterval = 10 * time.Millisecond
+		c.PredicateRebuildInterval = 10 * time.Millisecond
+		c.AdvertiseInterval = 10 * time.Millisecond
+		c.LinkState.HelloInterval = 50 * time.Millisecond
+		c.LinkState.DeadInterval = dead
+		c.DialBackoffMin, c.DialBackoffMax = 20*time.Millisecond, 200*time.Millisecond
+		c.DrainTimeout = time.Second
+		c.Peers = []Peer{{ID: peer, Addr: fmt.Sprintf("b%d", peer), Weight: 1}}
+		return c
+	}
+	net := transport.NewMemNetwork()
+	var err error
+	p.b1, err = New(cfg(1, 2), WithDialer(net.Dialer()), holding)
+	require.NoError(t, err)
+	p.b2, err = New(cfg(2, 1), WithDialer(net.Dialer()))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.ctx = ctx
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		p.release()
+		cancel()
+		wg.Wait()
+	})
+	p.run = func() {
+		for _, b := range []*Broker{p.b1, p.b2} {
+			net.Listen(b.Config().Name, b.Open(), b.HandleLink)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = b.Run(ctx)
+			}()
+		}
+	}
+	return p
+}
+
+// inspect asks b's core for an inspection. The bound is generous, so that
+// a core that stands still fails the test rather than hangs it.
+func (p *heldPair) inspect(b *Broker) Inspection {
+	ictx, icancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer icancel()
+	in, err := b.Inspect(ictx)
+	require.NoError(p.t, err, "%s's core did not answer", b.Config().Name)
+	return in
+}
+
 // TestJoinedWaitsForTheIndex: a broker linked both ways to its every
 // neighbour, the neighbour's database loaded, has not joined the mesh
 // while its PREDICATES index does not cover that database (its build held
@@ -410,57 +439,15 @@ func holdingBuilds(hold *atomic.Bool) (opt Option, held, release chan struct{}) 
 // (docs/results/churn.md). It joins once the build is installed, with the
 // neighbour's filters in its index.
 func TestJoinedWaitsForTheIndex(t *testing.T) {
-	net := transport.NewMemNetwork()
-	var hold atomic.Bool
-	hold.Store(true)
-	holding, held, release := holdingBuilds(&hold)
-	cfg := func(id uint32, peer uint32) Config {
-		c := DefaultConfig(id, fmt.Sprintf("b%d", id))
-		c.Mesh = "test"
-		c.TickInterval = 10 * time.Millisecond
-		c.PredicateRebuildInterval = 10 * time.Millisecond
-		c.AdvertiseInterval = 10 * time.Millisecond
-		c.LinkState.HelloInterval = 50 * time.Millisecond
-		c.LinkState.DeadInterval = 2 * time.Second
-		c.DialBackoffMin, c.DialBackoffMax = 20*time.Millisecond, 200*time.Millisecond
-		c.DrainTimeout = time.Second
-		c.Peers = []Peer{{ID: peer, Addr: fmt.Sprintf("b%d", peer), Weight: 1}}
-		return c
-	}
-	b1, err := New(cfg(1, 2), WithDialer(net.Dialer()), holding)
-	require.NoError(t, err)
-	b2, err := New(cfg(2, 1), WithDialer(net.Dialer()))
-	require.NoError(t, err)
+	p := newHeldPair(t, 2*time.Second)
+	b1, inspect := p.b1, p.inspect
+	p.hold.Store(true)
 	// b2's subscriber is in the database b1 receives when it joins.
-	_, err = b2.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
+	_, err := p.b2.Node().Subscribe(content.MustParse(`n exists`), qos.Flow{}, "c")
 	require.NoError(t, err)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(context.Background())
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-		cancel()
-		wg.Wait()
-	})
-	for _, b := range []*Broker{b1, b2} {
-		net.Listen(b.Config().Name, b.Open(), b.HandleLink)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = b.Run(ctx)
-		}()
-	}
-	inspect := func(b *Broker) Inspection {
-		ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
-		defer icancel()
-		in, err := b.Inspect(ictx)
-		require.NoError(t, err, "%s's core did not answer", b.Config().Name)
-		return in
-	}
+	p.run()
 	select {
-	case <-held:
+	case <-p.held:
 	case <-time.After(10 * time.Second):
 		t.Fatal("b1 started no build")
 	}
@@ -485,9 +472,7 @@ func TestJoinedWaitsForTheIndex(t *testing.T) {
 	}
 	assert.Zero(t, inspect(b1).Predicates[2], "b1's data plane took b2's predicate before the build was installed")
 
-	hold.Store(false)
-	close(release)
-	released = true
+	p.release()
 	select {
 	case <-b1.Joined():
 	case <-time.After(10 * time.Second):
