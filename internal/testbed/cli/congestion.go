@@ -147,12 +147,12 @@ func pickVariants(all []congestion.Variant, list string) ([]congestion.Variant, 
 		return all, nil
 	}
 	names := strings.Split(list, ",")
+	var known []string
+	for _, v := range congestion.AllVariants() {
+		known = append(known, v.Name)
+	}
 	for _, n := range names {
-		if !slices.ContainsFunc(congestion.AllVariants(), func(v congestion.Variant) bool { return strings.EqualFold(v.Name, n) }) {
-			var known []string
-			for _, v := range congestion.AllVariants() {
-				known = append(known, v.Name)
-			}
+		if !slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(k, n) }) {
 			return nil, fmt.Errorf("--variants: unknown variant %q: want some of %s", n, strings.Join(known, ", "))
 		}
 	}
