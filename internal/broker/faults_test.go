@@ -386,12 +386,15 @@ func TestReadyzFollowsReadiness(t *testing.T) {
 	require.NoError(t, err)
 	cfg.Peers = []broker.Peer{{ID: 1, Addr: dead.Addr().String(), Weight: 1}}
 	require.NoError(t, dead.Close())
+	// The broker's join timeout runs from its construction, so the test's
+	// clock starts before it: started after, a slow construction (under
+	// -race on a loaded machine, 4 ms) read as joining early.
+	start := time.Now()
 	srv, err := broker.NewServer(cfg, broker.ServerConfig{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
 		MetricsAddr: "127.0.0.1:0", StopTimeout: time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	start := time.Now()
 	go func() { done <- srv.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
