@@ -357,17 +357,24 @@ func (cc *subCC) setPredicate(text string) {
 // alternatives share, the narrower for both. A value that is not an
 // integer (a float inside the range) matches none of the equalities and
 // counts as another filter's.
+//
+// The filter is coarse unless its Bloom filters take exactly its messages
+// (but for Bloom false positives): every constraint an equality or an
+// existence test, or one of them the enumerated range.
 func congestionFilter(id uint32, f content.Filter) congestion.Filter {
 	alts := wire.CongestionParams.AppendFilter(nil, f)
 	flow := intersection(alts)
-	if eq := enumerateRange(f); eq != nil {
+	exact := func(c content.Constraint) bool { return c.Op == content.OpEq || c.Op == content.OpExists }
+	coarse := !allOf(f, exact)
+	if eq, ranged := enumerateRange(f); eq != nil {
 		flow = flow.Or(intersection(eq))
 		alts = eq
 		for i := range alts {
 			alts[i] = alts[i].Or(flow) // so that an alternative implies the flow
 		}
+		coarse = !allOf(f, func(c content.Constraint) bool { return c.Name == ranged || exact(c) })
 	}
-	out := congestion.Filter{ID: id, Bloom: flow}
+	out := congestion.Filter{ID: id, Bloom: flow, Coarse: coarse}
 	if len(alts) > 1 && len(alts) <= maxAlternatives {
 		out.Alternatives = alts
 	}
@@ -383,10 +390,15 @@ func intersection(bs []encoding.Bloom) encoding.Bloom {
 	return b
 }
 
+// allOf reports whether every constraint of f satisfies ok.
+func allOf(f content.Filter, ok func(content.Constraint) bool) bool {
+	return !slices.ContainsFunc(f, func(c content.Constraint) bool { return !ok(c) })
+}
+
 // enumerateRange is f's Bloom filters with its integer range on one
-// attribute written as equalities, or nil when f has no such range or it
-// would take more than maxAlternatives.
-func enumerateRange(f content.Filter) []encoding.Bloom {
+// attribute, named, written as equalities, or nil when f has no such range
+// or it would take more than maxAlternatives.
+func enumerateRange(f content.Filter) ([]encoding.Bloom, string) {
 	for _, c := range f {
 		if c.Value.Kind() != content.KindInt || !isOrder(c.Op) {
 			continue
@@ -394,7 +406,7 @@ func enumerateRange(f content.Filter) []encoding.Bloom {
 		lo, hi, ok := intBounds(f, c.Name)
 		// hi − lo in uint64: the int64 difference can overflow.
 		if !ok || hi < lo || uint64(hi-lo) >= maxAlternatives {
-			return nil
+			return nil, ""
 		}
 		var rest content.Filter
 		for _, d := range f {
@@ -407,12 +419,12 @@ func enumerateRange(f content.Filter) []encoding.Bloom {
 			eq := append(slices.Clone(rest), content.Constraint{Name: c.Name, Op: content.OpEq, Value: content.Int(lo + i)})
 			alts = wire.CongestionParams.AppendFilter(alts, eq)
 			if len(alts) > maxAlternatives {
-				return nil
+				return nil, ""
 			}
 		}
-		return alts
+		return alts, c.Name
 	}
-	return nil
+	return nil, ""
 }
 
 func isOrder(op content.Op) bool {

@@ -332,24 +332,31 @@ publishing:
 func TestCongestionFilter(t *testing.T) {
 	for _, c := range []struct {
 		pred       string
-		enumerated int // alternatives; 0: cat-v2's
+		enumerated int  // alternatives; 0: cat-v2's
+		coarse     bool // its Bloom filters take messages it does not
 	}{
-		{"pub = 0 && k >= 0 && k < 20", 20},
-		{"k >= 30 && k < 40", 10},
-		{"k > 3 && k <= 5", 2},
-		{"k >= 40 && k < 104", 64},
-		{"k >= 0 && k < 100", 0},          // more than maxAlternatives
-		{"k >= 0", 0},                     // unbounded
-		{"k >= 5 && k < 5", 0},            // empty
-		{"k >= 0.5 && k < 3", 0},          // not integers
-		{"k >= 0 && k < 20 && k != 3", 0}, // another constraint on k
-		{"k >= -9223372036854775808 && k <= 9223372036854775807", 0},
+		{"pub = 0 && k >= 0 && k < 20", 20, false},
+		{"k >= 30 && k < 40", 10, false},
+		{"k > 3 && k <= 5", 2, false},
+		{"k >= 40 && k < 104", 64, false},
+		{"k >= 0 && k < 20 && s prefix \"ab\"", 20, true}, // a substring beside the range
+		{"k >= 0 && k < 100", 0, true},                    // more than maxAlternatives
+		{"k >= 0", 0, true},                               // unbounded
+		{"k >= 5 && k < 5", 0, true},                      // empty
+		{"k >= 0.5 && k < 3", 0, true},                    // not integers
+		{"k >= 0 && k < 20 && k != 3", 0, true},           // another constraint on k
+		{"k >= -9223372036854775808 && k <= 9223372036854775807", 0, true},
+		{"pub = 0 && d = 3", 0, false},
+		{"pub = 0 && s exists", 0, false},
+		{"s suffix \"z\"", 0, true},
+		{"pub != 0", 0, true},
 	} {
 		t.Run(c.pred, func(t *testing.T) {
 			f := content.MustParse(c.pred)[0]
 			cat := wire.CongestionParams.AppendFilter(nil, f)
 			got := congestionFilter(3, f)
 			assert.Equal(t, uint32(3), got.ID)
+			assert.Equal(t, c.coarse, got.Coarse)
 			if c.enumerated == 0 {
 				assert.Equal(t, intersection(cat), got.Bloom)
 				if len(cat) > 1 {

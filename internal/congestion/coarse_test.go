@@ -120,3 +120,75 @@ func TestCoarseFlowDoesNotStarve(t *testing.T) {
 		})
 	}
 }
+
+// TestCoarseFiltersMeasureLossOnTheExactOnes checks Receive's loss
+// measurement for a subscriber with an exact filter and a coarse one,
+// whose Bloom filter, in the records, matches twice as many messages as
+// it takes. Three subscribers receive the same messages with each lost
+// at rate loss: one whose coarse filter is marked Coarse, one whose is
+// not, and an ideal one whose second filter's Bloom filter is exactly
+// what it takes. The marked one must count loss events at the ideal's
+// rate per message it measures; the unmarked one reads gaps of messages
+// it never took as losses, which is what this guards against.
+func TestCoarseFiltersMeasureLossOnTheExactOnes(t *testing.T) {
+	exactMsg, coarseTaken, coarseOnly, elsewhere := bits(10, 11), bits(1, 2), bits(1, 3), bits(4, 5)
+	exactF := Filter{ID: 2, Bloom: bits(10, 11)}
+	for _, loss := range []float64{0, 0.02} {
+		t.Run(fmt.Sprintf("loss %.0f%%", 100*loss), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.InitialRTT = time.Millisecond // no two losses in one event
+			subs := map[string]*Subscriber{}
+			for name, second := range map[string]Filter{
+				"marked":   {ID: 1, Bloom: bits(1), Coarse: true},
+				"unmarked": {ID: 1, Bloom: bits(1)},
+				"ideal":    {ID: 1, Bloom: bits(1, 2)},
+			} {
+				s, err := NewSubscriber(7, cfg)
+				require.NoError(t, err)
+				s.SetFilters([]Filter{exactF, second})
+				subs[name] = s
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(1000*loss)))
+			var hist []encoding.Bloom
+			received, receivedExact := 0, 0
+			now := epoch
+			for seq := uint64(1); seq <= 200_000; seq++ {
+				var m encoding.Bloom
+				switch x := rng.Float64(); {
+				case x < 0.1:
+					m = exactMsg
+				case x < 0.3:
+					m = coarseTaken
+				case x < 0.7:
+					m = coarseOnly
+				default:
+					m = elsewhere
+				}
+				now = now.Add(10 * time.Millisecond)
+				if (m == exactMsg || m == coarseTaken) && rng.Float64() >= loss {
+					received++
+					if m == exactMsg {
+						receivedExact++
+					}
+					h := &Header{Publisher: 1, Seq: seq, SentAt: now, Rate: 100, Record: hist[len(hist)-min(len(hist), 5):]}
+					for _, s := range subs {
+						s.Receive(h, m, now)
+					}
+				}
+				hist = append(hist, m)
+			}
+			events := func(name string) float64 { return float64(subs[name].sessions[1].loss.events) }
+			if loss == 0 {
+				assert.Zero(t, events("marked"))
+				assert.Zero(t, events("ideal"))
+				assert.Greater(t, events("unmarked"), 1000.0, "the guard cannot fail")
+				return
+			}
+			// Gaps the record of 5 does not cover hide a few losses
+			// from all three alike.
+			assert.InEpsilon(t, loss, events("ideal")/float64(received), 0.25)
+			assert.InEpsilon(t, loss, events("marked")/float64(receivedExact), 0.25)
+			assert.Greater(t, events("unmarked")/float64(received), 5*loss)
+		})
+	}
+}

@@ -22,10 +22,18 @@ const rttWeight = 0.125
 // by the alternatives, precisely, and asks the publisher to limit the
 // intersection, a superset (a flow's filter is one Bloom filter, so that
 // covering is a subset test).
+//
+// Coarse says that the filter's Bloom filters also match messages it does
+// not take, beyond Bloom false positives: an order or substring constraint
+// that the encoding covers by coarse nodes. A record entry that only a
+// coarse filter matches is then no evidence of a message the subscriber
+// missed, so a session that has an exact filter's messages measures loss
+// on those alone (see Receive).
 type Filter struct {
 	ID           uint32
 	Bloom        encoding.Bloom
 	Alternatives []encoding.Bloom
+	Coarse       bool
 }
 
 // matches reports whether the message with Bloom filter m may match f.
@@ -67,8 +75,13 @@ type session struct {
 	last uint64    // highest sequence number received
 	seen time.Time // when the last message arrived
 	loss lossHistory
-	recv meter   // messages from this publisher
-	rate float64 // λ_P, from the last header
+	recv meter // messages from this publisher
+	// stream counts the messages of the stream loss is measured on: all
+	// of recv's, or the exact filters' alone once exact is set (see
+	// Receive): an exact filter has an entry.
+	stream meter
+	exact  bool
+	rate   float64 // λ_P, from the last header
 	// rtt is the smoothed round-trip time, measured once an echo came
 	// back; base is the last full measurement and the one-way delay of
 	// data then, from which non-limiting subscribers follow changes.
@@ -125,6 +138,7 @@ func (s *Subscriber) SetFilters(fs []Filter) {
 				delete(ss.entries, id)
 			}
 		}
+		ss.exact = s.hasExact(ss) // a filter may have changed kind under its ID
 	}
 }
 
@@ -164,6 +178,16 @@ func (s *Subscriber) Sessions() []SessionStats {
 // publisher no subscriber has asked yet (it names itself, nothing more):
 // it opens the session, so that the next Tick asks, and is otherwise not
 // measured.
+//
+// Loss is measured on one stream of the session's messages: those of its
+// exact filters once one has had a message from this publisher, else all.
+// A coarse filter's Bloom filters match, in a record, messages the
+// filter does not take, so counting its matches would read nearly every
+// gap as a loss: in Carzaniga09's
+// workload that made subscribers send more feedback than the publishers
+// sent data (docs/results/congestion.md). The loss event rate is the same
+// on either stream when losses do not depend on content, so the deliveries
+// counted between loss events are the measured stream's too.
 func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	s.stats.Messages++
 	ss := s.session(h.Publisher, now)
@@ -175,10 +199,14 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	oneWay := now.Sub(h.SentAt)
 	s.measureRTT(ss, h, oneWay, now)
 
+	exactHit := false
 	for i := range s.filters {
 		f := &s.filters[i]
 		if !f.matches(m) {
 			continue
+		}
+		if !f.Coarse {
+			exactHit, ss.exact = true, true // its entry exists from here on
 		}
 		e := ss.entries[f.ID]
 		if e == nil {
@@ -194,29 +222,47 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	s.sampleRecords(ss, h)
 	ss.distinct++
 	ss.recv.add(now)
+	exact := ss.exact
+	inStream := !exact || exactHit
+	if inStream {
+		ss.stream.add(now)
+	}
 
 	if h.Seq <= ss.last {
 		return // late: it was counted lost, or is a copy
 	}
+	delivered := 1.0
 	switch gap := h.Seq - ss.last - 1; {
 	case ss.last == 0:
-		ss.loss.deliver(1)
-	case s.revealsLoss(ss, h, gap):
+	case s.revealsLoss(ss, h, gap, exact):
 		ss.loss.loss(now, ss.rtt, ss.recv.rate(now))
-		ss.loss.deliver(1)
 	case gap <= uint64(len(h.Record)):
-		ss.loss.deliver(1)
 	default:
 		// The record does not reach back over the whole gap: assume the
 		// messages it does not cover were irrelevant, and count the
 		// delivery by the chance that this is right (Malekpour11 §III-C).
 		rho := 1.0
 		if ss.rate > 0 {
-			rho = min(ss.recv.rate(now)/ss.rate, 1)
+			rho = min(ss.stream.rate(now)/ss.rate, 1)
 		}
-		ss.loss.deliver(math.Pow(1-rho, float64(gap-uint64(len(h.Record)))))
+		delivered = math.Pow(1-rho, float64(gap-uint64(len(h.Record))))
+	}
+	if inStream {
+		ss.loss.deliver(delivered)
 	}
 	ss.last = h.Seq
+}
+
+// hasExact reports whether one of the subscriber's exact filters has had
+// messages from the session's publisher, which session.exact caches: loss
+// is then measured on those.
+func (s *Subscriber) hasExact(ss *session) bool {
+	for i := range s.filters {
+		if f := &s.filters[i]; !f.Coarse && ss.entries[f.ID] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // sampleRecords measures, for each of the session's flows, what share of
@@ -259,14 +305,15 @@ func (s *Subscriber) sampleRecords(ss *session, h *Header) {
 
 // revealsLoss reports whether the record shows a message in the gap
 // before h that one of the session's flows would have carried: a filter
-// that has received messages from this publisher (Malekpour11 §III-B-5).
-// Filters that never did are left out, because each adds its Bloom false
-// positives (a message that looks relevant and was not) to every gap.
-func (s *Subscriber) revealsLoss(ss *session, h *Header, gap uint64) bool {
+// that has received messages from this publisher (Malekpour11 §III-B-5),
+// and only an exact one when exact is set (see Receive). Filters that
+// never did are left out, because each adds its Bloom false positives (a
+// message that looks relevant and was not) to every gap.
+func (s *Subscriber) revealsLoss(ss *session, h *Header, gap uint64, exact bool) bool {
 	n := uint64(len(h.Record))
 	for _, r := range h.Record[n-min(gap, n):] {
 		for i := range s.filters {
-			if f := &s.filters[i]; ss.entries[f.ID] != nil && f.matches(r) {
+			if f := &s.filters[i]; ss.entries[f.ID] != nil && !(exact && f.Coarse) && f.matches(r) {
 				return true
 			}
 		}
@@ -450,6 +497,7 @@ func (s *Subscriber) round(ss *session, now time.Time) (Feedback, bool) {
 			delete(ss.entries, id) // no flow from this publisher any more
 		}
 	}
+	ss.exact = s.hasExact(ss)
 	return fb, len(fb.Requests) > 0
 }
 

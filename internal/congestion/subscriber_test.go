@@ -97,7 +97,9 @@ func TestLossDetection(t *testing.T) {
 			s := newSub(t, Filter{ID: 1, Bloom: bits(1)})
 			s.Receive(header(1), mine, epoch)
 			ss := s.sessions[1]
-			ss.recv = meter{v: 50, at: epoch} // ρ = 50/100
+			// ρ = 50/100: the filter is exact, so the stream loss is
+			// measured on is all of the session's messages.
+			ss.recv, ss.stream = meter{v: 50, at: epoch}, meter{v: 50, at: epoch}
 			s.Receive(c.next, mine, epoch)
 			assert.Equal(t, c.lossEvents, ss.loss.n)
 			assert.InDelta(t, c.open, ss.loss.open, 0.01)

@@ -1,0 +1,68 @@
+package client
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// TestRecordEntriesThatLookTaken measures, on Carzaniga09's one-constraint
+// workload (the 8-broker scenarios'), how often a publication record entry
+// looks taken by a filter that does not take the message, for the filters
+// congestionFilter marks exact and those it marks coarse. A subscriber
+// reads such an entry in a gap as a loss. Coarse filters must look taken
+// far more often, or marking them would be pointless; and an exact
+// filter's rate, against the share of messages it takes, says how much
+// loss a record can reveal at all (docs/design.md §12).
+func TestRecordEntriesThatLookTaken(t *testing.T) {
+	g, err := workload.New(workload.SingleConstraint())
+	require.NoError(t, err)
+	msgs := g.Messages(400)
+	blooms := make([]encoding.Bloom, len(msgs))
+	for i, m := range msgs {
+		blooms[i] = wire.CongestionParams.EncodeMessage(m)
+	}
+	type count struct{ filters, taken, notTaken, falseMatch int }
+	var exact, coarse count
+	for _, pred := range g.Predicates(40) {
+		for i, f := range pred {
+			cf := congestionFilter(uint32(i), f)
+			c := &exact
+			if cf.Coarse {
+				c = &coarse
+			}
+			c.filters++
+			for j, m := range msgs {
+				if f.Matches(m) {
+					c.taken++
+					continue
+				}
+				c.notTaken++
+				b := blooms[j]
+				looks := cf.Bloom.SubsetOf(b)
+				if len(cf.Alternatives) > 0 {
+					looks = slices.ContainsFunc(cf.Alternatives, func(a encoding.Bloom) bool { return a.SubsetOf(b) })
+				}
+				if looks {
+					c.falseMatch++
+				}
+			}
+		}
+	}
+	rate := func(c count) (fp, taken float64) {
+		return float64(c.falseMatch) / float64(c.notTaken), float64(c.taken) / float64(c.taken+c.notTaken)
+	}
+	efp, etaken := rate(exact)
+	cfp, ctaken := rate(coarse)
+	t.Logf("exact filters: %d, take %.2f%% of messages, look taken in %.2f%% of the others", exact.filters, 100*etaken, 100*efp)
+	t.Logf("coarse filters: %d, take %.2f%% of messages, look taken in %.2f%% of the others", coarse.filters, 100*ctaken, 100*cfp)
+	require.Positive(t, exact.filters)
+	require.Positive(t, coarse.filters)
+	assert.Less(t, efp, cfp/4)
+}
