@@ -80,8 +80,11 @@ type Config struct {
 	// then whatever names Connect understands.
 	Connect Connector
 	// Ready, when set, is called once every subscription is installed and
-	// before Warmup, to wait until the system's routing state has settled
-	// (Carzaniga09 §5.1.4 step 5); an error ends the run.
+	// every publisher open, and before Warmup, to wait until the system's
+	// routing state has settled (Carzaniga09 §5.1.4 step 5); an error ends
+	// the run. Publishers open first because a drip publisher subscribes to
+	// its congestion feedback: opened after Ready, a thousand of them sent
+	// a wave of advertisements into the first seconds of sending.
 	Ready func(ctx context.Context) error
 	// OnSendStart, when set, is called as sending starts: the time origin
 	// of Report.Series, for measurements taken beside the bench.

@@ -25,6 +25,7 @@ type memSystem struct {
 	n         int
 	dropped   atomic.Uint64
 	connects  []string
+	opened    atomic.Int32 // publishers
 }
 
 type memSub struct {
@@ -49,8 +50,11 @@ func (e memEndpoint) Subscribe(_ context.Context, p content.Predicate) (Subscrib
 	return sub, nil
 }
 
-func (e memEndpoint) NewPublisher(context.Context) (Publisher, error) { return memPublisher(e), nil }
-func (e memEndpoint) Close() error                                    { return nil }
+func (e memEndpoint) NewPublisher(context.Context) (Publisher, error) {
+	e.s.opened.Add(1)
+	return memPublisher(e), nil
+}
+func (e memEndpoint) Close() error { return nil }
 
 func (s *memSub) Next(ctx context.Context) ([]byte, error) {
 	select {
@@ -128,6 +132,21 @@ func TestRunWithCustomConnector(t *testing.T) {
 			assert.LessOrEqual(t, m.SentS, rep.SendSeconds+0.001, "sent while sending")
 		}
 	}
+}
+
+// TestPublishersOpenBeforeReady: the mesh settles with every publisher
+// open, since opening a drip publisher subscribes to its congestion
+// feedback (Config.Ready).
+func TestPublishersOpenBeforeReady(t *testing.T) {
+	sys := &memSystem{}
+	cfg := smallConfig([]string{"site-a", "site-b"})
+	cfg.Connect = sys.connect
+	atReady := int32(-1)
+	cfg.Ready = func(context.Context) error { atReady = sys.opened.Load(); return nil }
+	_, err := Run(runCtx(t), cfg)
+	require.NoError(t, err)
+	require.Positive(t, cfg.Publishers)
+	assert.Equal(t, int32(cfg.Publishers), atReady)
 }
 
 func TestRunReadyError(t *testing.T) {

@@ -95,18 +95,10 @@ func (r *runner) run(ctx context.Context) error {
 			r.read(readCtx, j, s)
 		}()
 	}
-	if cfg.Ready != nil {
-		if err := cfg.Ready(ctx); err != nil {
-			return stopped(ctx, fmt.Errorf("bench: waiting for routing to settle: %w", err))
-		}
-	}
-	if err := Sleep(ctx, cfg.Warmup); err != nil {
-		return context.Cause(ctx)
-	}
-
-	// A publisher blocked by a mesh that stopped taking messages must not
-	// hold the run past its end: publish streams are cut at Duration +
-	// Drain after sending starts.
+	// Publishers open before the mesh settles (Config.Ready). A publisher
+	// blocked by a mesh that stopped taking messages must not hold the run
+	// past its end: publish streams are cut at Duration + Drain after
+	// sending starts.
 	pubCtx, cutPublishers := context.WithCancelCause(ctx)
 	defer cutPublishers(nil)
 	pubs := make([]Publisher, cfg.Publishers)
@@ -115,6 +107,15 @@ func (r *runner) run(ctx context.Context) error {
 		if pubs[i], err = clients[b].NewPublisher(pubCtx); err != nil {
 			return stopped(ctx, fmt.Errorf("bench: publisher %d on %s: %w", i, cfg.Brokers[b], err))
 		}
+	}
+
+	if cfg.Ready != nil {
+		if err := cfg.Ready(ctx); err != nil {
+			return stopped(ctx, fmt.Errorf("bench: waiting for routing to settle: %w", err))
+		}
+	}
+	if err := Sleep(ctx, cfg.Warmup); err != nil {
+		return context.Cause(ctx)
 	}
 
 	r.sendStart.Store(int64(r.now()))
