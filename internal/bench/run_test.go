@@ -396,3 +396,16 @@ func TestRunThroughChurn(t *testing.T) {
 		})
 	}
 }
+
+// TestSeriesCoversALateDrain: a delivery at any time the run can still
+// take one — sending stretched to the watchdog's Duration + Drain, then a
+// whole Drain and Settle — has its own second in the series, rather than
+// piling into the last one inside the sending time.
+func TestSeriesCoversALateDrain(t *testing.T) {
+	cfg := smallConfig([]string{"a"})
+	cfg.Duration, cfg.Drain, cfg.Settle = 60*time.Second, 20*time.Second, 2*time.Second
+	r := newRunner(cfg, nil)
+	latest := cfg.Duration + 2*cfg.Drain + cfg.Settle - time.Millisecond
+	assert.Equal(t, int(latest/time.Second), r.second(latest))
+	assert.Equal(t, 61, r.second(61*time.Second), "after Duration, inside the series")
+}
