@@ -4,10 +4,11 @@
 //  1. S subscribers set predicates drawn from the workload generator
 //     (internal/workload), spread round-robin over the given brokers ("clients
 //     are distributed uniformly onto the entire network");
-//  2. a pause lets the forwarding state propagate;
-//  3. P publishers, also round-robin, send generated messages for a set time,
-//     each as a Poisson process (or evenly spaced) at a constant rate or at a
-//     linearly growing one ("clients act as Poisson processes");
+//  2. P publishers open, also round-robin (a drip publisher subscribes to its
+//     congestion feedback), and a pause lets the forwarding state propagate;
+//  3. the publishers send generated messages for a set time, each as a
+//     Poisson process (or evenly spaced) at a constant rate or at a linearly
+//     growing one ("clients act as Poisson processes");
 //  4. deliveries are collected until every expected one has arrived or a
 //     drain timeout passes.
 //
