@@ -123,8 +123,8 @@ func TestCoarseFlowDoesNotStarve(t *testing.T) {
 
 // TestCoarseFiltersMeasureLossOnTheExactOnes checks Receive's loss
 // measurement for a subscriber with an exact filter and a coarse one,
-// whose Bloom filter, in the records, matches twice as many messages as
-// it takes. Three subscribers receive the same messages with each lost
+// whose Bloom filter, in the records, matches three times as many
+// messages as it takes. Three subscribers receive the same messages with each lost
 // at rate loss: one whose coarse filter is marked Coarse, one whose is
 // not, and an ideal one whose second filter's Bloom filter is exactly
 // what it takes. The marked one must count loss events at the ideal's

@@ -182,12 +182,11 @@ func (s *Subscriber) Sessions() []SessionStats {
 // Loss is measured on one stream of the session's messages: those of its
 // exact filters once one has had a message from this publisher, else all.
 // A coarse filter's Bloom filters match, in a record, messages the
-// filter does not take, so counting its matches would read nearly every
-// gap as a loss: in Carzaniga09's
-// workload that made subscribers send more feedback than the publishers
-// sent data (docs/results/congestion.md). The loss event rate is the same
-// on either stream when losses do not depend on content, so the deliveries
-// counted between loss events are the measured stream's too.
+// filter does not take, so counting its matches would read gaps of
+// messages it never took as losses (docs/design.md §12, "Loss measured on
+// exact filters"). The loss event rate is the same on either stream when
+// losses do not depend on content, so the deliveries counted between loss
+// events are the measured stream's too.
 func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	s.stats.Messages++
 	ss := s.session(h.Publisher, now)
