@@ -36,8 +36,9 @@ type Filter struct {
 	Coarse       bool
 }
 
-// matches reports whether the message with Bloom filter m may match f.
-func (f *Filter) matches(m encoding.Bloom) bool {
+// Matches reports whether the message with Bloom filter m may match f:
+// what the subscriber reads a record entry or a delivery by.
+func (f *Filter) Matches(m encoding.Bloom) bool {
 	if len(f.Alternatives) == 0 {
 		return f.Bloom.SubsetOf(m)
 	}
@@ -201,7 +202,7 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	exactHit := false
 	for i := range s.filters {
 		f := &s.filters[i]
-		if !f.matches(m) {
+		if !f.Matches(m) {
 			continue
 		}
 		if !f.Coarse {
@@ -294,7 +295,7 @@ func (s *Subscriber) sampleRecords(ss *session, h *Header) {
 			}
 			e.flow = e.flow*keep + 1
 			e.taken *= keep
-			if f.matches(r) {
+			if f.Matches(r) {
 				e.taken++
 			}
 		}
@@ -312,7 +313,7 @@ func (s *Subscriber) revealsLoss(ss *session, h *Header, gap uint64, exact bool)
 	n := uint64(len(h.Record))
 	for _, r := range h.Record[n-min(gap, n):] {
 		for i := range s.filters {
-			if f := &s.filters[i]; ss.entries[f.ID] != nil && !(exact && f.Coarse) && f.matches(r) {
+			if f := &s.filters[i]; ss.entries[f.ID] != nil && !(exact && f.Coarse) && f.Matches(r) {
 				return true
 			}
 		}
