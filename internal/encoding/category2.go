@@ -296,14 +296,22 @@ func v2FilterPlan(f content.Filter) filterPlan {
 	return p
 }
 
-// expansion is the number of Blooms the groups expand to.
+// expansion is the number of Blooms the groups expand to, saturated at
+// maxDisjuncts+1: only whether it fits matters, and the exact product of a
+// client's 64 two-way groups (2^64) wraps an int to 0, which would pass the
+// bound and expand without end.
 func expansion(groups ...[][][]string) int {
+	const over = maxDisjuncts + 1
 	n := 1
 	for _, gs := range groups {
 		for _, g := range gs {
-			if len(g) > 0 {
-				n *= len(g)
+			if len(g) == 0 {
+				continue
 			}
+			if len(g) >= over {
+				return over
+			}
+			n = min(n*len(g), over)
 		}
 	}
 	return n

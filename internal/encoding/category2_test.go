@@ -1,6 +1,7 @@
 package encoding
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -91,6 +92,46 @@ func TestFilterExpansionIsBounded(t *testing.T) {
 	assert.Greater(t, len(got), 1)
 	lone := SchemeCatV2.FilterCategories(content.MustParse(`x > 5.123 && x < 999.5`)[0])
 	assert.LessOrEqual(t, len(lone), loneRangeNodes)
+}
+
+// A client's filter within every parser limit (64 constraints) can hold 64
+// two-way groups: 2^64 Blooms, which wrapped the product to 0 and expanded
+// without end. The product saturates instead, and the filter is weakened
+// to fit like any other.
+func TestFilterExpansionSaturates(t *testing.T) {
+	two := [][]string{{"a"}, {"b"}}
+	groups := make([][][]string, 64)
+	for i := range groups {
+		groups[i] = two
+	}
+	require.Equal(t, maxDisjuncts+1, expansion(groups), "2^64 saturates instead of wrapping to 0")
+	assert.Equal(t, 16, expansion(groups[:4]))
+	terms := func(n int, term func(i int) string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = term(i)
+		}
+		return strings.Join(parts, " && ")
+	}
+	ranges := func(i int) string { return fmt.Sprintf("f%d < 1", i) }
+	substrings := func(i int) string { return fmt.Sprintf(`s%d contains "ab"`, i) }
+	for _, tc := range []struct {
+		name string
+		text string
+	}{
+		{"64 ranges", terms(64, ranges)},
+		{"63 ranges", terms(63, ranges)},
+		{"64 substrings", terms(64, substrings)},
+		{"32 ranges and 32 substrings", terms(32, ranges) + " && " + terms(32, substrings)},
+		{"65 ranges", terms(65, ranges)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := content.ParseWithLimits(tc.text, content.Limits{MaxFilters: 1, MaxConstraints: 65, MaxString: 64, MaxName: 8, MaxText: 1 << 12})
+			require.NoError(t, err)
+			require.LessOrEqual(t, expansion(v2FilterPlan(p[0]).groups), maxDisjuncts, "bounded before it expands")
+			assert.LessOrEqual(t, len(SchemeCatV2.FilterCategories(p[0])), maxDisjuncts)
+		})
+	}
 }
 
 // rich draws messages and predicates aimed at the fine categories: strings
