@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/rawcodec"
 )
 
 // DefaultBufferSize is the number of deliveries a Subscription buffers
@@ -346,8 +346,8 @@ func (c *Client) newConn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("drip-go-client/" + c.opts.name),
 		// Publish requests and deliveries travel in their wire form
-		// (wire.Raw): encoded and decoded without protobuf objects.
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{}),
+		// (rawcodec.Raw): encoded and decoded without protobuf objects.
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawcodec.Codec{}),
 			// The broker bounds what it delivers (its message limits);
 			// gRPC's default of 4 MiB would refuse a message it accepted.
 			grpc.MaxCallRecvMsgSize(maxReceive)),

@@ -32,6 +32,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/wire"
 )
@@ -579,7 +580,7 @@ func (s *scriptedBroker) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 }
 
 func published(a int64) *dripv1.Delivery {
-	return &dripv1.Delivery{Event: &dripv1.Delivery_Message{Message: &dripv1.Published{Message: wire.MessageToProto(
+	return &dripv1.Delivery{Event: &dripv1.Delivery_Message{Message: &dripv1.Published{Message: clientapi.MessageToProto(
 		content.MessageFrom(map[string]content.Value{"a": content.Int(a)}))}}}
 }
 

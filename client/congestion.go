@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
@@ -151,7 +152,7 @@ func (p *Publisher) takeFeedback(cc *pubCC) {
 		if err != nil {
 			return
 		}
-		f, err := wire.UnmarshalCongestionFeedback(d.Payload, cc.id)
+		f, err := clientapi.UnmarshalCongestionFeedback(d.Payload, cc.id)
 		now := time.Now()
 		p.mu.Lock()
 		cc.taken++
@@ -484,20 +485,20 @@ func (cc *subCC) receive(d *Delivery, now time.Time) {
 // tick runs the core's rounds and sends what they produce.
 func (cc *subCC) tick(c *Client, now time.Time) {
 	fbs, echoes := cc.core.Tick(now)
-	byPub := map[uint64]*wire.CongestionFeedback{}
+	byPub := map[uint64]*clientapi.CongestionFeedback{}
 	for _, fb := range fbs {
-		byPub[fb.Publisher] = &wire.CongestionFeedback{Feedback: fb}
+		byPub[fb.Publisher] = &clientapi.CongestionFeedback{Feedback: fb}
 	}
 	for _, e := range echoes {
 		f := byPub[e.Publisher]
 		if f == nil {
-			f = &wire.CongestionFeedback{Feedback: congestion.Feedback{Publisher: e.Publisher, Subscriber: e.Subscriber, SentAt: e.SentAt}}
+			f = &clientapi.CongestionFeedback{Feedback: congestion.Feedback{Publisher: e.Publisher, Subscriber: e.Subscriber, SentAt: e.SentAt}}
 			byPub[e.Publisher] = f
 		}
 		f.Echo = &e
 	}
 	for pub, f := range byPub {
-		payload, err := wire.MarshalCongestionFeedback(*f)
+		payload, err := clientapi.MarshalCongestionFeedback(*f)
 		if err != nil {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/rawcodec"
 )
 
 // Summary is the brokers' account of a closed publisher: over every broker
@@ -414,7 +414,7 @@ func (p *Publisher) sendBatch(st *pubStream, b batch) error {
 			if len(one.start) > 1 {
 				end = one.start[1]
 			}
-			if err := st.legacy.SendMsg(&wire.Raw{B: batchToMessage(one.b[:end])}); err != nil {
+			if err := st.legacy.SendMsg(&rawcodec.Raw{B: batchToMessage(one.b[:end])}); err != nil {
 				return err
 			}
 			st.mu.Lock()
@@ -428,7 +428,7 @@ func (p *Publisher) sendBatch(st *pubStream, b batch) error {
 	st.unacked = append(st.unacked, b)
 	st.sent += uint64(b.len())
 	st.mu.Unlock()
-	if err := st.bidi.SendMsg(&wire.Raw{B: b.b}); err != nil {
+	if err := st.bidi.SendMsg(&rawcodec.Raw{B: b.b}); err != nil {
 		return err
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
-	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/rawcodec"
 )
 
 // ErrClosed is returned by Next and Update after Close.
@@ -294,7 +294,7 @@ func (s *Subscription) start(avoid string) (*subStream, error) {
 // recv reads one event from a stream in its wire form: deliveries are
 // decoded here, on the receiving goroutine, other events with protobuf.
 func (s *Subscription) recv(st *subStream) streamEvent {
-	var raw wire.Raw
+	var raw rawcodec.Raw
 	if err := st.grpc.RecvMsg(&raw); err != nil {
 		return streamEvent{st: st, err: err}
 	}

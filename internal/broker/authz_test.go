@@ -26,8 +26,8 @@ import (
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 // testPolicy: two tenants, one by certificate and one by token, and an
@@ -151,7 +151,7 @@ func TestAuthzPublishOutsideRule(t *testing.T) {
 	stream, err := dripv1.NewBrokerClient(cc).PublishStream(ctx)
 	require.NoError(t, err)
 	msg := func(tenant string) *dripv1.Message {
-		return wire.MessageToProto(content.MessageFrom(map[string]content.Value{"tenant": content.String(tenant)}))
+		return clientapi.MessageToProto(content.MessageFrom(map[string]content.Value{"tenant": content.String(tenant)}))
 	}
 	require.NoError(t, stream.Send(&dripv1.PublishRequest{Message: msg("a"), Batch: []*dripv1.Message{msg("a"), msg("b")}}))
 	_, err = stream.Recv()
@@ -376,7 +376,7 @@ func TestBatchWithInvalidMessagePublishesThoseBefore(t *testing.T) {
 		for _, e := range extra {
 			attrs[e] = content.Int(0)
 		}
-		return wire.MessageToProto(content.MessageFrom(attrs))
+		return clientapi.MessageToProto(content.MessageFrom(attrs))
 	}
 	stream, err := dripv1.NewBrokerClient(m.clients[0]).PublishStream(ctx)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/dripmesh/drip/internal/authz"
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
-	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/rawcodec"
 )
 
 // benchBroker serves one broker on loopback for a benchmark.
@@ -190,7 +190,7 @@ func BenchmarkBroker2(b *testing.B) {
 
 func rawClient(b *testing.B, addr string) dripv1.BrokerClient {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawcodec.Codec{})))
 	require.NoError(b, err)
 	b.Cleanup(func() { cc.Close() })
 	return dripv1.NewBrokerClient(cc)
@@ -220,7 +220,7 @@ func runRaw(b *testing.B, pub, subAPI dripv1.BrokerClient, deadline time.Duratio
 	require.NoError(b, err)
 	go func() {
 		for {
-			var ack wire.Raw
+			var ack rawcodec.Raw
 			if ps.RecvMsg(&ack) != nil {
 				return
 			}
@@ -230,7 +230,7 @@ func runRaw(b *testing.B, pub, subAPI dripv1.BrokerClient, deadline time.Duratio
 	go func() {
 		n := 0
 		for {
-			var ev wire.Raw
+			var ev rawcodec.Raw
 			if err := sub.RecvMsg(&ev); err != nil {
 				received <- n
 				return
@@ -245,7 +245,7 @@ func runRaw(b *testing.B, pub, subAPI dripv1.BrokerClient, deadline time.Duratio
 	b.ResetTimer()
 	start := time.Now()
 	for sent := 0; sent < b.N; sent += perRequest {
-		if err := ps.SendMsg(&wire.Raw{B: req}); err != nil {
+		if err := ps.SendMsg(&rawcodec.Raw{B: req}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func BenchmarkBroker1to20(b *testing.B) {
 		go func() {
 			n := 0
 			for n < msgs {
-				var ev wire.Raw
+				var ev rawcodec.Raw
 				if sub.RecvMsg(&ev) != nil {
 					break
 				}
@@ -299,7 +299,7 @@ func BenchmarkBroker1to20(b *testing.B) {
 	require.NoError(b, err)
 	go func() {
 		for {
-			var ack wire.Raw
+			var ack rawcodec.Raw
 			if ps.RecvMsg(&ack) != nil {
 				return
 			}
@@ -309,7 +309,7 @@ func BenchmarkBroker1to20(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for sent := 0; sent < msgs; sent += perRequest {
-		if err := ps.SendMsg(&wire.Raw{B: req}); err != nil {
+		if err := ps.SendMsg(&rawcodec.Raw{B: req}); err != nil {
 			b.Fatal(err)
 		}
 	}

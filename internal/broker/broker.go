@@ -18,7 +18,6 @@ import (
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 // Option customises a Broker or a Node.
@@ -125,7 +124,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 			Mesh:            cfg.Mesh,
 		},
 	}
-	wire.SetOpenBloom(b.open, cfg.Encoding)
+	transport.SetOpenBloom(b.open, cfg.Encoding)
 	if cfg.PeerCompression {
 		b.open.Compression = []string{transport.CompressionDeflate}
 	}
@@ -520,7 +519,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 			remote.GetRouterName(), id, n.cfg.MaxRouterID)
 	}
 	fwd := n.NewForwarder()
-	ads := wire.NewAdDecoder(n.cfg.PeerPredicateDeltas)
+	ads := transport.NewAdDecoder(n.cfg.PeerPredicateDeltas)
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes,
 		Compression: n.cfg.PeerCompression, PredicateDeltas: n.cfg.PeerPredicateDeltas,

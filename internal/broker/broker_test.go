@@ -21,6 +21,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
@@ -289,11 +290,11 @@ func (h *hostilePeer) send(t *testing.T, msgs ...linkstate.Message) {
 	t.Helper()
 	var ctls []*dripv1.Control
 	for _, msg := range msgs {
-		ctl, err := wire.ControlToProto(msg)
+		ctl, err := transport.ControlToProto(msg)
 		require.NoError(t, err)
 		ctls = append(ctls, ctl)
 	}
-	frame, err := wire.AppendFrame(nil, ctls, nil)
+	frame, err := transport.AppendFrame(nil, ctls, nil)
 	require.NoError(t, err)
 	require.NoError(t, h.conn.Send(frame))
 }
@@ -511,13 +512,13 @@ func TestRefusedLinkIsReadToTheEnd(t *testing.T) {
 	c, err := dialAs(t, b0, m.nodes[0].peer, 1, nil)
 	require.NoError(t, err)
 	defer c.Close(nil)
-	pm := wire.MessageToProto(content.MessageFrom(map[string]content.Value{"k": content.Int(7)}))
+	pm := clientapi.MessageToProto(content.MessageFrom(map[string]content.Value{"k": content.Int(7)}))
 	pm.Payload = binary.BigEndian.AppendUint64(nil, 7) // the test subscriber's message ID
 	msg, err := proto.Marshal(pm)
 	require.NoError(t, err)
 	bundle := wire.AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(2).Set(0), HopsLeft: 8},
 		dedup.Stamp{Origin: 1, Epoch: 99, Seq: 1}, time.Now().UnixNano(), 0, msg)
-	frame, err := wire.AppendFrame(nil, nil, [][]byte{bundle})
+	frame, err := transport.AppendFrame(nil, nil, [][]byte{bundle})
 	require.NoError(t, err)
 	require.NoError(t, c.Send(frame))
 	require.NoError(t, c.CloseSend(), "router 1 drains the link it replaced")

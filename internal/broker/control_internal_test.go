@@ -11,7 +11,6 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 func helloProto(router uint32) *dripv1.Control {
@@ -34,14 +33,14 @@ func TestDecodeControlRefusesTheWholeFrame(t *testing.T) {
 		{"truncated filters", &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{Origin: 2, BloomScheme: "cat-v1", BloomBits: 512, BloomHashes: 4, Filters: []byte{1, 2, 3}}}}, "predicate advertisement of router 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msgs, err := DecodeControl(stubLink{id: 2}, wire.NewAdDecoder(true), []*dripv1.Control{helloProto(2), tc.bad})
+			msgs, err := DecodeControl(stubLink{id: 2}, transport.NewAdDecoder(true), []*dripv1.Control{helloProto(2), tc.bad})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "malformed control message from stub")
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, msgs)
 		})
 	}
-	msgs, err := DecodeControl(stubLink{id: 2}, wire.NewAdDecoder(true), []*dripv1.Control{helloProto(2), helloProto(2)})
+	msgs, err := DecodeControl(stubLink{id: 2}, transport.NewAdDecoder(true), []*dripv1.Control{helloProto(2), helloProto(2)})
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	assert.Equal(t, uint32(2), msgs[1].(*linkstate.Hello).Router)
@@ -64,7 +63,7 @@ func TestMalformedControlEndsTheLinkOffTheCore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, evLinkUp, (<-b.events).kind)
 
-	frame, err := wire.AppendFrame(nil, []*dripv1.Control{helloProto(2), {}}, nil)
+	frame, err := transport.AppendFrame(nil, []*dripv1.Control{helloProto(2), {}}, nil)
 	require.NoError(t, err)
 	require.NoError(t, peer.Send(frame))
 	select {

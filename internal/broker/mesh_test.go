@@ -19,10 +19,10 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/transport"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 // testMesh runs brokers on loopback with real listeners, as production
@@ -331,7 +331,7 @@ func (m *testMesh) publish(i int, firstID uint64, msgs []content.Message) {
 	stream, err := dripv1.NewBrokerClient(m.clients[i]).Publish(ctx)
 	require.NoError(m.t, err)
 	for k, msg := range msgs {
-		pm := wire.MessageToProto(msg)
+		pm := clientapi.MessageToProto(msg)
 		pm.Payload = binary.BigEndian.AppendUint64(nil, firstID+uint64(k))
 		require.NoError(m.t, stream.Send(&dripv1.PublishRequest{Message: pm}))
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/transport"
-	"github.com/dripmesh/drip/internal/wire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -81,7 +80,7 @@ type Node struct {
 	// adEnc is what each neighbour's current link has been sent, the base
 	// of the next advertisement as a delta; none for a link that does not
 	// take deltas (deltaLink).
-	adEnc        map[uint32]*wire.AdEncoder
+	adEnc        map[uint32]*transport.AdEncoder
 	predsDirty   bool // the table changed since the last build was planned
 	predsChanged int  // PREDICATES updates since the last build was planned (logged with it)
 	// builder runs the builds of the PREDICATES index (nil: on the
@@ -208,7 +207,7 @@ func newNode(cfg Config, o options) (*Node, error) {
 		ls:               ls,
 		table:            encoding.NewTable(cfg.Encoding),
 		current:          map[uint32]Link{},
-		adEnc:            map[uint32]*wire.AdEncoder{},
+		adEnc:            map[uint32]*transport.AdEncoder{},
 		heldSeq:          map[uint32]uint64{},
 		refusedLogged:    map[refusal]time.Time{},
 		matchAll:         map[uint32]int{},
@@ -285,7 +284,7 @@ func (n *Node) LinkUp(l Link, weight uint32) {
 	n.current[peer] = l
 	delete(n.adEnc, peer)
 	if d, ok := l.(deltaLink); ok && d.SendsPredicateDeltas() {
-		n.adEnc[peer] = wire.NewAdEncoder()
+		n.adEnc[peer] = transport.NewAdEncoder()
 	}
 	n.heldSeq[peer] = 0
 	if lsa, ok := n.ls.LSA(peer); ok {
@@ -340,7 +339,7 @@ var ErrMalformedControl = errors.New("malformed control message")
 //
 // d is the link's own decoder, which rebuilds the predicate advertisements
 // its neighbour sends as deltas.
-func DecodeControl(l Link, d *wire.AdDecoder, cs []*dripv1.Control) ([]linkstate.Message, error) {
+func DecodeControl(l Link, d *transport.AdDecoder, cs []*dripv1.Control) ([]linkstate.Message, error) {
 	msgs := make([]linkstate.Message, len(cs))
 	for i, c := range cs {
 		msg, err := d.Decode(c)
@@ -705,7 +704,7 @@ func (n *Node) sendControl(envs []linkstate.Envelope) {
 			var ok bool
 			if c, ok = converted[env.Msg]; !ok {
 				var err error
-				if c, err = wire.ControlToProto(env.Msg); err != nil {
+				if c, err = transport.ControlToProto(env.Msg); err != nil {
 					n.log.Error("cannot encode control message", zap.Error(err))
 					continue
 				}
@@ -728,7 +727,7 @@ func (n *Node) predDelta(base, ad *linkstate.PredAd) *dripv1.Control {
 	if !ok {
 		sum = ad.Checksum()
 	}
-	c, ok := wire.PredAdDelta(base, ad, sum)
+	c, ok := transport.PredAdDelta(base, ad, sum)
 	if !ok {
 		return nil
 	}

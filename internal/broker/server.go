@@ -259,7 +259,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	// The client API sends deliveries and receives publish requests in
-	// their wire form (wire.Raw): encoded once, decoded without building
+	// their wire form (rawcodec.Raw): encoded once, decoded without building
 	// protobuf objects; its streams have a fixed window (ClientServerOptions).
 	s.clientSrv = grpc.NewServer(append(append(ka, append(ClientServerOptions(), grpc.MaxRecvMsgSize(ReceiveLimit(cfg)))...), creds(clientCreds)...)...)
 	dripv1.RegisterBrokerServer(s.clientSrv, b.ClientService())

@@ -15,8 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/qos"
+	"github.com/dripmesh/drip/internal/rawcodec"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -59,7 +61,7 @@ func (c clientService) waitJoined(ctx context.Context) error {
 }
 
 // ClientServerOptions are the gRPC server options the client service
-// needs: the codec that passes wire.Raw through, and a fixed flow-control
+// needs: the codec that passes rawcodec.Raw through, and a fixed flow-control
 // window. What a publisher has sent and the broker has not read waits in
 // gRPC, outside the memory budget, up to its stream's window, and gRPC's
 // dynamic window grows that towards 16 MiB on a busy connection: 200
@@ -67,7 +69,7 @@ func (c clientService) waitJoined(ctx context.Context) error {
 // (docs/results/memory-budget.md). publishStreamCost charges the fixed
 // window instead.
 func ClientServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(wire.Codec{}),
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(rawcodec.Codec{}),
 		grpc.InitialWindowSize(clientStreamWindow), grpc.InitialConnWindowSize(clientConnWindow)}
 }
 
@@ -175,7 +177,7 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 		held   []heldMessage
 	)
 	for {
-		var req wire.Raw
+		var req rawcodec.Raw
 		err := stream.RecvMsg(&req)
 		if errors.Is(err, io.EOF) {
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
@@ -268,7 +270,7 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 		return err
 	}
 	for {
-		var req wire.Raw
+		var req rawcodec.Raw
 		err := stream.RecvMsg(&req)
 		mu.Lock()
 		switch {
@@ -320,7 +322,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	if err != nil {
 		return err
 	}
-	pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
+	pred, err := clientapi.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -351,7 +353,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 				recvErr <- err
 				return
 			}
-			pred, err := wire.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
+			pred, err := clientapi.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
 			if err != nil {
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
 				return
@@ -511,7 +513,7 @@ func (d *deliverySender) send(first Queued) error {
 }
 
 // buffer is an empty slice with room for an event of size bytes: from
-// the broker's pool, to which gRPC gives it back once written (wire.Raw),
+// the broker's pool, to which gRPC gives it back once written (rawcodec.Raw),
 // unless it is too small for gRPC to pool. Encoding every batch into a
 // new buffer made nine tenths of a fanning-out broker's allocations
 // (docs/results/memory-budget.md).
@@ -545,7 +547,7 @@ func (d *deliverySender) raw(b []byte) error {
 		d.budget.add(n)
 	}
 	d.sub.Sending(true)
-	err := d.stream.SendMsg(&wire.Raw{B: b, Pool: d.pool})
+	err := d.stream.SendMsg(&rawcodec.Raw{B: b, Pool: d.pool})
 	d.sub.Sending(false)
 	if d.conn == nil {
 		d.budget.add(-d.held)

@@ -163,7 +163,7 @@ func (*DBRequest) isMessage() {}
 
 // SummedPredAd is a received predicate advertisement with its checksum
 // (PredAd.Checksum), which the driver's decoder computed on the link's
-// reader (wire.AdDecoder), so that the single-threaded core does not
+// reader (transport.AdDecoder), so that the single-threaded core does not
 // compute it again: at a thousand filters it costs more than the rest of
 // taking the advertisement in. Step takes it as the advertisement itself.
 // It is never sent.

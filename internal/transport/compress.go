@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 // CompressionDeflate is the frame compression a broker lists in its Open
@@ -53,7 +51,7 @@ func (c *FrameCompressor) Compress(frame []byte) ([]byte, error) {
 		return nil, fmt.Errorf("frame compression: %w", err)
 	}
 	// The frame is sent after Compress returns, and c.out is reused.
-	return wire.AppendCompressedFrame(make([]byte, 0, c.out.Len()+16), c.out.Bytes(), len(frame)), nil
+	return AppendCompressedFrame(make([]byte, 0, c.out.Len()+16), c.out.Bytes(), len(frame)), nil
 }
 
 // FrameDecompressor inflates the compressed frames of one link direction,
@@ -63,7 +61,7 @@ type FrameDecompressor struct {
 	src    chunkSource
 	r      io.ReadCloser
 	limit  int
-	parsed wire.ParsedFrame
+	parsed ParsedFrame
 	broken error
 }
 
@@ -86,7 +84,7 @@ func (d *FrameDecompressor) Decompress(frame []byte) ([]byte, error) {
 	if d.broken != nil {
 		return nil, d.broken
 	}
-	if err := wire.PeekFrame(frame, &d.parsed); err != nil {
+	if err := PeekFrame(frame, &d.parsed); err != nil {
 		d.broken = fmt.Errorf("frame: %w", err)
 		return nil, d.broken
 	}
@@ -101,7 +99,7 @@ func (d *FrameDecompressor) Decompress(frame []byte) ([]byte, error) {
 	return out, nil
 }
 
-func (d *FrameDecompressor) inflate(f *wire.ParsedFrame) ([]byte, error) {
+func (d *FrameDecompressor) inflate(f *ParsedFrame) ([]byte, error) {
 	if f.Plain() {
 		return nil, errors.New("carries plain fields besides the deflated ones")
 	}
@@ -129,7 +127,7 @@ func (d *FrameDecompressor) inflate(f *wire.ParsedFrame) ([]byte, error) {
 	// The link parses the inflated frame in full; a walk over its tags
 	// here keeps a peer from nesting frames or smuggling an Open.
 	in := &d.parsed
-	if err := wire.PeekFrame(buf, in); err != nil {
+	if err := PeekFrame(buf, in); err != nil {
 		return nil, err
 	}
 	if in.Open || in.Compressed() {

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
-	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -27,7 +27,7 @@ func workloadFrames(t testing.TB, rng *rand.Rand, n, maxBundles int) [][]byte {
 	for range n {
 		f := &dripv1.Frame{}
 		for range 1 + rng.IntN(maxBundles) {
-			b, err := proto.Marshal(wire.MessageToProto(gen.Message()))
+			b, err := proto.Marshal(clientapi.MessageToProto(gen.Message()))
 			require.NoError(t, err)
 			f.Bundles = append(f.Bundles, &dripv1.Bundle{Source: rng.Uint32N(64), Destinations: []uint64{rng.Uint64()},
 				HopsLeft: 8, Message: b, PublishedUnixNano: rng.Int64()})
@@ -239,7 +239,7 @@ func adFrames(tb testing.TB, routers, clients int) [][]byte {
 		for range clients {
 			filters = append(filters, p.EncodePredicate(gen.Predicate())...)
 		}
-		c, err := wire.ControlToProto(&linkstate.PredAd{Origin: uint32(r), Seq: 1, Params: p, Filters: encoding.Advertise(filters)})
+		c, err := ControlToProto(&linkstate.PredAd{Origin: uint32(r), Seq: 1, Params: p, Filters: encoding.Advertise(filters)})
 		require.NoError(tb, err)
 		raw, err := proto.Marshal(&dripv1.Frame{Control: []*dripv1.Control{c}})
 		require.NoError(tb, err)

@@ -7,5 +7,9 @@
 // introduces it (protocol version, mesh name, router ID, Bloom parameters)
 // and Compatible decides whether the two may link. It also provides Queue,
 // the per-link send queue that keeps control traffic ahead of data and
-// bounds data in bytes (docs/design.md §4).
+// bounds data in bytes (docs/design.md §4), and the link's own wire forms:
+// frames (AppendFrame, ParseFrame), link-state control messages as protobuf
+// (ControlToProto, ControlFromProto), predicate advertisements as deltas
+// against what the link last carried (AdEncoder, AdDecoder), and the
+// compression both ends agreed on.
 package transport

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/wire"
+	"github.com/dripmesh/drip/internal/rawcodec"
 )
 
 // frameStream is what the client and server sides of Peer.Link share.
@@ -53,7 +53,7 @@ func newStreamConn(s frameStream, remote *dripv1.Open, cancel context.CancelFunc
 func (c *streamConn) Remote() *dripv1.Open { return c.remote }
 
 func (c *streamConn) Send(frame []byte) error {
-	if err := c.stream.SendMsg(&wire.Raw{B: frame}); err != nil {
+	if err := c.stream.SendMsg(&rawcodec.Raw{B: frame}); err != nil {
 		c.Close(err)
 		return err
 	}
@@ -61,7 +61,7 @@ func (c *streamConn) Send(frame []byte) error {
 }
 
 func (c *streamConn) Recv() ([]byte, error) {
-	var f wire.Raw
+	var f rawcodec.Raw
 	if err := c.stream.RecvMsg(&f); err != nil {
 		c.Close(err)
 		return nil, err
@@ -117,7 +117,7 @@ func NewPeerServer(local *dripv1.Open, handle Handler) *PeerServer {
 // PeerServerOptions are the gRPC server options the Peer service needs:
 // the codec that carries frames in their wire form.
 func PeerServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(wire.Codec{})}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(rawcodec.Codec{})}
 }
 
 // Link implements drip.v1.PeerServer.
@@ -232,7 +232,7 @@ func (d GRPCDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (
 		_ = cc.Close()
 		return nil, err
 	}
-	stream, err := dripv1.NewPeerClient(cc).Link(streamCtx, grpc.ForceCodecV2(wire.Codec{}))
+	stream, err := dripv1.NewPeerClient(cc).Link(streamCtx, grpc.ForceCodecV2(rawcodec.Codec{}))
 	if err != nil {
 		return fail(fmt.Errorf("open link to %s: %w", addr, err))
 	}

@@ -107,11 +107,11 @@ type Link struct {
 	writerDone chan struct{} // closed when the writer has sent its last frame
 	readerDone chan struct{}
 	closeOnce  sync.Once
-	parsed     wire.ParsedFrame // the reader's, reused
-	sending    atomic.Int64     // when the writer's current send began (Backpressure.Now); 0: not sending
-	oneWay     atomic.Int64     // estimated one-way delay to the neighbour, ns (SetOneWay)
-	received   atomic.Int64     // when the last frame arrived (Backpressure.Now); 0: none yet
-	handling   atomic.Bool      // the reader is in the handler, reading nothing
+	parsed     ParsedFrame  // the reader's, reused
+	sending    atomic.Int64 // when the writer's current send began (Backpressure.Now); 0: not sending
+	oneWay     atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
+	received   atomic.Int64 // when the last frame arrived (Backpressure.Now); 0: none yet
+	handling   atomic.Bool  // the reader is in the handler, reading nothing
 
 	// Finish and the neighbour's finished frame (Frame.finished).
 	finishing    atomic.Bool
@@ -371,7 +371,7 @@ func (l *Link) writeLoop() {
 		f, ok := l.queue.Next(l.conn.Done(), l.cfg.MaxFrameBytes)
 		if !ok {
 			if l.finishing.Load() && l.finishSent.CompareAndSwap(false, true) {
-				_ = l.conn.Send(wire.AppendFinishedFrame(nil))
+				_ = l.conn.Send(AppendFinishedFrame(nil))
 			}
 			return
 		}
@@ -402,7 +402,7 @@ func (l *Link) TakeFrame() ([]byte, bool, error) {
 	f, ok := l.queue.Next(closedCh, l.cfg.MaxFrameBytes)
 	if !ok {
 		if l.finishing.Load() && l.finishSent.CompareAndSwap(false, true) {
-			return wire.AppendFinishedFrame(nil), true, nil
+			return AppendFinishedFrame(nil), true, nil
 		}
 		return nil, false, nil
 	}
@@ -433,7 +433,7 @@ func (l *Link) prepare(b Batch) ([]byte, error) {
 	for _, c := range b.Control {
 		controlSize += protowire.SizeTag(2) + protowire.SizeBytes(proto.Size(c))
 	}
-	frame, err := wire.AppendFrame(make([]byte, 0, wire.FrameSize(controlSize, b.Bundles)), b.Control, b.Bundles)
+	frame, err := AppendFrame(make([]byte, 0, FrameSize(controlSize, b.Bundles)), b.Control, b.Bundles)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +487,7 @@ func (l *Link) Deliver(frame []byte) error {
 		}
 	}
 	f := &l.parsed
-	if err := wire.ParseFrame(frame, f); err != nil {
+	if err := ParseFrame(frame, f); err != nil {
 		return fmt.Errorf("link from %s: %w", l.Name(), err)
 	}
 	switch {

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 // recorder collects what a link's handler receives: per frame, its
@@ -476,7 +475,7 @@ func TestLinkIsHeardWhileItsReaderWaits(t *testing.T) {
 		func(*Link, []*dripv1.Control, [][]byte) error { entered <- struct{}{}; <-release; return nil })
 	require.NoError(t, err)
 	assert.Zero(t, b.LastReceived(), "nothing yet")
-	frame, err := wire.AppendFrame(nil, []*dripv1.Control{{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}}}, nil)
+	frame, err := AppendFrame(nil, []*dripv1.Control{{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}}}, nil)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- b.Deliver(frame) }()

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -221,7 +220,7 @@ func exerciseLink(t *testing.T, dial func() (Conn, error), accepted <-chan Conn)
 	assert.Equal(t, uint32(1), s.Remote().RouterId)
 
 	frame := func(control []*dripv1.Control, bundles ...[]byte) []byte {
-		b, err := wire.AppendFrame(nil, control, bundles)
+		b, err := AppendFrame(nil, control, bundles)
 		require.NoError(t, err)
 		return b
 	}

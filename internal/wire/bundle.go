@@ -57,7 +57,7 @@ func lastSet(s *bitset.BitSet) (uint, bool) {
 	return 0, false
 }
 
-// Field numbers of drip.v1.Bundle and Frame: exchanged between brokers,
+// Field numbers of drip.v1.Bundle: exchanged between brokers,
 // never renumbered.
 const (
 	fieldBundleSource      = 1
@@ -72,13 +72,6 @@ const (
 	fieldBundleDeadline    = 30
 	fieldBundleBudget      = 31 // sfixed64, written last (BudgetSize)
 	fieldBundlePath        = 32
-
-	fieldFrameOpen         = 1
-	fieldFrameControl      = 2
-	fieldFrameBundles      = 3
-	fieldFrameDeflated     = 4
-	fieldFrameInflatedSize = 5
-	fieldFrameFinished     = 50
 )
 
 // AppendBundle appends the wire form (a drip.v1.Bundle) of one forwarding
@@ -171,9 +164,9 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 	var hopsLeft uint64
 	words = words[:0]
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := ConsumeTag(b)
 		if n < 0 {
-			return out, words, errTruncated
+			return out, words, ErrTruncated
 		}
 		b = b[n:]
 		var v uint64
@@ -181,7 +174,7 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 		case num == fieldBundleDest && typ == protowire.BytesType:
 			packed, n := protowire.ConsumeBytes(b)
 			if n < 0 || len(packed)%8 != 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b = b[n:]
 			for len(packed) > 0 {
@@ -193,41 +186,41 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 		case num == fieldBundleDest && typ == protowire.Fixed64Type:
 			w, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b, words = b[n:], append(words, w)
 			continue
 		case num == fieldBundleMessage && typ == protowire.BytesType:
 			m, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b, out.Message = b[n:], m
 			continue
 		case num == fieldBundleEpoch && typ == protowire.Fixed64Type:
 			e, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b, out.Stamp.Epoch = b[n:], e
 			continue
 		case num == fieldBundleBudget && typ == protowire.Fixed64Type:
 			e, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b, out.QoS.Budget = b[n:], int64(e)
 			continue
 		case typ == protowire.VarintType && (num >= fieldBundleSource && num <= fieldBundleSeq || num == fieldBundleDeadline || num == fieldBundlePath):
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b, v = b[n:], x
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return out, words, errTruncated
+				return out, words, ErrTruncated
 			}
 			b = b[n:]
 			continue

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/encoding"
 )
@@ -183,7 +181,7 @@ func DecodeCongestionHeader(b []byte, h *congestion.Header) error {
 // know, which is skipped; its error stops the walk.
 func fields(b []byte, what string, field func(protowire.Number, protowire.Type, []byte) (int, error)) error {
 	for len(b) > 0 {
-		num, typ, k := consumeTag(b)
+		num, typ, k := ConsumeTag(b)
 		if k < 0 {
 			return fmt.Errorf("%s: truncated", what)
 		}
@@ -243,71 +241,4 @@ func echoField(e *congestion.EchoReply, num protowire.Number, typ protowire.Type
 		return 0
 	}
 	return k
-}
-
-// CongestionFeedback is what one feedback message carries: the
-// subscriber's requests, an echo request, or both.
-type CongestionFeedback struct {
-	Feedback congestion.Feedback
-	Echo     *congestion.Echo
-}
-
-// Bounds on decoded feedback.
-const maxFeedbackRequests = 1024
-
-// MarshalCongestionFeedback is the payload of a feedback message.
-func MarshalCongestionFeedback(f CongestionFeedback) ([]byte, error) {
-	pb := &dripv1.CongestionFeedback{
-		Subscriber:     f.Feedback.Subscriber,
-		SentAtUnixNano: f.Feedback.SentAt.UnixNano(),
-	}
-	for _, r := range f.Feedback.Requests {
-		pb.Requests = append(pb.Requests, &dripv1.CongestionRequest{Filter: r.Filter, Bloom: r.Bloom.AppendBinary(nil, CongestionParams), Quota: r.Quota})
-	}
-	if e := f.Echo; e != nil {
-		pb.Echo = true
-		pb.Subscriber, pb.SentAtUnixNano = e.Subscriber, e.SentAt.UnixNano()
-		for _, b := range e.Filters {
-			pb.EchoFilters = append(pb.EchoFilters, b.AppendBinary(nil, CongestionParams))
-		}
-	}
-	return proto.Marshal(pb)
-}
-
-// UnmarshalCongestionFeedback decodes a feedback message's payload for
-// publisher pub. It refuses Bloom filters of the wrong size and more
-// requests or echo filters than the bounds; quotas are the publisher's to
-// judge (congestion.Publisher.Feedback).
-func UnmarshalCongestionFeedback(b []byte, pub uint64) (CongestionFeedback, error) {
-	var pb dripv1.CongestionFeedback
-	if err := proto.Unmarshal(b, &pb); err != nil {
-		return CongestionFeedback{}, fmt.Errorf("congestion feedback: %w", err)
-	}
-	if len(pb.Requests) > maxFeedbackRequests {
-		return CongestionFeedback{}, fmt.Errorf("congestion feedback: %d requests, more than %d", len(pb.Requests), maxFeedbackRequests)
-	}
-	if len(pb.EchoFilters) > congestion.MaxEchoFilters {
-		return CongestionFeedback{}, fmt.Errorf("congestion feedback: %d echo filters, more than %d", len(pb.EchoFilters), congestion.MaxEchoFilters)
-	}
-	sentAt := time.Unix(0, pb.SentAtUnixNano)
-	out := CongestionFeedback{Feedback: congestion.Feedback{Publisher: pub, Subscriber: pb.Subscriber, SentAt: sentAt}}
-	for i, r := range pb.Requests {
-		bl, err := encoding.BloomFromBytes(r.Bloom, CongestionParams)
-		if err != nil {
-			return CongestionFeedback{}, fmt.Errorf("congestion feedback: request %d: %w", i, err)
-		}
-		out.Feedback.Requests = append(out.Feedback.Requests, congestion.Request{Filter: r.Filter, Bloom: bl, Quota: r.Quota})
-	}
-	if pb.Echo {
-		e := &congestion.Echo{Publisher: pub, Subscriber: pb.Subscriber, SentAt: sentAt}
-		for i, f := range pb.EchoFilters {
-			bl, err := encoding.BloomFromBytes(f, CongestionParams)
-			if err != nil {
-				return CongestionFeedback{}, fmt.Errorf("congestion feedback: echo filter %d: %w", i, err)
-			}
-			e.Filters = append(e.Filters, bl)
-		}
-		out.Echo = e
-	}
-	return out, nil
 }

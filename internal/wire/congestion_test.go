@@ -121,40 +121,6 @@ func FuzzCongestionHeader(f *testing.F) {
 	})
 }
 
-func TestCongestionFeedbackRoundTrip(t *testing.T) {
-	at := time.Unix(0, 1_700_000_000_000_000_000)
-	in := CongestionFeedback{
-		Feedback: congestion.Feedback{Subscriber: 7, SentAt: at, Requests: []congestion.Request{
-			{Filter: 1, Bloom: ccBloom(t, content.Attribute{Name: "a", Value: content.Int(1)}), Quota: 12.5},
-			{Filter: 2, Quota: math.Inf(1)},
-		}},
-		Echo: &congestion.Echo{Subscriber: 7, SentAt: at, Filters: []encoding.Bloom{ccBloom(t, content.Attribute{Name: "z", Value: content.Bool(true)})}},
-	}
-	b, err := MarshalCongestionFeedback(in)
-	require.NoError(t, err)
-	out, err := UnmarshalCongestionFeedback(b, 99)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(99), out.Feedback.Publisher)
-	assert.Equal(t, in.Feedback.Requests, out.Feedback.Requests)
-	require.NotNil(t, out.Echo)
-	assert.Equal(t, in.Echo.Filters, out.Echo.Filters)
-	assert.Equal(t, uint64(99), out.Echo.Publisher)
-
-	for name, c := range map[string]struct {
-		pb   *dripv1.CongestionFeedback
-		want string
-	}{
-		"bloom size":   {&dripv1.CongestionFeedback{Requests: []*dripv1.CongestionRequest{{Bloom: []byte{1}}}}, "request 0: encoding: Bloom wire form is 1 bytes"},
-		"echo filter":  {&dripv1.CongestionFeedback{Echo: true, EchoFilters: [][]byte{{1}}}, "echo filter 0"},
-		"many filters": {&dripv1.CongestionFeedback{EchoFilters: make([][]byte, congestion.MaxEchoFilters+1)}, "17 echo filters, more than 16"},
-	} {
-		_, err := UnmarshalCongestionFeedback(marshal(t, c.pb), 1)
-		require.ErrorContains(t, err, c.want, name)
-	}
-	_, err = UnmarshalCongestionFeedback([]byte{0xff}, 1)
-	require.ErrorContains(t, err, "congestion feedback:")
-}
-
 func BenchmarkCongestionHeader(b *testing.B) {
 	h := sampleHeader(b)
 	h.Record = append(h.Record, h.Record[0], h.Record[1], h.Record[0])
@@ -173,4 +139,10 @@ func BenchmarkCongestionHeader(b *testing.B) {
 			}
 		}
 	})
+}
+
+func marshal(t testing.TB, m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
 }

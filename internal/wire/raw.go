@@ -46,7 +46,8 @@ const (
 	fieldBatchMessages   = 1 // DeliveryBatch.messages
 )
 
-var errTruncated = errors.New("malformed protobuf: truncated or invalid field")
+// ErrTruncated is what a field cut short or of an impossible length decodes to.
+var ErrTruncated = errors.New("malformed protobuf: truncated or invalid field")
 
 // DecodeMessage decodes the wire form of a drip.v1.Message into a
 // content.Message, allocating only the attribute slice: names, string
@@ -79,16 +80,16 @@ func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 	var deadline int64
 	n := 0
 	for rest := b; len(rest) > 0; {
-		num, typ, k := consumeTag(rest)
+		num, typ, k := ConsumeTag(rest)
 		if k < 0 {
-			return content.Message{}, 0, errTruncated
+			return content.Message{}, 0, ErrTruncated
 		}
 		if num == fieldMessageAttributes && typ == protowire.BytesType {
 			n++
 		}
 		rest = rest[k:]
 		if k = protowire.ConsumeFieldValue(num, typ, rest); k < 0 {
-			return content.Message{}, 0, errTruncated
+			return content.Message{}, 0, ErrTruncated
 		}
 		rest = rest[k:]
 	}
@@ -98,7 +99,7 @@ func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 	attrs := make([]content.Attribute, 0, n)
 	var payload []byte
 	for len(b) > 0 {
-		num, typ, k := consumeTag(b)
+		num, typ, k := ConsumeTag(b)
 		b = b[k:]
 		switch {
 		case num == fieldMessageAttributes && typ == protowire.BytesType:
@@ -141,16 +142,16 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 	var value content.Value
 	var valueSeen bool
 	for len(b) > 0 {
-		num, typ, k := consumeTag(b)
+		num, typ, k := ConsumeTag(b)
 		if k < 0 {
-			return content.Attribute{}, errTruncated
+			return content.Attribute{}, ErrTruncated
 		}
 		b = b[k:]
 		switch {
 		case num == fieldAttributeName && typ == protowire.BytesType:
 			v, k := protowire.ConsumeBytes(b)
 			if k < 0 {
-				return content.Attribute{}, errTruncated
+				return content.Attribute{}, ErrTruncated
 			}
 			b = b[k:]
 			if !utf8.Valid(v) {
@@ -160,7 +161,7 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 		case num == fieldAttributeValue && typ == protowire.BytesType:
 			v, k := protowire.ConsumeBytes(b)
 			if k < 0 {
-				return content.Attribute{}, errTruncated
+				return content.Attribute{}, ErrTruncated
 			}
 			b = b[k:]
 			// A message field given twice is merged: within the oneof, the
@@ -176,7 +177,7 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 		default:
 			k := protowire.ConsumeFieldValue(num, typ, b)
 			if k < 0 {
-				return content.Attribute{}, errTruncated
+				return content.Attribute{}, ErrTruncated
 			}
 			b = b[k:]
 		}
@@ -197,16 +198,16 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 func decodeValue(b []byte) (content.Value, error) {
 	var v content.Value
 	for len(b) > 0 {
-		num, typ, k := consumeTag(b)
+		num, typ, k := ConsumeTag(b)
 		if k < 0 {
-			return v, errTruncated
+			return v, ErrTruncated
 		}
 		b = b[k:]
 		switch {
 		case num == fieldValueString && typ == protowire.BytesType:
 			s, k := protowire.ConsumeBytes(b)
 			if k < 0 {
-				return v, errTruncated
+				return v, ErrTruncated
 			}
 			b = b[k:]
 			if !utf8.Valid(s) {
@@ -216,28 +217,28 @@ func decodeValue(b []byte) (content.Value, error) {
 		case num == fieldValueInt && typ == protowire.VarintType:
 			x, k := protowire.ConsumeVarint(b)
 			if k < 0 {
-				return v, errTruncated
+				return v, ErrTruncated
 			}
 			b = b[k:]
 			v = content.Int(protowire.DecodeZigZag(x))
 		case num == fieldValueFloat && typ == protowire.Fixed64Type:
 			x, k := protowire.ConsumeFixed64(b)
 			if k < 0 {
-				return v, errTruncated
+				return v, ErrTruncated
 			}
 			b = b[k:]
 			v = content.Float(math.Float64frombits(x))
 		case num == fieldValueBool && typ == protowire.VarintType:
 			x, k := protowire.ConsumeVarint(b)
 			if k < 0 {
-				return v, errTruncated
+				return v, ErrTruncated
 			}
 			b = b[k:]
 			v = content.Bool(x != 0)
 		default:
 			k := protowire.ConsumeFieldValue(num, typ, b)
 			if k < 0 {
-				return v, errTruncated
+				return v, ErrTruncated
 			}
 			b = b[k:]
 		}
@@ -245,9 +246,9 @@ func decodeValue(b []byte) (content.Value, error) {
 	return v, nil
 }
 
-// consumeTag is protowire.ConsumeTag that also refuses field numbers
+// ConsumeTag is protowire.ConsumeTag that also refuses field numbers
 // beyond protobuf's largest, as protobuf decoding does.
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+func ConsumeTag(b []byte) (protowire.Number, protowire.Type, int) {
 	num, typ, n := protowire.ConsumeTag(b)
 	if n >= 0 && num > protowire.MaxValidNumber {
 		return 0, 0, -1
@@ -272,15 +273,15 @@ func PublishRequestMessages(b []byte, f func(msg []byte) error) (batched bool, e
 	batch := b
 	// message (field 1) goes before the batch wherever it appears.
 	for rest := b; len(rest) > 0; {
-		num, typ, k := consumeTag(rest)
+		num, typ, k := ConsumeTag(rest)
 		if k < 0 {
-			return false, errTruncated
+			return false, ErrTruncated
 		}
 		rest = rest[k:]
 		if num == fieldRequestMessage && typ == protowire.BytesType {
 			v, k := protowire.ConsumeBytes(rest)
 			if k < 0 {
-				return false, errTruncated
+				return false, ErrTruncated
 			}
 			first, hasFirst = v, true // the last one wins, as protobuf merges it
 			rest = rest[k:]
@@ -288,7 +289,7 @@ func PublishRequestMessages(b []byte, f func(msg []byte) error) (batched bool, e
 		}
 		k = protowire.ConsumeFieldValue(num, typ, rest)
 		if k < 0 {
-			return false, errTruncated
+			return false, ErrTruncated
 		}
 		rest = rest[k:]
 	}
@@ -298,7 +299,7 @@ func PublishRequestMessages(b []byte, f func(msg []byte) error) (batched bool, e
 		}
 	}
 	for len(batch) > 0 {
-		num, typ, k := consumeTag(batch)
+		num, typ, k := ConsumeTag(batch)
 		batch = batch[k:]
 		if num == fieldRequestBatch && typ == protowire.BytesType {
 			v, k := protowire.ConsumeBytes(batch)

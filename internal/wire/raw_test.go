@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"math"
@@ -10,17 +10,19 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
-// decodeReference is the protobuf path DecodeMessage replaces.
-func decodeReference(b []byte, l MessageLimits) (content.Message, error) {
+// decodeReference is the protobuf path wire.DecodeMessage replaces.
+func decodeReference(b []byte, l wire.MessageLimits) (content.Message, error) {
 	var pm dripv1.Message
 	if err := proto.Unmarshal(b, &pm); err != nil {
 		return content.Message{}, err
 	}
-	return MessageFromProto(&pm, l)
+	return clientapi.MessageFromProto(&pm, l)
 }
 
 func marshal(t testing.TB, m proto.Message) []byte {
@@ -44,10 +46,10 @@ func val(kind any) *dripv1.Value {
 }
 
 // TestDecodeMessageMatchesProtobuf: on valid and invalid messages alike,
-// DecodeMessage gives what protobuf decoding and MessageFromProto give,
+// wire.DecodeMessage gives what protobuf decoding and MessageFromProto give,
 // errors included.
 func TestDecodeMessageMatchesProtobuf(t *testing.T) {
-	limits := MessageLimits{MaxAttributes: 4, MaxName: 8, MaxString: 10, MaxPayload: 16}
+	limits := wire.MessageLimits{MaxAttributes: 4, MaxName: 8, MaxString: 10, MaxPayload: 16}
 	for _, tc := range []struct {
 		name string
 		msg  *dripv1.Message
@@ -70,7 +72,7 @@ func TestDecodeMessageMatchesProtobuf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := marshal(t, tc.msg)
 			want, wantErr := decodeReference(b, limits)
-			got, err := DecodeMessage(b, limits)
+			got, err := wire.DecodeMessage(b, limits)
 			if wantErr != nil {
 				require.Error(t, err)
 				assert.Equal(t, wantErr.Error(), err.Error())
@@ -88,28 +90,28 @@ func TestDecodeMessageWorkload(t *testing.T) {
 	gen, err := workload.New(workload.Default())
 	require.NoError(t, err)
 	for _, m := range gen.Messages(500) {
-		b := marshal(t, MessageToProto(m))
-		got, err := DecodeMessage(b, DefaultMessageLimits())
+		b := marshal(t, clientapi.MessageToProto(m))
+		got, err := wire.DecodeMessage(b, wire.DefaultMessageLimits())
 		require.NoError(t, err)
 		require.Equal(t, m.String(), got.String())
 	}
 }
 
-// FuzzDecodeMessage: whatever bytes arrive, DecodeMessage never panics,
+// FuzzDecodeMessage: whatever bytes arrive, wire.DecodeMessage never panics,
 // fails exactly when the protobuf path fails, and otherwise decodes the
 // same message.
 func FuzzDecodeMessage(f *testing.F) {
 	gen, err := workload.New(workload.Default())
 	require.NoError(f, err)
 	for _, m := range gen.Messages(5) {
-		f.Add(marshal(f, MessageToProto(m)))
+		f.Add(marshal(f, clientapi.MessageToProto(m)))
 	}
 	f.Add([]byte{0x0a, 0x02, 0x12, 0x00})
 	f.Add(marshal(f, &dripv1.Message{DeadlineNs: 50e6, Payload: []byte("p")}))
-	limits := MessageLimits{MaxAttributes: 8, MaxName: 16, MaxString: 32, MaxPayload: 64}
+	limits := wire.MessageLimits{MaxAttributes: 8, MaxName: 16, MaxString: 32, MaxPayload: 64}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, wantErr := decodeReference(b, limits)
-		got, err := DecodeMessage(append([]byte(nil), b...), limits)
+		got, err := wire.DecodeMessage(append([]byte(nil), b...), limits)
 		if wantErr != nil {
 			require.Error(t, err, "protobuf failed with %v", wantErr)
 			return
@@ -120,7 +122,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		// The deadline is what protobuf reads, or refused when negative.
 		var pb dripv1.Message
 		require.NoError(t, proto.Unmarshal(b, &pb))
-		_, d, err := DecodeMessageDeadline(append([]byte(nil), b...), limits)
+		_, d, err := wire.DecodeMessageDeadline(append([]byte(nil), b...), limits)
 		if pb.GetDeadlineNs() < 0 {
 			require.ErrorContains(t, err, "message deadline")
 			return
@@ -141,8 +143,8 @@ func TestPublishRequestMessages(t *testing.T) {
 		{},
 	} {
 		var got []int64
-		batched, err := PublishRequestMessages(marshal(t, req), func(b []byte) error {
-			msg, err := DecodeMessage(b, DefaultMessageLimits())
+		batched, err := wire.PublishRequestMessages(marshal(t, req), func(b []byte) error {
+			msg, err := wire.DecodeMessage(b, wire.DefaultMessageLimits())
 			require.NoError(t, err)
 			v, _ := msg.Get("n")
 			got = append(got, v.Int())
@@ -159,7 +161,7 @@ func TestPublishRequestMessages(t *testing.T) {
 		}
 		assert.Equal(t, want, got)
 	}
-	_, err := PublishRequestMessages([]byte{0x12, 0x05, 1}, func([]byte) error { return nil })
+	_, err := wire.PublishRequestMessages([]byte{0x12, 0x05, 1}, func([]byte) error { return nil })
 	assert.Error(t, err)
 }
 
@@ -174,7 +176,7 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 	for range 5 {
 		p := &dripv1.Published{Message: msg, IngressRouter: rng.Uint32N(4), PublishedUnixNano: rng.Int64(), Hops: rng.Uint32N(3),
 			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3), ElapsedNs: rng.Int64N(3) - 1}
-		b := AppendPublished(nil, raw, PublishedHeader{Ingress: p.IngressRouter, PublishedAt: p.PublishedUnixNano, Hops: p.Hops,
+		b := wire.AppendPublished(nil, raw, wire.PublishedHeader{Ingress: p.IngressRouter, PublishedAt: p.PublishedUnixNano, Hops: p.Hops,
 			Epoch: p.IngressEpoch, Seq: p.Seq, Elapsed: p.ElapsedNs})
 		var back dripv1.Published
 		require.NoError(t, proto.Unmarshal(b, &back))
@@ -182,10 +184,10 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 		pubs, want = append(pubs, b), append(want, p)
 	}
 	var one dripv1.Delivery
-	require.NoError(t, proto.Unmarshal(AppendDelivery(nil, pubs[0]), &one))
+	require.NoError(t, proto.Unmarshal(wire.AppendDelivery(nil, pubs[0]), &one))
 	assert.True(t, proto.Equal(want[0], one.GetMessage()))
-	batch := AppendDeliveryBatch(nil, pubs)
-	assert.Len(t, batch, DeliveryBatchSize(pubs))
+	batch := wire.AppendDeliveryBatch(nil, pubs)
+	assert.Len(t, batch, wire.DeliveryBatchSize(pubs))
 	var many dripv1.Delivery
 	require.NoError(t, proto.Unmarshal(batch, &many))
 	require.Len(t, many.GetBatch().GetMessages(), 5)
@@ -197,11 +199,11 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 func BenchmarkDecodeMessage(b *testing.B) {
 	gen, err := workload.New(workload.Default())
 	require.NoError(b, err)
-	raw := marshal(b, MessageToProto(gen.Message()))
+	raw := marshal(b, clientapi.MessageToProto(gen.Message()))
 	b.Run("wire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := DecodeMessage(raw, DefaultMessageLimits()); err != nil {
+			if _, err := wire.DecodeMessage(raw, wire.DefaultMessageLimits()); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -209,7 +211,7 @@ func BenchmarkDecodeMessage(b *testing.B) {
 	b.Run("protobuf", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := decodeReference(raw, DefaultMessageLimits()); err != nil {
+			if _, err := decodeReference(raw, wire.DefaultMessageLimits()); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -17,8 +17,10 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker/brokertest"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/rawcodec"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -158,7 +160,7 @@ func (w *subStream) RecvMsg(m any) error {
 	if req, ok := m.(*dripv1.SubscribeRequest); ok {
 		// One delivery per event, so that faults apply per delivery.
 		req.AcceptBatches = false
-		if p, err := wire.PredicateFromProto(req.GetPredicate(), content.DefaultLimits()); err == nil {
+		if p, err := clientapi.PredicateFromProto(req.GetPredicate(), content.DefaultLimits()); err == nil {
 			w.in.mu.Lock()
 			w.pred = p
 			w.control = strings.Contains(p.String(), wire.CongestionTo)
@@ -176,7 +178,7 @@ func (w *subStream) send(m any) error {
 
 func (w *subStream) SendMsg(m any) error {
 	d, ok := m.(*dripv1.Delivery)
-	if raw, isRaw := m.(*wire.Raw); isRaw {
+	if raw, isRaw := m.(*rawcodec.Raw); isRaw {
 		// The broker sends deliveries in their wire form.
 		d, ok = new(dripv1.Delivery), true
 		if err := proto.Unmarshal(raw.B, d); err != nil {
@@ -203,7 +205,7 @@ func (w *subStream) SendMsg(m any) error {
 		in.seen[st] = true
 		in.published++
 		if f.FalsePositiveEvery > 0 && in.published%f.FalsePositiveEvery == 0 {
-			if msg, err := wire.MessageFromProto(p.GetMessage(), wire.DefaultMessageLimits()); err == nil {
+			if msg, err := clientapi.MessageFromProto(p.GetMessage(), wire.DefaultMessageLimits()); err == nil {
 				for s := range in.streams {
 					if s != w && s.pred != nil && !s.control && !s.pred.Matches(msg) {
 						wrong = s

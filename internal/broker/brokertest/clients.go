@@ -12,6 +12,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/qos"
@@ -292,7 +293,7 @@ func (s *Sim) publish(p *publisher) {
 		}
 	}
 	s.ledger.msgs = append(s.ledger.msgs, msgRecord{at: s.now, ingress: p.node, expected: expected})
-	pm := wire.MessageToProto(m)
+	pm := clientapi.MessageToProto(m)
 	pm.Payload = binary.BigEndian.AppendUint64(nil, id)
 	raw, err := proto.Marshal(pm)
 	if err != nil {

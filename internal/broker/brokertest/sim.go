@@ -19,7 +19,6 @@ import (
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/sim"
 	"github.com/dripmesh/drip/internal/transport"
-	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -334,7 +333,7 @@ func (s *Sim) canLink(n *simNode) bool { return n.state == up || n.state == drai
 
 func (s *Sim) open(n *simNode) *dripv1.Open {
 	o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: n.id, RouterName: n.name, Mesh: n.cfg.Mesh}
-	wire.SetOpenBloom(o, n.cfg.Encoding)
+	transport.SetOpenBloom(o, n.cfg.Encoding)
 	if n.cfg.PeerCompression {
 		o.Compression = []string{transport.CompressionDeflate}
 	}
@@ -354,7 +353,7 @@ func (s *Sim) connect(l *simLink) {
 	for side, n := range []*simNode{a, b} {
 		peer := []*simNode{b, a}[side]
 		fwd := n.node.NewForwarder()
-		ads := wire.NewAdDecoder(n.cfg.PeerPredicateDeltas)
+		ads := transport.NewAdDecoder(n.cfg.PeerPredicateDeltas)
 		node, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression,

@@ -21,6 +21,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/bench"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/wire"
 )
@@ -445,7 +446,7 @@ func (f *NATSFilter) Match(data []byte) (payload []byte, ok bool, err error) {
 	if err := proto.Unmarshal(data, &f.pm); err != nil {
 		return nil, false, fmt.Errorf("nats: decoding a message: %w", err)
 	}
-	m, err := wire.MessageFromProto(&f.pm, f.limits)
+	m, err := clientapi.MessageFromProto(&f.pm, f.limits)
 	if err != nil {
 		return nil, false, fmt.Errorf("nats: decoding a message: %w", err)
 	}
@@ -458,7 +459,7 @@ func (f *NATSFilter) Match(data []byte) (payload []byte, ok bool, err error) {
 // EncodeNATS is how a NATS publisher carries m and payload on
 // NATSSubject: as a drip.v1.Message protobuf, which NATSFilter reads.
 func EncodeNATS(m content.Message, payload []byte) ([]byte, error) {
-	pm := wire.MessageToProto(m)
+	pm := clientapi.MessageToProto(m)
 	pm.Payload = payload
 	return proto.Marshal(pm)
 }

@@ -1,4 +1,4 @@
-package wire
+package rawcodec
 
 import (
 	"google.golang.org/grpc/encoding"

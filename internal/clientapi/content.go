@@ -1,4 +1,4 @@
-package wire
+package clientapi
 
 import (
 	"fmt"
@@ -6,24 +6,11 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
-// MessageLimits bound a published message. Zero means no limit.
-type MessageLimits struct {
-	MaxAttributes int // attributes per message
-	MaxName       int // bytes of an attribute name
-	MaxString     int // bytes of a string value
-	MaxPayload    int // bytes of the opaque payload
-}
-
-// DefaultMessageLimits suit messages of tens of attributes and payloads up
-// to 1 MiB, well under gRPC's default 4 MiB frame.
-func DefaultMessageLimits() MessageLimits {
-	return MessageLimits{MaxAttributes: 256, MaxName: 256, MaxString: 64 << 10, MaxPayload: 1 << 20}
-}
-
 // MessageFromProto validates and converts a message.
-func MessageFromProto(pm *dripv1.Message, l MessageLimits) (content.Message, error) {
+func MessageFromProto(pm *dripv1.Message, l wire.MessageLimits) (content.Message, error) {
 	if pm == nil {
 		return content.Message{}, fmt.Errorf("message is missing")
 	}
@@ -33,8 +20,8 @@ func MessageFromProto(pm *dripv1.Message, l MessageLimits) (content.Message, err
 	if l.MaxPayload > 0 && len(pm.Payload) > l.MaxPayload {
 		return content.Message{}, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(pm.Payload), l.MaxPayload)
 	}
-	if len(pm.Congestion) > MaxCongestionHeader {
-		return content.Message{}, fmt.Errorf("message congestion header is %d bytes, over the limit of %d", len(pm.Congestion), MaxCongestionHeader)
+	if len(pm.Congestion) > wire.MaxCongestionHeader {
+		return content.Message{}, fmt.Errorf("message congestion header is %d bytes, over the limit of %d", len(pm.Congestion), wire.MaxCongestionHeader)
 	}
 	attrs := make([]content.Attribute, len(pm.Attributes))
 	for i, a := range pm.Attributes {

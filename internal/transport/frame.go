@@ -1,4 +1,4 @@
-package wire
+package transport
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // Peer links carry frames in their wire form: a link's writer concatenates
@@ -14,6 +15,17 @@ import (
 // (encoded once, when queued) of a drip.v1.Frame, and its reader parses
 // them in place. The bytes are the protobuf encoding of the Frame, so a
 // broker that decodes frames with protobuf reads them alike.
+
+// Field numbers of drip.v1.Frame: exchanged between brokers, never
+// renumbered.
+const (
+	fieldFrameOpen         = 1
+	fieldFrameControl      = 2
+	fieldFrameBundles      = 3
+	fieldFrameDeflated     = 4
+	fieldFrameInflatedSize = 5
+	fieldFrameFinished     = 50
+)
 
 // AppendFrame appends the wire form of a Frame holding control and the
 // encoded bundles.
@@ -79,22 +91,22 @@ func parseFrame(b []byte, f *ParsedFrame, decodeControl bool) error {
 	clear(f.Bundles)
 	*f = ParsedFrame{Control: f.Control[:0], Bundles: f.Bundles[:0]}
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
-			return errTruncated
+			return wire.ErrTruncated
 		}
 		b = b[n:]
 		switch {
 		case num == fieldFrameOpen && typ == protowire.BytesType:
 			_, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b, f.Open = b[n:], true
 		case num == fieldFrameControl && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b = b[n:]
 			if f.controls++; !decodeControl {
@@ -108,31 +120,31 @@ func parseFrame(b []byte, f *ParsedFrame, decodeControl bool) error {
 		case num == fieldFrameBundles && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b, f.Bundles = b[n:], append(f.Bundles, v)
 		case num == fieldFrameDeflated && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b, f.Deflated = b[n:], v
 		case num == fieldFrameInflatedSize && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b, f.InflatedSize = b[n:], uint64(uint32(v))
 		case num == fieldFrameFinished && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b, f.Finished = b[n:], v != 0
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return errTruncated
+				return wire.ErrTruncated
 			}
 			b = b[n:]
 		}

@@ -1,4 +1,4 @@
-package wire
+package clientapi
 
 import (
 	"math"
@@ -11,6 +11,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 func TestMessageRoundTrip(t *testing.T) {
@@ -19,7 +20,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		"f": content.Float(-0.5), "b": content.Bool(true),
 	})
 	m.Payload = []byte("payload")
-	got, err := MessageFromProto(MessageToProto(m), DefaultMessageLimits())
+	got, err := MessageFromProto(MessageToProto(m), wire.DefaultMessageLimits())
 	require.NoError(t, err)
 	assert.Equal(t, m, got)
 }
@@ -41,7 +42,7 @@ func TestPredicateTextAndFiltersAreOred(t *testing.T) {
 
 func TestMessageErrors(t *testing.T) {
 	str := func(s string) *dripv1.Value { return &dripv1.Value{Kind: &dripv1.Value_StringValue{StringValue: s}} }
-	lim := MessageLimits{MaxAttributes: 2, MaxName: 4, MaxString: 3, MaxPayload: 5}
+	lim := wire.MessageLimits{MaxAttributes: 2, MaxName: 4, MaxString: 3, MaxPayload: 5}
 	tests := []struct {
 		name string
 		msg  *dripv1.Message
@@ -55,7 +56,7 @@ func TestMessageErrors(t *testing.T) {
 		{"unset value", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a"}}}, `attribute "a": value is unset`},
 		{"duplicate", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: str("")}, {Name: "a", Value: str("")}}}, "attribute a given twice"},
 		{"empty name", &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "", Value: str("")}}}, "empty name"},
-		{"congestion header", &dripv1.Message{Congestion: make([]byte, MaxCongestionHeader+1)}, "congestion header is 4097 bytes, over the limit of 4096"},
+		{"congestion header", &dripv1.Message{Congestion: make([]byte, wire.MaxCongestionHeader+1)}, "congestion header is 4097 bytes, over the limit of 4096"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,15 +65,15 @@ func TestMessageErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 			if tt.msg != nil {
 				// The brokers' path says the same.
-				_, err = DecodeMessage(marshal(t, tt.msg), lim)
+				_, err = wire.DecodeMessage(marshal(t, tt.msg), lim)
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.want)
 			}
 		})
 	}
 	// A header within the limit passes, unread.
-	m := &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: str("x")}}, Congestion: make([]byte, MaxCongestionHeader)}
-	got, err := DecodeMessage(marshal(t, m), lim)
+	m := &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: str("x")}}, Congestion: make([]byte, wire.MaxCongestionHeader)}
+	got, err := wire.DecodeMessage(marshal(t, m), lim)
 	require.NoError(t, err)
 	assert.Equal(t, "[a=\"x\"]", got.String())
 }
@@ -126,8 +127,8 @@ func FuzzDecodeClientRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var pub dripv1.PublishRequest
 		if proto.Unmarshal(b, &pub) == nil {
-			if m, err := MessageFromProto(pub.Message, DefaultMessageLimits()); err == nil {
-				again, err := MessageFromProto(MessageToProto(m), DefaultMessageLimits())
+			if m, err := MessageFromProto(pub.Message, wire.DefaultMessageLimits()); err == nil {
+				again, err := MessageFromProto(MessageToProto(m), wire.DefaultMessageLimits())
 				require.NoError(t, err)
 				require.Equal(t, m.String(), again.String())
 			}
@@ -144,4 +145,10 @@ func FuzzDecodeClientRequests(f *testing.F) {
 			}
 		}
 	})
+}
+
+func marshal(t testing.TB, m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
 }

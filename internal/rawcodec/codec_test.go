@@ -1,4 +1,4 @@
-package wire
+package rawcodec
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // countingPool is a buffer pool that records what is given back to it.
@@ -19,7 +20,7 @@ type countingPool struct {
 func (p *countingPool) Put(b *[]byte) { p.put = append(p.put, *b) }
 
 func TestCodecRaw(t *testing.T) {
-	payload := AppendDelivery(nil, []byte("published"))
+	payload := wire.AppendDelivery(nil, []byte("published"))
 	for _, tc := range []struct {
 		name   string
 		pooled bool

@@ -1,4 +1,4 @@
-package wire_test
+package transport
 
 import (
 	"fmt"
@@ -9,12 +9,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/encoding"
-	"github.com/dripmesh/drip/internal/transport"
-	"github.com/dripmesh/drip/internal/wire"
 )
-
-// In package wire_test: transport, whose Compatible this checks, imports
-// wire.
 
 // The handshake contract of docs/design.md §2: a mesh runs one Bloom
 // scheme. Opens filled from Params are compatible exactly when the Params
@@ -23,19 +18,19 @@ import (
 // "bloom" and a detail naming both schemes.
 func TestOpenBloomAndCompatibility(t *testing.T) {
 	open := func(id uint32, p encoding.Params) *dripv1.Open {
-		o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: id, RouterName: fmt.Sprint("b", id), Mesh: "m"}
-		wire.SetOpenBloom(o, p)
+		o := &dripv1.Open{ProtocolVersion: ProtocolVersion, RouterId: id, RouterName: fmt.Sprint("b", id), Mesh: "m"}
+		SetOpenBloom(o, p)
 		return o
 	}
 	v1, v2 := encoding.DefaultParamsV1(), encoding.DefaultParams()
 	for _, p := range []encoding.Params{v1, v2, {Scheme: encoding.SchemeCatV2, M: 1024, K: 4}} {
-		got, err := wire.OpenBloom(open(1, p))
+		got, err := OpenBloom(open(1, p))
 		require.NoError(t, err)
 		assert.Equal(t, p, got)
 	}
 	old := open(2, v1)
 	old.BloomScheme = "" // a broker from before the field
-	got, err := wire.OpenBloom(old)
+	got, err := OpenBloom(old)
 	require.NoError(t, err)
 	assert.Equal(t, v1, got)
 
@@ -55,12 +50,12 @@ func TestOpenBloomAndCompatibility(t *testing.T) {
 			`peer "b2" encodes with cat-v3 M=2048 K=6, we with cat-v2 M=2048 K=6`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := transport.Compatible(tc.local, tc.remote)
+			err := Compatible(tc.local, tc.remote)
 			if tc.detail == "" {
 				require.NoError(t, err)
 				return
 			}
-			reason, ok := transport.IsIncompatible(err)
+			reason, ok := IsIncompatible(err)
 			require.True(t, ok, "%v", err)
 			assert.Equal(t, "bloom", reason)
 			assert.ErrorContains(t, err, tc.detail)
@@ -69,10 +64,10 @@ func TestOpenBloomAndCompatibility(t *testing.T) {
 
 	future := open(3, v2)
 	future.BloomScheme = "cat-v3"
-	_, err = wire.OpenBloom(future)
+	_, err = OpenBloom(future)
 	assert.EqualError(t, err, `open of router 3: unknown Bloom scheme "cat-v3", want cat-v1 or cat-v2`)
 	bad := open(3, v2)
 	bad.BloomScheme = "cat-v1"
-	_, err = wire.OpenBloom(bad)
+	_, err = OpenBloom(bad)
 	assert.ErrorContains(t, err, "open of router 3: encoding: M=2048 bits")
 }

@@ -1,4 +1,4 @@
-package wire
+package transport
 
 import (
 	"testing"
@@ -15,6 +15,7 @@ import (
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 func sampleControl() []linkstate.Message {
@@ -195,8 +196,8 @@ func TestParseFrameMatchesProtobuf(t *testing.T) {
 		control = append(control, c)
 	}
 	bundles := [][]byte{
-		AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(64).Set(6), HopsLeft: 3}, dedup.Stamp{Origin: 1, Epoch: 9, Seq: 4}, 7, 1, []byte{1, 2}),
-		AppendBundle(nil, drp.Bundle{Source: 2, Dest: bitset.New(64)}, dedup.Stamp{}, 0, 0, []byte("x")),
+		wire.AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(64).Set(6), HopsLeft: 3}, dedup.Stamp{Origin: 1, Epoch: 9, Seq: 4}, 7, 1, []byte{1, 2}),
+		wire.AppendBundle(nil, drp.Bundle{Source: 2, Dest: bitset.New(64)}, dedup.Stamp{}, 0, 0, []byte("x")),
 	}
 	raw, err := AppendFrame(nil, control, bundles)
 	require.NoError(t, err)
