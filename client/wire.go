@@ -38,7 +38,7 @@ const (
 	fieldBatchMessages     = 1 // DeliveryBatch.messages
 )
 
-// maxDeadline is the longest deadline brokers accept (broker.MaxDeadline).
+// maxDeadline is the longest deadline brokers accept (node.MaxDeadline).
 const maxDeadline = time.Hour
 
 // appendBatchEntry appends m as one entry of a PublishRequest's batch, with

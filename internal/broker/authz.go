@@ -52,7 +52,7 @@ type authorizer struct {
 // broker's predicate limits is refused.
 func (b *Broker) SetAuthzPolicy(p *authz.Policy) error {
 	if p != nil {
-		if err := p.CheckLimits(b.node.cfg.Predicates); err != nil {
+		if err := p.CheckLimits(b.cfg.Predicates); err != nil {
 			return err
 		}
 	}
@@ -148,7 +148,7 @@ func (c clientService) conjoin(g grant, p content.Predicate) (content.Predicate,
 	if g.rule == nil {
 		return p, nil
 	}
-	q, err := g.rule.Conjoin(p, c.n.cfg.Predicates)
+	q, err := g.rule.Conjoin(p, c.b.cfg.Predicates)
 	if err != nil {
 		return nil, c.az.refuse(opSubscribe, g.id, err)
 	}

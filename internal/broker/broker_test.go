@@ -379,7 +379,7 @@ func TestMemoryBudgetShedsTheSlowSubscriber(t *testing.T) {
 		require.Eventually(t, func() bool { return fast.received() == k+10 }, 10*time.Second, time.Millisecond)
 		// The queues get half the budget; one message over at most,
 		// while a publisher's delivery is being placed.
-		require.LessOrEqual(t, node.MemoryUsed(), int64(budget/2+20<<10))
+		require.LessOrEqual(t, node.Budget().Used(), int64(budget/2+20<<10))
 	}
 	fast.mu.Lock()
 	assert.Zero(t, fast.lost, "the fast subscriber lost nothing")
@@ -424,7 +424,7 @@ func TestMemoryBudgetCountsWhatGRPCHolds(t *testing.T) {
 	require.Eventually(t, func() bool { return sending() >= 64<<10 }, 10*time.Second, 10*time.Millisecond,
 		"gRPC's bytes for the stalled stream are counted")
 	node := m.nodes[0].srv.Broker().Node()
-	assert.LessOrEqual(t, sending(), float64(node.MemoryUsed()), "and are part of what the budget holds")
+	assert.LessOrEqual(t, sending(), float64(node.Budget().Used()), "and are part of what the budget holds")
 	assert.LessOrEqual(t, sending(), float64(4*64<<10), "at most the quota and a batch or two")
 
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -28,7 +29,7 @@ func TestReplacedLinkUpArrivingLateStaysReplaced(t *testing.T) {
 		c, err := net.Dialer().Dial(context.Background(), "b2", b.Open())
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close(nil); (<-accepted).Close(nil) })
-		l, err := transport.NewLink(c, transport.LinkConfig{Dialed: true, QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16}, func(*transport.Link, []*dripv1.Control, [][]byte) error { return nil })
+		l, err := transport.NewLink(c, transport.LinkConfig{Dialed: true, QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16}, func(*transport.Link, []linkstate.Message, [][]byte) error { return nil })
 		require.NoError(t, err)
 		l.Start()
 		return l
@@ -36,12 +37,12 @@ func TestReplacedLinkUpArrivingLateStaysReplaced(t *testing.T) {
 	l1, l2 := wire(), wire()
 	b.links[2] = l2 // what attach left: l2 replaced l1
 
-	b.handle(coreEvent{kind: evLinkUp, link: l2, weight: 1, replaces: l1})
-	b.handle(coreEvent{kind: evLinkUp, link: l1, weight: 1})
-	assert.Same(t, l2, b.node.current[2], "the link attached last is the node's link to the neighbour")
+	b.handle(coreEvent{kind: evLinkUp, link: l2, replaces: l1})
+	b.handle(coreEvent{kind: evLinkUp, link: l1})
+	assert.Same(t, l2, b.node.Link(2), "the link attached last is the node's link to the neighbour")
 
 	b.handle(coreEvent{kind: evLinkDown, link: l1})
-	assert.Same(t, l2, b.node.current[2], "the replaced link's end leaves its successor in place")
+	assert.Same(t, l2, b.node.Link(2), "the replaced link's end leaves its successor in place")
 	l1.Close(nil) // the neighbour's end of the drain
 	b.linkGroup.Wait()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/node"
 )
 
 // TestMatchAllPolicy: a router whose subscriber asks for 'k exists' (a
@@ -29,7 +30,7 @@ func TestMatchAllPolicy(t *testing.T) {
 		{"limit:1", 1, 10}, // a burst of 1, then about 1/s
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
-			p, err := broker.ParseMatchAllPolicy(tc.policy)
+			p, err := node.ParseMatchAllPolicy(tc.policy)
 			require.NoError(t, err)
 			m := startMesh(t, 3, [][2]int{{0, 1}, {0, 2}}, func(c *broker.Config) { c.MatchAll = p })
 			all := m.subscribe(1, content.MustParse("k exists"))
@@ -39,7 +40,7 @@ func TestMatchAllPolicy(t *testing.T) {
 				// The gauge follows the advertisement at once; the data
 				// plane's table once no rebuild is pending.
 				return err == nil && len(ins.Routers) == 3 && ins.Predicates[2] == 1 && !ins.Pending &&
-					(p.Mode != broker.MatchAllAllow || ins.Predicates[1] == 1) &&
+					(p.Mode != node.MatchAllAllow || ins.Predicates[1] == 1) &&
 					metric(t, m.nodes[0].srv.Registry(), "drip_match_all_filters", "") == 1
 			}, 5*time.Second, 10*time.Millisecond, "b0 learns both routers' predicates")
 
@@ -64,13 +65,13 @@ func TestMatchAllPolicy(t *testing.T) {
 // TestParseMatchAllPolicy: the flag's values, and errors that say what is
 // wrong.
 func TestParseMatchAllPolicy(t *testing.T) {
-	for in, want := range map[string]broker.MatchAllPolicy{
+	for in, want := range map[string]node.MatchAllPolicy{
 		"allow":     {Mode: "allow"},
 		"refuse":    {Mode: "refuse"},
 		"limit:100": {Mode: "limit", Rate: 100},
 		"limit:0.5": {Mode: "limit", Rate: 0.5},
 	} {
-		got, err := broker.ParseMatchAllPolicy(in)
+		got, err := node.ParseMatchAllPolicy(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
@@ -83,11 +84,11 @@ func TestParseMatchAllPolicy(t *testing.T) {
 		"limit:-1":  `want a positive rate`,
 		"limit:NaN": `want a positive rate`,
 	} {
-		_, err := broker.ParseMatchAllPolicy(in)
+		_, err := node.ParseMatchAllPolicy(in)
 		assert.ErrorContains(t, err, want, in)
 	}
 	cfg := broker.DefaultConfig(1, "b1")
-	cfg.MatchAll = broker.MatchAllPolicy{Mode: "limit"}
+	cfg.MatchAll = node.MatchAllPolicy{Mode: "limit"}
 	assert.ErrorContains(t, cfg.Validate(), "want a positive rate")
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -207,7 +208,7 @@ func (m *testMesh) converged(reachable map[int][]int) (bool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	own := map[int]int{}
-	views := map[int]broker.Inspection{}
+	views := map[int]node.Inspection{}
 	for _, i := range m.alive() {
 		in, err := m.nodes[i].srv.Broker().Inspect(ctx)
 		if err != nil {

@@ -2,19 +2,17 @@ package broker
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/dripmesh/drip/internal/buildinfo"
-	"github.com/dripmesh/drip/internal/drp"
-	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
 // Metric names and labels are documented in docs/metrics.md; the Grafana
-// dashboards depend on them, so treat them as a contract.
+// dashboards depend on them, so treat them as a contract. These are the
+// driver's: its links' traffic, its handshakes and its client service; the
+// node registers its own (internal/node) on the same registry.
 const namespace = "drip"
 
-// metrics holds every collector of one broker, registered on the
-// registry the broker was given (never the global one).
 type metrics struct {
 	// Per link, labelled by the neighbour's name.
 	linkUp             *prometheus.GaugeVec
@@ -26,57 +24,15 @@ type metrics struct {
 	linkSentControl    *prometheus.CounterVec
 	linkQueueBytes     *prometheus.GaugeVec
 	linkDropped        *prometheus.CounterVec // peer, reason
-	linkRTT            *prometheus.GaugeVec
-	linkCost           *prometheus.GaugeVec
 	linkHandshakeFails *prometheus.CounterVec // reason
-	adsRefused         *prometheus.CounterVec // reason
-	adsSent            *prometheus.CounterVec // form
-	adBytesSent        *prometheus.CounterVec // form
-	// The forms' counters, resolved once.
+	// Predicate advertisements sent by form, shared by every link.
 	adsWhole, adsDelta, adBytesWhole, adBytesDelta prometheus.Counter
+	controlWait                                    prometheus.Histogram
 
-	// Per broker.
-	published         prometheus.Counter
-	publishRejected   prometheus.Counter
-	unmatched         prometheus.Counter
-	delivered         prometheus.Counter
-	subscriberDropped prometheus.Counter
-	budgetShed        prometheus.Counter
-	falsePositives    prometheus.Counter
-	destinations      prometheus.Histogram
-	matchSeconds      *prometheus.HistogramVec // stage
-	// The two stages' children, resolved once: they are observed per message.
-	matchExact, matchEncoded prometheus.Observer
-	routeDropped             *prometheus.CounterVec // reason
-	bounced                  *prometheus.CounterVec // outcome
-	bouncedHeld              prometheus.Gauge
-	spfRuns                  prometheus.Counter
-	routersKnown             prometheus.Gauge
-	lsdbEntries              prometheus.Gauge
-	matchAll                 prometheus.Gauge
-	lsdbDigest               prometheus.Gauge
-	advertisements           prometheus.Counter
-	adPending                prometheus.Gauge
-	subscriptions            prometheus.Gauge
-	filters                  prometheus.Gauge
-	advertised               prometheus.Gauge
-	protocolEvents           *prometheus.CounterVec // event
-	duplicates               *prometheus.CounterVec // verdict
-	dedupOrigins             prometheus.Gauge
-	dedupWindows             prometheus.Gauge
-	dedupBytes               prometheus.Gauge
-	malformedBundles         prometheus.Counter
-	congestionFeedback       prometheus.Counter
-	// Deadlines and two paths (docs/design.md §11).
-	deadlineBundles prometheus.Counter
-	deadlineMissed  prometheus.Counter
-	secondPathBytes prometheus.Counter
-	redundantCopies prometheus.Counter
-	// Authorization (internal/authz).
-	authzDenied *prometheus.CounterVec // op
-	// PREDICATES index rebuilds by kind (full, partial), resolved once.
-	rebuildFull, rebuildPartial prometheus.Observer
-	controlWait                 prometheus.Histogram
+	// The client service.
+	publishRejected    prometheus.Counter
+	congestionFeedback prometheus.Counter
+	authzDenied        *prometheus.CounterVec // op
 }
 
 // handshakeFailureReasons are the reason labels of
@@ -88,182 +44,55 @@ type metrics struct {
 // certificate that does not name the router the peer claims to be.
 var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open", "refused", "duplicate", "router_id", "tls", "identity"}
 
-// routeDropLinkDown is the drip_route_dropped_destinations_total reason of
-// destinations whose next hop's link went down under them; drp's own
-// reasons are drp.DropReason's strings.
-const routeDropLinkDown = "link_down"
-
-func newMetrics(reg prometheus.Registerer, brokerName string, b *budget) *metrics {
-	f := factory{reg: reg}
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
 	link := []string{"peer"}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	}
+	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return f.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return f.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	}
 	m := &metrics{
-		linkUp:             f.gaugeVec("link_up", "1 while the link to the peer is established, 0 after it went down.", link),
-		linkSentBytes:      f.counterVec("link_sent_bytes_total", "Bytes of frames sent to the peer (protobuf encoded size, after compression).", link),
-		linkSentPlainBytes: f.counterVec("link_sent_uncompressed_bytes_total", "Bytes of the frames sent to the peer before compression (equal to link_sent_bytes_total on an uncompressed link).", link),
-		linkRecvBytes:      f.counterVec("link_received_bytes_total", "Bytes of frames received from the peer (protobuf encoded size).", link),
-		linkSentBundles:    f.counterVec("link_sent_bundles_total", "Message bundles sent to the peer.", link),
-		linkRecvBundles:    f.counterVec("link_received_bundles_total", "Message bundles received from the peer.", link),
-		linkSentControl:    f.counterVec("link_sent_control_total", "Link-state control messages sent to the peer.", link),
-		linkQueueBytes:     f.gaugeVec("link_queue_bytes", "Bytes of bundles waiting in the peer's send queue.", link),
-		linkDropped:        f.counterVec("link_dropped_bundles_total", "Bundles for the peer dropped, by reason (queue_full, link_down).", []string{"peer", "reason"}),
-		linkRTT:            f.gaugeVec("link_rtt_seconds", "Smoothed round-trip time to the peer measured by hellos.", link),
-		linkCost:           f.gaugeVec("link_cost", "Cost this broker advertises for the link to the peer.", link),
-		linkHandshakeFails: f.counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, router_id, tls, identity).", []string{"reason"}),
-
-		published:       f.counter("published_messages_total", "Messages accepted from local publishers."),
-		publishRejected: f.counter("publish_rejected_total", "Messages refused from local publishers as invalid."),
-		congestionFeedback: f.counter("congestion_feedback_messages_total",
+		linkUp:             gaugeVec("link_up", "1 while the link to the peer is established, 0 after it went down.", link...),
+		linkSentBytes:      counterVec("link_sent_bytes_total", "Bytes of frames sent to the peer (protobuf encoded size, after compression).", link...),
+		linkSentPlainBytes: counterVec("link_sent_uncompressed_bytes_total", "Bytes of the frames sent to the peer before compression (equal to link_sent_bytes_total on an uncompressed link).", link...),
+		linkRecvBytes:      counterVec("link_received_bytes_total", "Bytes of frames received from the peer (protobuf encoded size).", link...),
+		linkSentBundles:    counterVec("link_sent_bundles_total", "Message bundles sent to the peer.", link...),
+		linkRecvBundles:    counterVec("link_received_bundles_total", "Message bundles received from the peer.", link...),
+		linkSentControl:    counterVec("link_sent_control_total", "Link-state control messages sent to the peer.", link...),
+		linkQueueBytes:     gaugeVec("link_queue_bytes", "Bytes of bundles waiting in the peer's send queue.", link...),
+		linkDropped:        counterVec("link_dropped_bundles_total", "Bundles for the peer dropped, by reason (queue_full, link_down).", "peer", "reason"),
+		linkHandshakeFails: counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, router_id, tls, identity).", "reason"),
+		controlWait: f.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "control_frame_wait_seconds",
+			Help:    "Time the control messages of each frame from a neighbour waited for the broker's control plane, from their arrival to their processing.",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 10)}),
+		publishRejected: counter("publish_rejected_total", "Messages refused from local publishers as invalid."),
+		congestionFeedback: counter("congestion_feedback_messages_total",
 			"Published messages that are congestion-control feedback (attribute drip.cc.to): subscriptions asking a publisher to slow down, or for an echo."),
-		unmatched:         f.counter("unmatched_messages_total", "Published messages routed nowhere: no local subscriber and no other broker's encoded predicate matched."),
-		delivered:         f.counter("delivered_messages_total", "Messages queued to local subscribers (one per subscriber)."),
-		subscriberDropped: f.counter("subscriber_dropped_total", "Deliveries dropped because a local subscriber's queue was full."),
-		budgetShed: f.counter("subscriber_shed_total",
-			"Deliveries dropped to keep the broker's queues within its memory budget: the oldest of the subscriber holding the most bytes, or a new one to that subscriber."),
-		falsePositives: f.counter("false_positives_total", "Bundles delivered to this broker that matched no local subscriber exactly (Bloom false positives)."),
-		destinations: f.histogram("destinations_per_message", "Remote brokers a published message is routed to (|D| at the ingress).",
-			[]float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
-		matchSeconds: f.histogramVec("match_duration_seconds", "Time to match one message, by stage (exact: local subscribers; encoded: PREDICATES table).",
-			[]string{"stage"}, prometheus.ExponentialBuckets(1e-7, 4, 10)),
-		routeDropped: f.counterVec("route_dropped_destinations_total", "Destinations dropped by forwarding, by reason (no_route, hop_limit).", []string{"reason"}),
-		bounced: f.counterVec("bounced_bundles_total",
-			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
-				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, or until the broker stopped, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
-			[]string{"outcome"}),
-		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
-		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
-		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
-		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
-		matchAll:     f.gauge("match_all_filters", "Filters other brokers advertise that match every message (an empty Bloom filter: a subscription to 'k exists', or a peer asking for everything)."),
-		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
-			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
-		adPending: f.gauge("advertisement_pending",
-			"1 while local subscription changes wait for the advertise interval to end before they are advertised, else 0."),
-		advertisements: f.counter("predicate_advertisements_total",
-			"Times this broker re-advertised its predicate because local subscriptions changed (at most once per advertise interval)."),
-		subscriptions:  f.gauge("subscriptions", "Local subscriptions."),
-		filters:        f.gauge("filters", "Filters installed by local subscriptions."),
-		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),
-		protocolEvents: f.counterVec("linkstate_events_total", "Link-state protocol events, by type.", []string{"event"}),
-		duplicates: f.counterVec("duplicates_suppressed_total",
-			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed) "+
-				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
-		dedupOrigins: f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
-		dedupWindows: f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
-		dedupBytes:   f.gauge("dedup_bytes", "Memory of the duplicate windows."),
-		adsSent: f.counterVec("predicate_advertisements_sent_total",
-			"Predicate advertisements (this broker's and those it floods) sent to neighbours, by form: whole, or a delta against the last one of the same origin sent on the link (both ends offer --peer-predicate-deltas).", []string{"form"}),
-		adBytesSent: f.counterVec("predicate_advertisement_sent_bytes_total",
-			"Bytes of the predicate advertisements sent to neighbours (protobuf encoded size, before frame compression), by form: whole or delta.", []string{"form"}),
-		adsRefused:       f.counterVec("advertisements_refused_total", "Link-state and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
-		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
-		deadlineBundles: f.counter("deadline_bundles_total",
-			"Bundles this broker sent with a delivery deadline, queued by urgency (their share of the latency margin)."),
-		deadlineMissed: f.counter("deadline_missed_total",
-			"Deliveries queued to local subscribers later than their subscription's deadline, by the time since acceptance the mesh measured along the path."),
-		secondPathBytes: f.counter("second_path_bytes_total",
-			"Bytes of the second copies of two-path messages this broker sent (ingress and transit): what redundancy costs."),
-		redundantCopies: f.counter("redundant_copies_suppressed_total",
-			"Copies of two-path messages not delivered because the other copy had arrived first."),
-		authzDenied: f.counterVec("authz_denied_total",
+		authzDenied: counterVec("authz_denied_total",
 			"Client requests refused by the authorization policy (--authz-policy), by operation: publish (a message outside the client's rule, a rule that allows no publishing, no rule for the client) "+
-				"or subscribe (a rule that allows no subscriptions, no rule for the client).", []string{"op"}),
+				"or subscribe (a rule that allows no subscriptions, no rule for the client).", "op"),
 	}
-	for _, op := range []string{opPublish, opSubscribe} {
-		m.authzDenied.WithLabelValues(op)
-	}
-	for _, v := range []string{"duplicate", "stale"} {
-		m.duplicates.WithLabelValues(v)
-	}
+	ads := counterVec("predicate_advertisements_sent_total",
+		"Predicate advertisements (this broker's and those it floods) sent to neighbours, by form: whole, or a delta against the last one of the same origin sent on the link (both ends offer --peer-predicate-deltas).", "form")
+	adBytes := counterVec("predicate_advertisement_sent_bytes_total",
+		"Bytes of the predicate advertisements sent to neighbours (protobuf encoded size, before frame compression), by form: whole or delta.", "form")
+	m.adsWhole, m.adsDelta = ads.WithLabelValues("whole"), ads.WithLabelValues("delta")
+	m.adBytesWhole, m.adBytesDelta = adBytes.WithLabelValues("whole"), adBytes.WithLabelValues("delta")
 	// Every label value the code uses exists from the start at zero, so
 	// that dashboards and rate() see a healthy mesh's zeros instead of no
 	// data until the first failure.
 	for _, r := range handshakeFailureReasons {
 		m.linkHandshakeFails.WithLabelValues(r)
 	}
-	for _, r := range linkstate.RefusedReasons {
-		m.adsRefused.WithLabelValues(r)
+	for _, op := range []string{opPublish, opSubscribe} {
+		m.authzDenied.WithLabelValues(op)
 	}
-	m.adsWhole, m.adsDelta = m.adsSent.WithLabelValues("whole"), m.adsSent.WithLabelValues("delta")
-	m.adBytesWhole, m.adBytesDelta = m.adBytesSent.WithLabelValues("whole"), m.adBytesSent.WithLabelValues("delta")
-	for r := range drp.NumDropReasons {
-		m.routeDropped.WithLabelValues(drp.DropReason(r).String())
-	}
-	m.routeDropped.WithLabelValues(routeDropLinkDown)
-	m.routeDropped.WithLabelValues(routeDropMatchAll)
-	for _, o := range []string{bounceRerouted, bounceReturned, bounceSentBack} {
-		m.bounced.WithLabelValues(o)
-	}
-	// Rare and worth a panel: exported at zero so it shows a zero.
-	m.protocolEvents.WithLabelValues(linkstate.EventBudgetViolation.String())
-	rebuilds := f.histogramVec("predicate_index_rebuild_duration_seconds",
-		"Time each rebuild of the index of other brokers' predicates took on the broker's clock, from its plan to its install, by kind (full: every filter; partial: only the routers changed since the last full build).",
-		[]string{"kind"}, prometheus.ExponentialBuckets(1e-4, 4, 9))
-	m.rebuildFull, m.rebuildPartial = rebuilds.WithLabelValues("full"), rebuilds.WithLabelValues("partial")
-	m.controlWait = f.histogram("control_frame_wait_seconds",
-		"Time the control messages of each frame from a neighbour waited for the broker's control plane, from their arrival to their processing.",
-		prometheus.ExponentialBuckets(1e-4, 4, 10))
-	m.matchExact = m.matchSeconds.WithLabelValues("exact")
-	m.matchEncoded = m.matchSeconds.WithLabelValues("encoded")
-	// Read at scrape time: the data path only adds to the atomic counter.
-	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_used_bytes",
-		Help: "Bytes the broker's subscriber and link send queues and the deliveries being sent hold, counted against its memory budget."},
-		func() float64 { return float64(b.Used()) }))
-	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_sending_bytes",
-		Help: "The part of memory_budget_used_bytes that client connections hold for Subscribe streams: deliveries handed to gRPC and not yet written to the socket."},
-		func() float64 { return float64(b.inGRPC.Load()) }))
-	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_streams_bytes",
-		Help: "The part of memory_budget_used_bytes that open client streams stand for: a fixed cost per stream at rest, more for a publisher's flow-control window."},
-		func() float64 { return float64(b.streams.Load()) }))
-	f.gauge("memory_budget_bytes", "The part of the broker's memory budget its subscriber and link send queues may hold: half of --memory-budget (0: none).").Set(float64(b.limit))
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
-	f.must(info)
-	info.WithLabelValues(buildinfo.Version, brokerName).Set(1)
 	return m
-}
-
-// factory registers what it creates, so each metric is declared once.
-type factory struct{ reg prometheus.Registerer }
-
-func (f factory) must(c prometheus.Collector) {
-	if f.reg != nil {
-		f.reg.MustRegister(c)
-	}
-}
-
-func (f factory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
-	f.must(c)
-	return c
-}
-
-func (f factory) counterVec(name, help string, labels []string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
-	f.must(c)
-	return c
-}
-
-func (f factory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
-	f.must(g)
-	return g
-}
-
-func (f factory) gaugeVec(name, help string, labels []string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
-	f.must(g)
-	return g
-}
-
-func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
-	f.must(h)
-	return h
-}
-
-func (f factory) histogramVec(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
-	f.must(h)
-	return h
 }
 
 // forLink resolves one link's children of the vectors, so the data path
@@ -279,17 +108,17 @@ func (m *metrics) forLink(peer string) transport.LinkMetrics {
 		QueueBytes:     m.linkQueueBytes.WithLabelValues(peer),
 		DroppedFull:    m.linkDropped.WithLabelValues(peer, "queue_full"),
 		DroppedDown:    m.linkDropped.WithLabelValues(peer, "link_down"),
+		AdsWhole:       m.adsWhole,
+		AdsDelta:       m.adsDelta,
+		AdBytesWhole:   m.adBytesWhole,
+		AdBytesDelta:   m.adBytesDelta,
 	}
 }
 
-// countAdSent counts a predicate advertisement of size bytes sent to a
-// neighbour, whole or as a delta.
-func (m *metrics) countAdSent(delta bool, size int) {
-	if delta {
-		m.adsDelta.Inc()
-		m.adBytesDelta.Add(float64(size))
-		return
-	}
-	m.adsWhole.Inc()
-	m.adBytesWhole.Add(float64(size))
+// LinkMetrics registers on reg the collectors a Broker registers of its own
+// (its links' traffic among them) and returns how one link's counters are
+// resolved, so that another driver of a node — the virtual-time harness —
+// counts its links as a Broker does.
+func LinkMetrics(reg prometheus.Registerer) func(peer string) transport.LinkMetrics {
+	return newMetrics(reg).forLink
 }

@@ -7,15 +7,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/drp"
-	"github.com/dripmesh/drip/internal/encoding"
-	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/transport"
 )
 
@@ -45,7 +41,8 @@ func zeroSeries(t *testing.T, families []*dto.MetricFamily, name, label string) 
 // show zeros, not "no data", for the failure counters.
 func TestCountersTheDashboardsQueryStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	newMetrics(reg, "b0", &budget{})
+	_, err := New(DefaultConfig(0, "b0"), WithRegisterer(reg))
+	require.NoError(t, err)
 	families, err := reg.Gather()
 	require.NoError(t, err)
 
@@ -83,48 +80,14 @@ func TestHandshakeReasonsCoverTheTransport(t *testing.T) {
 	}
 }
 
-// TestDropReasonsAreDocumented keeps docs/metrics.md's list of reasons the
-// one the code uses.
-func TestDropReasonsAreDocumented(t *testing.T) {
+// TestHandshakeReasonsAreDocumented keeps docs/metrics.md's list of
+// reasons the one the code uses.
+func TestHandshakeReasonsAreDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/metrics.md")
 	require.NoError(t, err)
-	line := func(metric string) string {
-		m := regexp.MustCompile("(?m)^\\| `" + metric + "\\{reason\\}`.*$").Find(doc)
-		require.NotNil(t, m, "docs/metrics.md has no row for %s", metric)
-		return string(m)
-	}
-	drops := line("drip_route_dropped_destinations_total")
-	for r := range drp.NumDropReasons {
-		assert.Contains(t, drops, "`"+drp.DropReason(r).String()+"`")
-	}
-	assert.Contains(t, drops, "`"+routeDropLinkDown+"`")
-	assert.Contains(t, drops, "`"+routeDropMatchAll+"`")
-	handshakes := line("drip_link_handshake_failures_total")
+	m := regexp.MustCompile("(?m)^\\| `drip_link_handshake_failures_total\\{reason\\}`.*$").Find(doc)
+	require.NotNil(t, m, "docs/metrics.md has no row for drip_link_handshake_failures_total")
 	for _, r := range handshakeFailureReasons {
-		assert.Contains(t, handshakes, "`"+r+"`")
-	}
-}
-
-// TestMatchAllFiltersCounted: drip_match_all_filters counts the other
-// routers' filters that match every message, following their updates and
-// removals; the broker's own do not count.
-func TestMatchAllFiltersCounted(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	n, err := NewNode(DefaultConfig(1, "b1"), WithRegisterer(reg))
-	require.NoError(t, err)
-	var some encoding.Bloom
-	some.Set(3)
-	for _, step := range []struct {
-		u    linkstate.PredicateUpdate
-		want float64
-	}{
-		{linkstate.PredicateUpdate{Router: 2, Filters: []encoding.Bloom{{}, some, {}}}, 2},
-		{linkstate.PredicateUpdate{Router: 3, Filters: []encoding.Bloom{{}}}, 3},
-		{linkstate.PredicateUpdate{Router: 1, Filters: []encoding.Bloom{{}}}, 3},
-		{linkstate.PredicateUpdate{Router: 2, Filters: []encoding.Bloom{some}}, 1},
-		{linkstate.PredicateUpdate{Router: 3, Removed: true}, 0},
-	} {
-		n.countMatchAll(step.u)
-		assert.Equal(t, step.want, testutil.ToFloat64(n.m.matchAll), "after %+v", step.u)
+		assert.Contains(t, string(m), "`"+r+"`")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/dripmesh/drip/internal/node"
 	"google.golang.org/grpc/peer"
 )
 
@@ -32,7 +33,7 @@ const grpcWriteQuota = 64 << 10
 // gRPC really holds. What a stream leaves behind when it ends (gRPC
 // discards it) is trimmed when it ends (streamDone).
 type connMeter struct {
-	budget *budget
+	budget *node.Budget
 	mu     sync.Mutex
 	// conns are the open metered connections by remote address, as
 	// gRPC's peer information names them; nil marks an address two
@@ -40,7 +41,7 @@ type connMeter struct {
 	conns map[string]*connHeld
 }
 
-func newConnMeter(b *budget) *connMeter {
+func newConnMeter(b *node.Budget) *connMeter {
 	return &connMeter{budget: b, conns: map[string]*connHeld{}}
 }
 
@@ -83,7 +84,7 @@ func (m *connMeter) accepted(c net.Conn) net.Conn {
 
 // connHeld is one connection's count of delivery bytes gRPC holds.
 type connHeld struct {
-	budget *budget
+	budget *node.Budget
 	mu     sync.Mutex
 	n      int64
 	// streams is how many Subscribe streams send on the connection, and
@@ -108,7 +109,7 @@ func (h *connHeld) streamDone() {
 	defer h.mu.Unlock()
 	h.streams--
 	if most := int64(h.streams) * (grpcWriteQuota + h.largest); h.n > most {
-		h.budget.sending(most - h.n)
+		h.budget.Sending(most - h.n)
 		h.n = most
 	}
 }
@@ -124,7 +125,7 @@ func (h *connHeld) handed(n int64) {
 	}
 	h.n += n
 	h.largest = max(h.largest, n)
-	h.budget.sending(n)
+	h.budget.Sending(n)
 }
 
 // wrote takes what the connection wrote off the count.
@@ -133,7 +134,7 @@ func (h *connHeld) wrote(n int) {
 	defer h.mu.Unlock()
 	if d := min(h.n, int64(n)); d > 0 {
 		h.n -= d
-		h.budget.sending(-d)
+		h.budget.Sending(-d)
 	}
 }
 
@@ -141,7 +142,7 @@ func (h *connHeld) wrote(n int) {
 func (h *connHeld) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.budget.sending(-h.n)
+	h.budget.Sending(-h.n)
 	h.n, h.closed = 0, true
 }
 

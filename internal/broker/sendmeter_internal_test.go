@@ -7,6 +7,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/peer"
@@ -24,7 +25,7 @@ import (
 func TestConnHeldAgainstReference(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		b := &budget{}
+		b := &node.Budget{}
 		const nconns = 3
 		var (
 			conns   [nconns]*connHeld
@@ -96,14 +97,14 @@ func TestConnHeldAgainstReference(t *testing.T) {
 			for _, c := range conns {
 				sum += c.n
 			}
-			require.Equal(t, sum, b.inGRPC.Load(), where)
+			require.Equal(t, sum, b.InClients(), where)
 			require.Equal(t, sum, b.Used(), where)
 		}
 	}
 }
 
 func TestConnHeldAfterClose(t *testing.T) {
-	b := &budget{}
+	b := &node.Budget{}
 	h := &connHeld{budget: b}
 	h.streamStarted()
 	h.handed(100)
@@ -114,7 +115,7 @@ func TestConnHeldAfterClose(t *testing.T) {
 	h.wrote(10)
 	h.streamDone()
 	assert.Zero(t, b.Used())
-	assert.Zero(t, b.inGRPC.Load())
+	assert.Zero(t, b.InClients())
 }
 
 // pipeListener hands out the given connections, then reports closed.
@@ -141,7 +142,7 @@ type addrConn struct {
 func (c addrConn) RemoteAddr() net.Addr { return c.remote }
 
 func TestConnMeterFindsTheStreamsConnection(t *testing.T) {
-	b := &budget{}
+	b := &node.Budget{}
 	m := newConnMeter(b)
 	conns := make(chan net.Conn, 4)
 	lis := m.listener(pipeListener{conns: conns})

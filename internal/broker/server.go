@@ -232,7 +232,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.b, s.log = b, b.node.log
+	s.b, s.log = b, b.log
 	if sc.AuthzPolicy != nil {
 		if err := b.SetAuthzPolicy(sc.AuthzPolicy); err != nil {
 			return nil, err
@@ -247,7 +247,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 		return nil, errors.New("metrics TLS: requiring client certificates needs a certificate and key to serve HTTPS with")
 	}
 	if peerCreds != nil {
-		peerCreds = &countedCreds{TransportCredentials: peerCreds, failed: b.node.m.linkHandshakeFails.WithLabelValues("tls"),
+		peerCreds = &countedCreds{TransportCredentials: peerCreds, failed: b.m.linkHandshakeFails.WithLabelValues("tls"),
 			log: s.log, logEvery: &rate.Sometimes{First: 3, Interval: 10 * time.Second}}
 	}
 
@@ -303,7 +303,7 @@ func NewServer(cfg Config, sc ServerConfig, opts ...Option) (*Server, error) {
 	}
 	// What the client connections hold for Subscribe streams counts
 	// against the memory budget.
-	s.clientLis = b.node.sends.listener(s.clientLis)
+	s.clientLis = b.sends.listener(s.clientLis)
 	if s.metricsLis = sc.MetricsListener; s.metricsLis == nil && sc.MetricsAddr != "" {
 		if s.metricsLis, err = net.Listen("tcp", sc.MetricsAddr); err != nil {
 			s.clientLis.Close()
@@ -523,7 +523,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { g.GracefulStop(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(stopTimeout):
+		case <-s.b.clock.After(stopTimeout):
 			g.Stop()
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/rawcodec"
 	"github.com/dripmesh/drip/internal/wire"
@@ -27,19 +28,19 @@ import (
 // acknowledged at once.
 const ackEvery = 64
 
-// clientService implements drip.v1.Broker over a Node.
+// clientService implements drip.v1.Broker over a Broker's node.
 type clientService struct {
 	dripv1.UnimplementedBrokerServer
-	n      *Node
-	az     *authorizer
-	joined <-chan struct{} // Broker.Joined
+	b  *Broker
+	n  *node.Node
+	az *authorizer
 }
 
 // ClientService returns the drip.v1.Broker service of this broker. Serve it
 // on a gRPC server made with ClientServerOptions: it exchanges deliveries
 // and publish requests in their wire form.
 func (b *Broker) ClientService() dripv1.BrokerServer {
-	return clientService{n: b.node, az: b.authz, joined: b.joined}
+	return clientService{b: b, n: b.node, az: b.authz}
 }
 
 // waitJoined holds a publish stream until the broker has joined the mesh
@@ -52,7 +53,7 @@ func (b *Broker) ClientService() dripv1.BrokerServer {
 // final acknowledgement (moving) follows.
 func (c clientService) waitJoined(ctx context.Context) error {
 	select {
-	case <-c.joined:
+	case <-c.b.joined:
 	case <-c.n.Draining():
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
@@ -115,7 +116,7 @@ type heldMessage struct {
 // authorization rule one message outside it makes the request
 // PermissionDenied with none of it published; held is the stream's buffer
 // for the decoded messages.
-func (c clientService) accept(fwd *Forwarder, g grant, req []byte, counts *publishCounts, batches bool, held *[]heldMessage) (bool, error) {
+func (c clientService) accept(fwd *node.Forwarder, g grant, req []byte, counts *publishCounts, batches bool, held *[]heldMessage) (bool, error) {
 	msgs := (*held)[:0]
 	defer func() {
 		clear(msgs) // hold no request's bytes beyond it
@@ -125,12 +126,12 @@ func (c clientService) accept(fwd *Forwarder, g grant, req []byte, counts *publi
 		if !batches && len(msgs) == 1 {
 			return status.Error(codes.InvalidArgument, "Publish takes one message per request; send batches with PublishStream")
 		}
-		m, deadline, err := wire.DecodeMessageDeadline(raw, c.n.cfg.Messages)
-		if err == nil && deadline > MaxDeadline {
-			err = fmt.Errorf("message deadline is %v, at most %v", deadline, MaxDeadline)
+		m, deadline, err := wire.DecodeMessageDeadline(raw, c.b.cfg.Messages)
+		if err == nil && deadline > node.MaxDeadline {
+			err = fmt.Errorf("message deadline is %v, at most %v", deadline, node.MaxDeadline)
 		}
 		if err != nil {
-			c.n.m.publishRejected.Inc()
+			c.b.m.publishRejected.Inc()
 			return status.Errorf(codes.InvalidArgument, "message %d: %v", counts.accepted+uint64(len(msgs)), err)
 		}
 		msgs = append(msgs, heldMessage{m: m, raw: raw, deadline: deadline})
@@ -142,7 +143,7 @@ func (c clientService) accept(fwd *Forwarder, g grant, req []byte, counts *publi
 	for _, h := range msgs {
 		counts.accepted++
 		if _, ok := h.m.Get(wire.CongestionTo); ok {
-			c.n.m.congestionFeedback.Inc()
+			c.b.m.congestionFeedback.Inc()
 		}
 		if !fwd.Publish(h.m, h.raw, h.deadline) {
 			counts.unmatched++
@@ -185,7 +186,7 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 		if err != nil {
 			return err
 		}
-		if c.n.draining.Load() {
+		if c.n.Stopping() {
 			// This request and everything after it is unpublished; the
 			// summary says exactly how much was.
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
@@ -210,12 +211,12 @@ const (
 // holdStream charges an opening stream to the memory budget, or refuses it
 // with ResourceExhausted when open streams would crowd out the queues.
 func (c clientService) holdStream(cost int64) (func(), error) {
-	release, ok := c.n.budget.holdStream(cost)
+	release, ok := c.n.Budget().HoldStream(cost)
 	if !ok {
-		b := c.n.budget
+		b := c.n.Budget()
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"broker %s: open client streams hold %d MiB, three quarters of what its memory budget leaves its queues (%d MiB, half of --memory-budget); connect to another broker, or raise its --memory-budget",
-			c.n.cfg.Name, b.streams.Load()>>20, b.limit>>20)
+			c.b.cfg.Name, b.Streams()>>20, b.Limit()>>20)
 	}
 	return release, nil
 }
@@ -322,7 +323,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	if err != nil {
 		return err
 	}
-	pred, err := clientapi.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
+	pred, err := clientapi.PredicateFromProto(req.GetPredicate(), c.b.cfg.Predicates)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -333,12 +334,12 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 	}
 	sub, err := n.Subscribe(pred, flowOf(req), req.GetClientName())
 	if err != nil {
-		return err
+		return apiError(err)
 	}
 	defer sub.Close()
-	log := n.log.With(zap.Uint64("subscription", sub.ID()), zap.String("client", req.GetClientName()))
+	log := c.b.log.With(zap.Uint64("subscription", sub.ID()), zap.String("client", req.GetClientName()))
 	log.Debug("subscribed", zap.Stringer("predicate", pred))
-	if err := stream.Send(sub.Acknowledgement()); err != nil {
+	if err := stream.Send(acknowledgement(sub.Acknowledgement())); err != nil {
 		return err
 	}
 
@@ -353,7 +354,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 				recvErr <- err
 				return
 			}
-			pred, err := clientapi.PredicateFromProto(req.GetPredicate(), n.cfg.Predicates)
+			pred, err := clientapi.PredicateFromProto(req.GetPredicate(), c.b.cfg.Predicates)
 			if err != nil {
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
 				return
@@ -363,12 +364,12 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 				return
 			}
 			if err := sub.Replace(pred, flowOf(req)); err != nil {
-				recvErr <- err
+				recvErr <- apiError(err)
 				return
 			}
 			log.Debug("predicate replaced", zap.Stringer("predicate", pred))
 			select {
-			case acks <- sub.Acknowledgement():
+			case acks <- acknowledgement(sub.Acknowledgement()):
 			case <-stream.Context().Done():
 				return
 			}
@@ -384,7 +385,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 		}
 		return nil
 	}
-	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches(), budget: n.budget, conn: n.sends.of(stream.Context()), pool: n.sendBuffers}
+	out := deliverySender{stream: stream, sub: sub, batches: req.GetAcceptBatches(), budget: n.Budget(), conn: c.b.sends.of(stream.Context()), pool: c.b.sendBuffers}
 	out.start()
 	defer out.close()
 	sub.Attach()
@@ -414,7 +415,7 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			}
 		case <-draining:
 			draining = nil
-			if err := stream.Send(sub.DrainNotice()); err != nil {
+			if err := stream.Send(drainNotice(sub.DrainNotice())); err != nil {
 				return err
 			}
 		case err := <-recvErr:
@@ -427,11 +428,40 @@ func (c clientService) Subscribe(stream dripv1.Broker_SubscribeServer) error {
 			}
 			return err
 		case <-sub.Done():
-			return errShuttingDown
+			return apiError(node.ErrStopped)
 		case <-stream.Context().Done():
 			return stream.Context().Err()
 		}
 	}
+}
+
+// apiError maps the node's errors to the API's codes.
+func apiError(err error) error {
+	var limit *node.LimitError
+	var bad *node.InvalidError
+	switch {
+	case errors.Is(err, node.ErrStopped), errors.Is(err, node.ErrDraining):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.As(err, &limit):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.As(err, &bad):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// acknowledgement is the Subscribed event of an Ack.
+func acknowledgement(a node.Ack) *dripv1.Delivery {
+	return &dripv1.Delivery{Event: &dripv1.Delivery_Subscribed{Subscribed: &dripv1.Subscribed{
+		SubscriptionId: a.ID, Predicate: a.Predicate.String(), Broker: a.Broker,
+		DeadlineNs: int64(a.Flow.Deadline), TwoPaths: a.Flow.TwoPaths,
+	}}}
+}
+
+// drainNotice is the Draining event of a node's notice.
+func drainNotice(d node.DrainNotice) *dripv1.Delivery {
+	return &dripv1.Delivery{Event: &dripv1.Delivery_Draining{Draining: &dripv1.Draining{
+		DeadlineUnixNano: d.Deadline.UnixNano(), OverlapNs: int64(d.Overlap)}}}
 }
 
 // flowOf is what a subscription request asks of delivery.
@@ -453,10 +483,10 @@ const (
 // the queue holds, up to maxBatchBytes, in one.
 type deliverySender struct {
 	stream  dripv1.Broker_SubscribeServer
-	sub     *Subscription
+	sub     *node.Subscription
 	batches bool
 	batch   [][]byte
-	budget  *budget
+	budget  *node.Budget
 	// conn counts the events gRPC holds until its connection writes
 	// them (connMeter). Without it (a listener the meter does not wrap)
 	// the last event sent is counted until the next send returns, which
@@ -478,11 +508,11 @@ func (d *deliverySender) close() {
 	if d.conn != nil {
 		d.conn.streamDone()
 	}
-	d.budget.add(-d.held)
+	d.budget.Account(-d.held)
 	d.held = 0
 }
 
-func (d *deliverySender) send(first Queued) error {
+func (d *deliverySender) send(first node.Queued) error {
 	d.sub.Dequeued(first)
 	if !d.batches {
 		return d.raw(wire.AppendDelivery(d.buffer(wire.DeliverySize(first.Published)), first.Published))
@@ -490,7 +520,7 @@ func (d *deliverySender) send(first Queued) error {
 	d.batch = append(d.batch[:0], first.Published)
 	size := len(first.Published)
 	limit := maxBatchBytes
-	if b := d.budget; b.limit > 0 && b.Used() > b.limit/2 {
+	if b := d.budget; b.Limit() > 0 && b.Used() > b.Limit()/2 {
 		limit = tightBatchBytes
 	}
 	for size < limit {
@@ -544,13 +574,13 @@ func (d *deliverySender) raw(b []byte) error {
 	if d.conn != nil {
 		d.conn.handed(n)
 	} else {
-		d.budget.add(n)
+		d.budget.Account(n)
 	}
 	d.sub.Sending(true)
 	err := d.stream.SendMsg(&rawcodec.Raw{B: b, Pool: d.pool})
 	d.sub.Sending(false)
 	if d.conn == nil {
-		d.budget.add(-d.held)
+		d.budget.Account(-d.held)
 		d.held = n
 	}
 	return err

@@ -18,6 +18,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/topology"
 )
 
@@ -265,7 +266,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
 	cfg.SlowLinks.Behind = f.linkWait
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
-	if cfg.MatchAll, err = broker.ParseMatchAllPolicy(f.matchAll); err != nil {
+	if cfg.MatchAll, err = node.ParseMatchAllPolicy(f.matchAll); err != nil {
 		return cfg, sc, err // names the policy, as --match-all's help does
 	}
 	cfg.JoinTimeout, cfg.MemoryBudget = f.joinTimeout, f.memBudget

@@ -486,22 +486,17 @@ func TestSummedAdvertisementIsTheAdvertisement(t *testing.T) {
 	}
 }
 
-// TestPredSumKnowsItsOwnCopies: PredSum gives the stored checksum for a
-// copy of the stored advertisement, and nothing for another one that
-// carries the same origin and sequence number.
-func TestPredSumKnowsItsOwnCopies(t *testing.T) {
+// TestFloodedCopiesCarryTheirSum: the copies a node sends carry the
+// checksum it stored, which a delta needs, and a copy received from a peer
+// carries none to be trusted.
+func TestFloodedCopiesCarryTheirSum(t *testing.T) {
 	m := line(t, 3)
 	b := m.nodes[2]
-	ad := &PredAd{Origin: 9, Seq: 4, Params: b.cfg.Encoding, Filters: []encoding.Bloom{bloom(5), bloom(7, 9)}}
+	ad := &PredAd{Origin: 9, Seq: 4, Params: b.cfg.Encoding, Filters: []encoding.Bloom{bloom(5), bloom(7, 9)}, Sum: 12345}
 	require.NoError(t, b.Step(1, ad, time.Second))
 	flooded := only[*PredAd](to(drain(b), 3))
 	require.Len(t, flooded, 1)
-	sum, ok := b.PredSum(flooded[0])
-	require.True(t, ok)
-	assert.Equal(t, ad.Checksum(), sum)
-	other := &PredAd{Origin: 9, Seq: 4, Params: b.cfg.Encoding, Filters: []encoding.Bloom{bloom(5), bloom(7, 9)}}
-	_, ok = b.PredSum(other)
-	assert.False(t, ok, "equal contents, but not the stored copy")
-	_, ok = b.PredSum(&PredAd{Origin: 9, Seq: 5, Params: b.cfg.Encoding, Filters: ad.Filters})
-	assert.False(t, ok, "another sequence number")
+	want := ad.Checksum()
+	assert.Equal(t, want, flooded[0].Sum, "the stored checksum, not the sender's claim")
+	assert.Equal(t, want, flooded[0].Checksum())
 }

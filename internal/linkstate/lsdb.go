@@ -54,7 +54,7 @@ func (e *entry) message(now time.Duration) Message {
 		return &c
 	}
 	c := *e.pred
-	c.Age = now - e.bornAt
+	c.Age, c.Sum = now-e.bornAt, e.sum
 	return &c
 }
 

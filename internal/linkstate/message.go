@@ -141,6 +141,12 @@ type PredAd struct {
 	Classes []QoSClass
 	// Seal is the origin's signature (Config.Auth).
 	Seal Seal
+	// Sum is Checksum(), computed once as the sending node installed the
+	// advertisement, on the copies it sends (0: not known): a link that
+	// sends the copy as a delta carries it, and computing it again costs
+	// more than the rest of the delta at a thousand filters. It is never
+	// on the wire; a receiver computes its own.
+	Sum uint64
 }
 
 // DBSummary lists every entry of the sender's LSDB. The receiver requests

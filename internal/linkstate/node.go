@@ -549,25 +549,6 @@ func (n *Node) Summaries() []Summary {
 	return out
 }
 
-// PredSum returns the checksum (PredAd.Checksum) of ad, a copy of a
-// predicate advertisement this node sent, if the database still holds it:
-// computed once, as it was installed, for a driver that needs it again.
-func (n *Node) PredSum(ad *PredAd) (uint64, bool) {
-	e := n.lsdb[Key{KindPredicate, ad.Origin}]
-	if e == nil || e.seq != ad.Seq || !sameAd(e.pred, ad) {
-		return 0, false
-	}
-	return e.sum, true
-}
-
-// sameAd reports whether b is a copy of a (message copies the struct and
-// shares its slices), not another incarnation's with the same number.
-func sameAd(a, b *PredAd) bool {
-	return a.Withdrawn == b.Withdrawn && a.Params == b.Params &&
-		len(a.Filters) == len(b.Filters) && (len(a.Filters) == 0 || &a.Filters[0] == &b.Filters[0]) &&
-		len(a.Classes) == len(b.Classes) && (len(a.Classes) == 0 || &a.Classes[0] == &b.Classes[0])
-}
-
 // LSA returns the stored LSA of origin, if any. It must not be modified.
 func (n *Node) LSA(origin uint32) (*LSA, bool) {
 	e := n.lsdb[Key{KindRouter, origin}]

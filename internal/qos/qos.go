@@ -112,3 +112,16 @@ func (t *Table) Lookup(router uint32, m *encoding.Bloom) Flow {
 	}
 	return f
 }
+
+// Urgency places a bundle of a deadline flow in a link queue. Times are on
+// the clock of the link it is queued on (transport.Backpressure.Now).
+type Urgency struct {
+	// SendBy is when the bundle should leave at the latest to keep its
+	// share of the latency margin (Share); 0: not urgent, first come
+	// first served.
+	SendBy int64
+	// Deadline is when the message's deadline falls due; 0: none. A
+	// bundle with a deadline ends with its budget field (wire.SetBudget),
+	// which the link sets as the bundle leaves.
+	Deadline int64
+}

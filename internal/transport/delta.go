@@ -47,9 +47,9 @@ func (e *AdEncoder) Sent(ad *linkstate.PredAd) { e.last[ad.Origin] = ad }
 // Advertise's order, or a change to more than about half the filters, where
 // a delta would save little.
 //
-// sum is ad's checksum, which the delta carries; the link-state database
-// has it (linkstate.Node.PredSum), and computing it again costs more than
-// the rest of the delta at a thousand filters.
+// sum is ad's checksum, which the delta carries; the copies a link-state
+// node sends carry it (linkstate.PredAd.Sum), and computing it again costs
+// more than the rest of the delta at a thousand filters.
 func PredAdDelta(base, ad *linkstate.PredAd, sum uint64) (*dripv1.Control, bool) {
 	if base == nil || ad.Withdrawn || base.Params != ad.Params || base.Origin != ad.Origin || ad.Params.Validate() != nil {
 		return nil, false
@@ -70,6 +70,53 @@ func PredAdDelta(base, ad *linkstate.PredAd, sum uint64) (*dripv1.Control, bool)
 	p := c.GetPredicateAd()
 	p.DeltaBase, p.DeltaRemoved, p.DeltaAddedAt, p.DeltaSum = base.Seq, removed, addedAt, sum
 	return c, true
+}
+
+// ControlEncoder converts the link-state messages a broker sends into
+// drip.v1.Control. A flood hands one message to each neighbour in turn, and
+// the links of a broker share one ControlEncoder, which remembers the last
+// message it converted: each is converted once per flood, and as a delta
+// once per base (the links a flood reaches mostly hold the same last
+// advertisement of its origin). It holds no more than the last message.
+// One goroutine at a time: the broker's control plane.
+type ControlEncoder struct {
+	last   linkstate.Message
+	whole  *dripv1.Control
+	deltas map[*linkstate.PredAd]*dripv1.Control // by base; nil: the delta would not be smaller
+}
+
+// convert returns m as a Control: as a delta against base where that is
+// smaller (base nil: whole), and whether it is a delta.
+func (e *ControlEncoder) convert(m linkstate.Message, base *linkstate.PredAd) (*dripv1.Control, bool, error) {
+	if m != e.last {
+		e.last, e.whole = m, nil
+		clear(e.deltas)
+	}
+	if ad, ok := m.(*linkstate.PredAd); ok && base != nil {
+		c, known := e.deltas[base]
+		if !known {
+			sum := ad.Sum
+			if sum == 0 {
+				sum = ad.Checksum()
+			}
+			c, _ = PredAdDelta(base, ad, sum)
+			if e.deltas == nil {
+				e.deltas = map[*linkstate.PredAd]*dripv1.Control{}
+			}
+			e.deltas[base] = c
+		}
+		if c != nil {
+			return c, true, nil
+		}
+	}
+	if e.whole == nil {
+		c, err := ControlToProto(m)
+		if err != nil {
+			return nil, false, err
+		}
+		e.whole = c
+	}
+	return e.whole, false, nil
 }
 
 // AdDecoder rebuilds the predicate advertisements one link receives as

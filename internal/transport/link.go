@@ -13,8 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/clock"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -30,6 +33,11 @@ type LinkMetrics struct {
 	DroppedFull    prometheus.Counter // bundles refused by a full queue
 	DroppedDown    prometheus.Counter // bundles queued when the link went down
 	QueueBytes     prometheus.Gauge
+	// Predicate advertisements sent, and their bytes before frame
+	// compression, by form: whole, or a delta against the last one of the
+	// same origin sent on the link. A broker shares them across its links.
+	AdsWhole, AdsDelta         prometheus.Counter
+	AdBytesWhole, AdBytesDelta prometheus.Counter
 }
 
 func inc(c prometheus.Counter, n int) {
@@ -52,6 +60,13 @@ type LinkConfig struct {
 	// takes predicate advertisements as deltas, and sends them so if the
 	// neighbour offered too (SendsPredicateDeltas).
 	PredicateDeltas bool
+	// Control converts the link-state messages SendControl is given; the
+	// links of one broker share one, so that a flood converts each message
+	// once (nil: the link's own).
+	Control *ControlEncoder
+	// Clock is what every time of the link is read from: its Now, and the
+	// waits of Backpressure (default: the real clock).
+	Clock clock.WithTicker
 	// Dialed says this side dialled the link; it decides which of two
 	// simultaneous links to one neighbour survives.
 	Dialed bool
@@ -77,16 +92,14 @@ type LinkConfig struct {
 type Backpressure struct {
 	Stalled time.Duration
 	Behind  time.Duration
-	// Now reads a monotonic clock in nanoseconds (default: time since the
-	// link was made).
-	Now func() int64
 }
 
 // FrameHandler receives what each frame the neighbour sends carries, in
-// order, from one goroutine: its control messages, then its bundles in
-// their wire form, which alias the frame's bytes (owned by the handler
-// from then on). An error closes the link with it.
-type FrameHandler func(l *Link, control []*dripv1.Control, bundles [][]byte) error
+// order, from one goroutine: its control messages, decoded (predicate
+// advertisements rebuilt from their deltas), then its bundles in their wire
+// form, which alias the frame's bytes (owned by the handler from then on).
+// An error closes the link with it.
+type FrameHandler func(l *Link, control []linkstate.Message, bundles [][]byte) error
 
 // Link is an established link to a neighbour: the connection, its send
 // queue (control first, data bounded in bytes), the compression both sides
@@ -102,15 +115,20 @@ type Link struct {
 	decomp   *FrameDecompressor // what the neighbour sends, when this side offered
 	writerMu sync.Mutex         // TakeFrame and the writer goroutine share the compressor
 	readerMu sync.Mutex         // Deliver and the reader goroutine share the decompressor
+	clock    clock.WithTicker
+	made     time.Time  // the origin of Now
+	ads      *AdDecoder // what the neighbour sends as deltas; the reader's
+	adEnc    *AdEncoder // what was sent on the link, when both ends take deltas; the control plane's
+	control  *ControlEncoder
 
 	started    atomic.Bool
 	writerDone chan struct{} // closed when the writer has sent its last frame
 	readerDone chan struct{}
 	closeOnce  sync.Once
 	parsed     ParsedFrame  // the reader's, reused
-	sending    atomic.Int64 // when the writer's current send began (Backpressure.Now); 0: not sending
+	sending    atomic.Int64 // when the writer's current send began (Now); 0: not sending
 	oneWay     atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
-	received   atomic.Int64 // when the last frame arrived (Backpressure.Now); 0: none yet
+	received   atomic.Int64 // when the last frame arrived (Now); 0: none yet
 	handling   atomic.Bool  // the reader is in the handler, reading nothing
 
 	// Finish and the neighbour's finished frame (Frame.finished).
@@ -143,9 +161,16 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 	if g := cfg.Metrics.QueueBytes; g != nil {
 		g.Set(0)
 	}
-	if l.cfg.Backpressure.Now == nil {
-		made := time.Now()
-		l.cfg.Backpressure.Now = func() int64 { return int64(time.Since(made)) + 1 }
+	if l.clock = cfg.Clock; l.clock == nil {
+		l.clock = clock.RealClock{}
+	}
+	l.made = l.clock.Now()
+	l.ads = NewAdDecoder(cfg.PredicateDeltas)
+	if l.SendsPredicateDeltas() {
+		l.adEnc = NewAdEncoder()
+	}
+	if l.control = cfg.Control; l.control == nil {
+		l.control = &ControlEncoder{}
 	}
 	return l, nil
 }
@@ -178,15 +203,48 @@ func (l *Link) PushControl(c *dripv1.Control) {
 	inc(l.cfg.Metrics.SentControl, 1)
 }
 
+// SendControl converts a link-state message and queues it (PushControl): a
+// predicate advertisement as a delta against the last one of its origin
+// sent on the link, where both ends take deltas and the delta is smaller.
+// Call it from one goroutine at a time (the broker's control plane), which
+// the link's ControlEncoder and its delta base belong to.
+func (l *Link) SendControl(m linkstate.Message) error {
+	ad, isAd := m.(*linkstate.PredAd)
+	var base *linkstate.PredAd
+	if isAd && l.adEnc != nil {
+		base = l.adEnc.Base(ad.Origin)
+	}
+	c, delta, err := l.control.convert(m, base)
+	if err != nil {
+		return fmt.Errorf("link to %s: %w", l.Name(), err)
+	}
+	l.PushControl(c)
+	if isAd {
+		if l.adEnc != nil {
+			l.adEnc.Sent(ad) // what the neighbour now holds: the base of the next delta
+		}
+		m := l.cfg.Metrics
+		size := proto.Size(c)
+		if delta {
+			inc(m.AdsDelta, 1)
+			inc(m.AdBytesDelta, size)
+		} else {
+			inc(m.AdsWhole, 1)
+			inc(m.AdBytesWhole, size)
+		}
+	}
+	return nil
+}
+
 // PushBundle queues a bundle in its wire form. A full queue makes the
 // caller wait as Backpressure says; PushBundle returns false, and counts
 // the drop, when it may wait no longer or the link has closed.
-func (l *Link) PushBundle(b []byte) bool { return l.PushUrgent(b, Urgency{}) }
+func (l *Link) PushBundle(b []byte) bool { return l.PushUrgent(b, qos.Urgency{}) }
 
 // PushUrgent is PushBundle for a bundle of a deadline flow: it leaves as
 // its urgency says (Queue), and with a deadline its budget field is set
 // when it leaves: the time left then, less the link's one-way delay.
-func (l *Link) PushUrgent(b []byte, u Urgency) bool {
+func (l *Link) PushUrgent(b []byte, u qos.Urgency) bool {
 	ok, room := l.queue.TryPushUrgent(b, u)
 	if !ok && room != nil && l.started.Load() && l.cfg.Backpressure.Behind > 0 {
 		ok = l.waitRoom(b, u, room)
@@ -220,17 +278,17 @@ func (l *Link) down() bool {
 
 // waitRoom waits for room for b and queues it; false when it may wait no
 // more.
-func (l *Link) waitRoom(b []byte, u Urgency, room <-chan struct{}) bool {
+func (l *Link) waitRoom(b []byte, u qos.Urgency, room <-chan struct{}) bool {
 	bp := l.cfg.Backpressure
-	deadline := bp.Now() + int64(bp.Behind)
-	var timer *time.Timer
+	deadline := l.Now() + int64(bp.Behind)
+	var timer clock.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
 	for {
-		now := bp.Now()
+		now := l.Now()
 		if since := l.sending.Load(); since != 0 && now-since > int64(bp.Stalled) {
 			return false
 		}
@@ -242,13 +300,13 @@ func (l *Link) waitRoom(b []byte, u Urgency, room <-chan struct{}) bool {
 		// has stalled meanwhile.
 		wait := min(left, max(bp.Stalled, time.Millisecond))
 		if timer == nil {
-			timer = time.NewTimer(wait)
+			timer = l.clock.NewTimer(wait)
 		} else {
 			timer.Reset(wait)
 		}
 		select {
 		case <-room:
-		case <-timer.C:
+		case <-timer.C():
 		case <-l.conn.Done():
 			return false
 		}
@@ -281,8 +339,9 @@ func (l *Link) LastReceived() int64 {
 	return l.received.Load()
 }
 
-// Now reads the link's clock (Backpressure.Now), the clock of Urgency.
-func (l *Link) Now() int64 { return l.cfg.Backpressure.Now() }
+// Now reads the link's clock in nanoseconds since the link was made (plus
+// one, so that it is never 0): the clock of qos.Urgency and LastReceived.
+func (l *Link) Now() int64 { return int64(l.clock.Since(l.made)) + 1 }
 
 // QueuedBytes is the encoded size of the bundles waiting to be sent.
 func (l *Link) QueuedBytes() int { return l.queue.Bytes() }
@@ -342,9 +401,22 @@ func (l *Link) Finish() {
 // Finishing reports whether Finish has been called.
 func (l *Link) Finishing() bool { return l.finishing.Load() }
 
-// PeerFinished is closed when the neighbour's finished frame has arrived:
+// PeerFinishedC is closed when the neighbour's finished frame has arrived:
 // every bundle it will send on this link has been handed to the handler.
-func (l *Link) PeerFinished() <-chan struct{} { return l.peerFinished }
+func (l *Link) PeerFinishedC() <-chan struct{} { return l.peerFinished }
+
+// PeerFinished reports whether the neighbour's finished frame has arrived,
+// or the link has ended: either way nothing more will arrive on it.
+func (l *Link) PeerFinished() bool {
+	select {
+	case <-l.peerFinished:
+		return true
+	case <-l.conn.Done():
+		return true
+	default:
+		return false
+	}
+}
 
 // Drain ends a started link without losing what is queued: it refuses
 // further pushes, lets the writer send everything queued, half-closes so
@@ -382,7 +454,7 @@ func (l *Link) writeLoop() {
 			l.Close(fmt.Errorf("link to %s: %w", l.Name(), err))
 			return
 		}
-		l.sending.Store(l.cfg.Backpressure.Now())
+		l.sending.Store(l.Now())
 		err = l.conn.Send(out)
 		l.sending.Store(0)
 		if err != nil {
@@ -422,7 +494,7 @@ func (l *Link) prepare(b Batch) ([]byte, error) {
 	if b.Deadlines != nil {
 		// The budget the receiver gets: what is left now, less the time
 		// the link will take (Kim10 §2.2: budgets follow measured delays).
-		now := l.cfg.Backpressure.Now() + l.oneWay.Load()
+		now := l.Now() + l.oneWay.Load()
 		for i, d := range b.Deadlines {
 			if d != 0 {
 				wire.SetBudget(b.Bundles[i], d-now)
@@ -476,7 +548,7 @@ func (l *Link) readLoop() {
 // must end; the reader goroutine closes it. Drivers that move frames
 // themselves call it in the order frames were taken.
 func (l *Link) Deliver(frame []byte) error {
-	l.received.Store(l.cfg.Backpressure.Now())
+	l.received.Store(l.Now())
 	l.readerMu.Lock()
 	defer l.readerMu.Unlock()
 	inc(l.cfg.Metrics.RecvBytes, len(frame))
@@ -498,11 +570,15 @@ func (l *Link) Deliver(frame []byte) error {
 	}
 	inc(l.cfg.Metrics.RecvBundles, len(f.Bundles))
 	if len(f.Control) > 0 || len(f.Bundles) > 0 {
+		msgs, err := l.decodeControl(f.Control)
+		if err != nil {
+			return err
+		}
 		l.handling.Store(true)
-		err := l.handle(l, f.Control, f.Bundles)
+		err = l.handle(l, msgs, f.Bundles)
 		// Until now the link was not silent; the next frame may have
 		// waited unread all along.
-		l.received.Store(l.cfg.Backpressure.Now())
+		l.received.Store(l.Now())
 		l.handling.Store(false)
 		if err != nil {
 			return err
@@ -512,6 +588,30 @@ func (l *Link) Deliver(frame []byte) error {
 		l.peerFinOnce.Do(func() { close(l.peerFinished) })
 	}
 	return nil
+}
+
+// ErrMalformedControl is what the error of a frame whose control messages
+// do not decode wraps: a peer that sends one is broken, and its link ends
+// rather than let it corrupt routing.
+var ErrMalformedControl = errors.New("malformed control message")
+
+// decodeControl turns the control messages of one frame into the
+// protocol's, on the link's reader, so that the control plane does not
+// spend its time on the copying. One malformed message makes the whole
+// frame unusable.
+func (l *Link) decodeControl(cs []*dripv1.Control) ([]linkstate.Message, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	msgs := make([]linkstate.Message, len(cs))
+	for i, c := range cs {
+		msg, err := l.ads.Decode(c)
+		if err != nil {
+			return nil, fmt.Errorf("%w from %s: %w", ErrMalformedControl, l.Name(), err)
+		}
+		msgs[i] = msg
+	}
+	return msgs, nil
 }
 
 // carriesAdvertisement reports whether control holds a predicate

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,21 +17,30 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/qos"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // recorder collects what a link's handler receives: per frame, its
 // control messages and its bundles decoded.
 type recorder struct {
 	mu      sync.Mutex
-	frames  []*dripv1.Frame
+	frames  []recorded
 	bundles int
 	fail    error
 }
 
-func (r *recorder) handle(_ *Link, control []*dripv1.Control, bundles [][]byte) error {
+type recorded struct {
+	Control []linkstate.Message
+	Bundles []*dripv1.Bundle
+}
+
+func (r *recorder) handle(_ *Link, control []linkstate.Message, bundles [][]byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := &dripv1.Frame{Control: slices.Clone(control)}
+	f := recorded{Control: slices.Clone(control)}
 	for _, raw := range bundles {
 		var b dripv1.Bundle
 		if err := proto.Unmarshal(raw, &b); err != nil {
@@ -133,8 +141,14 @@ func TestAdvertisementsGoPlain(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		require.True(t, a.PushBundle(numbered(i)))
 	}
-	ad := &dripv1.Control{Msg: &dripv1.Control_PredicateAd{PredicateAd: &dripv1.PredicateAd{Origin: 1, Seq: 2, Filters: bytes.Repeat([]byte{3, 1, 4, 1, 5}, 200)}}}
-	a.PushControl(ad)
+	ad := &linkstate.PredAd{Origin: 1, Seq: 2, Params: encoding.DefaultParams()}
+	for i := range 50 {
+		var f encoding.Bloom
+		f.Set(i)
+		f.Set(3 * i)
+		ad.Filters = append(ad.Filters, f)
+	}
+	require.NoError(t, a.SendControl(ad))
 	for i := 11; i <= 20; i++ {
 		require.True(t, a.PushBundle(numbered(i)))
 	}
@@ -152,7 +166,8 @@ func TestAdvertisementsGoPlain(t *testing.T) {
 	require.Len(t, rb.frames, 2, "the advertisement's frame, then the bundles' (4 KiB frames)")
 	assert.Len(t, rb.frames[0].Control, 1)
 	assert.Empty(t, rb.frames[0].Bundles, "no bundles beside an advertisement")
-	assert.True(t, proto.Equal(ad, rb.frames[0].Control[0]))
+	require.IsType(t, &linkstate.SummedPredAd{}, rb.frames[0].Control[0])
+	assert.Equal(t, ad, rb.frames[0].Control[0].(*linkstate.SummedPredAd).Ad)
 	assert.Zero(t, sent[0], "the advertisement went plain")
 	assert.Len(t, rb.frames[1].Bundles, 20)
 	assert.Positive(t, sent[1], "the bundles were compressed")
@@ -227,13 +242,13 @@ func TestLinkFinish(t *testing.T) {
 		assert.Equal(t, 1.0, testutil.ToFloat64(ma.DroppedDown))
 		assert.Zero(t, testutil.ToFloat64(ma.DroppedFull))
 		select {
-		case <-b.PeerFinished():
+		case <-b.PeerFinishedC():
 		case <-time.After(5 * time.Second):
 			t.Fatal("the finished frame did not arrive")
 		}
 		assert.Equal(t, 3000, rb.count(), "every bundle queued before Finish came before the finished frame")
 		select {
-		case <-a.PeerFinished():
+		case <-a.PeerFinishedC():
 			t.Fatal("the neighbour did not finish")
 		case <-a.Done():
 			t.Fatal("finishing ends only this side's sending")
@@ -266,12 +281,12 @@ func TestLinkFinish(t *testing.T) {
 	require.Len(t, frames, 2)
 	require.NoError(t, b.Deliver(frames[0]))
 	select {
-	case <-b.PeerFinished():
+	case <-b.PeerFinishedC():
 		t.Fatal("finished before the last frame")
 	default:
 	}
 	require.NoError(t, b.Deliver(frames[1]))
-	<-b.PeerFinished()
+	<-b.PeerFinishedC()
 	assert.Equal(t, 1, rb.count())
 	a.Close(nil)
 	b.Close(nil)
@@ -322,7 +337,7 @@ func backpressured(t *testing.T, bp Backpressure) (*Link, *memConn, LinkMetrics)
 	m := newMetrics()
 	size := len(numbered(1))
 	l, err := NewLink(ca, LinkConfig{QueueBytes: 3 * size, MaxFrameBytes: size, Backpressure: bp, Metrics: m},
-		func(*Link, []*dripv1.Control, [][]byte) error { return nil })
+		func(*Link, []linkstate.Message, [][]byte) error { return nil })
 	require.NoError(t, err)
 	l.Start()
 	t.Cleanup(func() { l.Close(nil); l.Wait() })
@@ -447,7 +462,7 @@ func TestLinkAccountsQueuedBytes(t *testing.T) {
 	require.NoError(t, err)
 	for i := 1; i <= 20; i++ {
 		require.True(t, l.PushBundle(numbered(i)))
-		require.True(t, l.PushUrgent(numbered(100+i), Urgency{SendBy: int64(i)}))
+		require.True(t, l.PushUrgent(numbered(100+i), qos.Urgency{SendBy: int64(i)}))
 		assert.Equal(t, int64(l.QueuedBytes()), account, "after push %d", i)
 	}
 	for range 3 {
@@ -466,13 +481,11 @@ func TestLinkAccountsQueuedBytes(t *testing.T) {
 // the link's silence is this end's: LastReceived is now until the handler
 // returns, and then the time it returned.
 func TestLinkIsHeardWhileItsReaderWaits(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(100)
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
 	ca, cb := memPipe(open(1), open(2))
 	release, entered := make(chan struct{}), make(chan struct{}, 1)
-	b, err := NewLink(cb, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: newMetrics(),
-		Backpressure: Backpressure{Now: clock.Load}},
-		func(*Link, []*dripv1.Control, [][]byte) error { entered <- struct{}{}; <-release; return nil })
+	b, err := NewLink(cb, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: newMetrics(), Clock: clock},
+		func(*Link, []linkstate.Message, [][]byte) error { entered <- struct{}{}; <-release; return nil })
 	require.NoError(t, err)
 	assert.Zero(t, b.LastReceived(), "nothing yet")
 	frame, err := AppendFrame(nil, []*dripv1.Control{{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{Router: 1}}}}, nil)
@@ -480,11 +493,12 @@ func TestLinkIsHeardWhileItsReaderWaits(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- b.Deliver(frame) }()
 	<-entered
-	clock.Store(5000)
-	assert.Equal(t, int64(5000), b.LastReceived(), "held in the handler: heard now")
+	clock.Step(5 * time.Second)
+	heard := b.LastReceived()
+	assert.Equal(t, b.Now(), heard, "held in the handler: heard now")
 	close(release)
 	require.NoError(t, <-done)
-	clock.Store(9000)
-	assert.Equal(t, int64(5000), b.LastReceived(), "then the time the handler returned")
+	clock.Step(4 * time.Second)
+	assert.Equal(t, heard, b.LastReceived(), "then the time the handler returned")
 	ca.Close(nil)
 }

@@ -5,6 +5,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/pq"
+	"github.com/dripmesh/drip/internal/qos"
 )
 
 // Queue is a link's send queue (docs/design.md §4). Control messages are never
@@ -35,22 +36,9 @@ type Queue struct {
 	account   func(delta int64) // LinkConfig.Account, or nil
 }
 
-// Urgency places a bundle of a deadline flow in a link queue. Times are on
-// the link's clock (Backpressure.Now).
-type Urgency struct {
-	// SendBy is when the bundle should leave at the latest to keep its
-	// share of the latency margin (qos.Share); 0: not urgent, first come
-	// first served.
-	SendBy int64
-	// Deadline is when the message's deadline falls due; 0: none. A
-	// bundle with a deadline ends with its budget field (wire.SetBudget),
-	// which the link sets as the bundle leaves.
-	Deadline int64
-}
-
 type queued struct {
 	b   []byte
-	u   Urgency
+	u   qos.Urgency
 	seq uint64
 }
 
@@ -63,7 +51,7 @@ func (a queued) sooner(b queued) bool {
 type Batch struct {
 	Control []*dripv1.Control
 	Bundles [][]byte
-	// Deadlines are the bundles' deadlines (Urgency.Deadline), index for
+	// Deadlines are the bundles' deadlines (qos.Urgency.Deadline), index for
 	// index, or nil when none has one.
 	Deadlines []int64
 }
@@ -164,13 +152,13 @@ func (q *Queue) PushBundle(b []byte) bool {
 // (or it closes), for a producer that would rather wait than drop. A
 // closed queue returns neither.
 func (q *Queue) TryPushBundle(b []byte) (ok bool, room <-chan struct{}) {
-	return q.TryPushUrgent(b, Urgency{})
+	return q.TryPushUrgent(b, qos.Urgency{})
 }
 
 // TryPushUrgent is TryPushBundle for a bundle of a deadline flow: with a
 // SendBy it leaves before every bundle without one and after those due
 // sooner.
-func (q *Queue) TryPushUrgent(b []byte, u Urgency) (ok bool, room <-chan struct{}) {
+func (q *Queue) TryPushUrgent(b []byte, u qos.Urgency) (ok bool, room <-chan struct{}) {
 	size := len(b)
 	q.mu.Lock()
 	if q.closed {

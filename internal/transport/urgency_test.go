@@ -11,7 +11,9 @@ import (
 
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // tagged is a bundle whose single byte names it.
@@ -31,14 +33,14 @@ func TestQueueSendsUrgentFirst(t *testing.T) {
 	// others keep their arrival order.
 	q := NewQueue(1 << 20)
 	require.True(t, q.PushBundle(tagged('a')))
-	ok, _ := q.TryPushUrgent(tagged('x'), Urgency{SendBy: 30})
+	ok, _ := q.TryPushUrgent(tagged('x'), qos.Urgency{SendBy: 30})
 	require.True(t, ok)
 	require.True(t, q.PushBundle(tagged('b')))
-	ok, _ = q.TryPushUrgent(tagged('y'), Urgency{SendBy: 10})
+	ok, _ = q.TryPushUrgent(tagged('y'), qos.Urgency{SendBy: 10})
 	require.True(t, ok)
-	ok, _ = q.TryPushUrgent(tagged('z'), Urgency{SendBy: 30})
+	ok, _ = q.TryPushUrgent(tagged('z'), qos.Urgency{SendBy: 30})
 	require.True(t, ok)
-	ok, _ = q.TryPushUrgent(tagged('c'), Urgency{Deadline: 99}) // a deadline but no time to spare: in order
+	ok, _ = q.TryPushUrgent(tagged('c'), qos.Urgency{Deadline: 99}) // a deadline but no time to spare: in order
 	require.True(t, ok)
 	assert.Equal(t, 6, q.Bytes())
 	f, ok := q.Next(closedCh, 1<<20)
@@ -51,10 +53,10 @@ func TestQueueSendsUrgentFirst(t *testing.T) {
 func TestQueueUrgentRespectsFramesAndBounds(t *testing.T) {
 	q := NewQueue(3)
 	for i, c := range []byte("pqr") {
-		ok, _ := q.TryPushUrgent(tagged(c), Urgency{SendBy: int64(10 - i)})
+		ok, _ := q.TryPushUrgent(tagged(c), qos.Urgency{SendBy: int64(10 - i)})
 		require.True(t, ok)
 	}
-	ok, room := q.TryPushUrgent(tagged('s'), Urgency{SendBy: 1})
+	ok, room := q.TryPushUrgent(tagged('s'), qos.Urgency{SendBy: 1})
 	assert.False(t, ok, "urgent bundles count against the byte bound")
 	require.NotNil(t, room)
 	f, _ := q.Next(closedCh, 2)
@@ -70,14 +72,14 @@ func TestLinkSetsBudgetAsBundlesLeave(t *testing.T) {
 	// sender is charged to the message.
 	var ra, rb recorder
 	a, b, _, _ := linkPair(t, false, &ra, &rb)
-	now := int64(1000)
-	a.cfg.Backpressure.Now = func() int64 { return now }
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
+	a.clock, a.made = clock, clock.Now().Add(-999) // Now reads 1000
 	a.SetOneWay(7)
 	q := wire.BundleQoS{Deadline: int64(50 * time.Millisecond), Budget: 123}
 	raw := wire.AppendBundleQoS(nil, drp.Bundle{Source: 1, Dest: bitset.New(8).Set(2), HopsLeft: 3}, dedup.Stamp{Origin: 1, Epoch: 1, Seq: 1}, 0, 0, []byte("m"), q)
-	require.True(t, a.PushUrgent(raw, Urgency{SendBy: 1500, Deadline: 5000}))
+	require.True(t, a.PushUrgent(raw, qos.Urgency{SendBy: 1500, Deadline: 5000}))
 	require.True(t, a.PushBundle(numbered(1)))
-	now = 2000
+	clock.Step(1000)
 	f, ok, err := a.TakeFrame()
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
-	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
@@ -43,7 +43,7 @@ type subscriber struct {
 type subConn struct {
 	node int
 	inc  int
-	sub  *broker.Subscription
+	sub  *node.Subscription
 	seen map[dedup.Stamp]bool // on this stream: a repeat is the broker's fault
 	// moving is set once the broker said it drains.
 	moving bool
@@ -56,7 +56,7 @@ type publisher struct {
 	home int
 	node int
 	inc  int
-	fwd  *broker.Forwarder
+	fwd  *node.Forwarder
 	gen  *workload.Generator
 	rng  *rand.Rand
 	rate float64
@@ -119,7 +119,7 @@ func (s *Sim) nextGap(p *publisher) time.Duration {
 func (s *Sim) pick(preferred, avoid int) int {
 	for k := range s.nodes {
 		i := (preferred + k) % len(s.nodes)
-		if i != avoid && s.nodes[i].state == up {
+		if i != avoid && s.nodes[i].running() {
 			return i
 		}
 	}
@@ -245,7 +245,7 @@ func (s *Sim) move(sub *subscriber, old *subConn) {
 	if !s.subscribe(sub) {
 		return // nowhere to go: keep the old one until it ends
 	}
-	overlap := time.Duration(old.sub.DrainNotice().GetDraining().GetOverlapNs())
+	overlap := old.sub.DrainNotice().Overlap
 	s.after(overlap, func() {
 		old.sub.Close()
 		for i, c := range sub.conns {
@@ -266,7 +266,7 @@ func (s *Sim) publish(p *publisher) {
 	defer s.after(s.nextGap(p), func() { s.publish(p) })
 	if p.node >= 0 {
 		n := s.nodes[p.node]
-		if n.inc != p.inc || n.state != up {
+		if n.inc != p.inc || !n.running() {
 			// Dead, or draining: a draining broker's final acknowledgement
 			// is exact, so the publisher moves without losing a message.
 			p.node = -1

@@ -167,13 +167,13 @@ func rollOut(t *testing.T, seed uint64, topo sim.Topology, margin time.Duration,
 	var roll func(i int)
 	roll = func(i int) {
 		s.Stop(uint32(i))
-		whenever(s, func() bool { return node(i).state == down }, func() {
+		whenever(s, func() bool { return !node(i).alive() }, func() {
 			s.after(time.Second, func() {
 				if restarting != nil {
 					restarting(s, i)
 				}
 				s.Restart(uint32(i))
-				whenever(s, func() bool { return node(i).state == up && node(i).node.Joined() }, func() {
+				whenever(s, func() bool { return node(i).running() && node(i).node.Joined() }, func() {
 					rolled = i
 					if i > 0 {
 						s.after(margin, func() { roll(i - 1) })

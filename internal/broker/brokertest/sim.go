@@ -15,6 +15,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/pq"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/sim"
@@ -93,34 +94,30 @@ type event struct {
 	do  func()
 }
 
-type nodeState uint8
-
-const (
-	down nodeState = iota
-	up
-	draining  // clients are moving away (docs/design.md §10)
-	rerouting // withdrawn; neighbours reroute
-)
-
 type simNode struct {
-	idx   int
-	id    uint32
-	name  string
-	cfg   broker.Config
-	node  *broker.Node
-	inc   int // incarnation: bumped at every kill, stop and restart
-	state nodeState
-	// drainAt is when the current drain phase ends.
-	drainStart, phaseEnd time.Duration
+	idx  int
+	id   uint32
+	name string
+	cfg  broker.Config
+	node *node.Node // nil while down
+	// control converts what the node sends for its links, shared by them
+	// as a Broker's links share one; linkMetrics counts each link's
+	// traffic as a Broker does.
+	control     *transport.ControlEncoder
+	linkMetrics func(peer string) transport.LinkMetrics
+	inc         int // incarnation: bumped at every kill, stop and restart
 	// controlDelay holds back the control messages the node receives
 	// (SlowControl); controlAt is when the last one held back reaches it.
 	controlDelay, controlAt time.Duration
 	// release is the data plane that sends held bounced bundles on.
-	release *broker.Forwarder
+	release *node.Forwarder
 }
 
-// alive says whether the node runs (it may be draining).
-func (n *simNode) alive() bool { return n.state != down }
+// alive says whether the node runs (it may be leaving).
+func (n *simNode) alive() bool { return n.node != nil }
+
+// running says whether the node runs and is not leaving.
+func (n *simNode) running() bool { return n.node != nil && n.node.Phase() == node.Running }
 
 type simLink struct {
 	a, b   int
@@ -214,7 +211,7 @@ func (s *Sim) Errors() []error { return s.errs }
 func (s *Sim) Ledger() *Ledger { return s.ledger }
 
 // Node returns router id's node, nil while it is down.
-func (s *Sim) Node(id uint32) *broker.Node { return s.nodes[s.index[id]].node }
+func (s *Sim) Node(id uint32) *node.Node { return s.nodes[s.index[id]].node }
 
 func (s *Sim) after(d time.Duration, do func()) { s.at(s.now+d, do) }
 
@@ -238,13 +235,18 @@ func (s *Sim) RunUntil(t time.Duration) {
 
 // settle does what production's goroutines would do at once after an
 // input: flush nodes whose subscriptions changed, move queued frames onto
-// the wire, and let clients read.
+// the wire, let clients read, and close the links of a node whose drain is
+// over (node.Stopped), as Broker.Run does.
 func (s *Sim) settle() {
 	for range 100 {
 		progress := false
 		for _, n := range s.nodes {
 			if n.node != nil && n.node.AdvertisementPending() {
 				n.node.Flush()
+			}
+			if n.node != nil && n.node.Phase() == node.Stopped {
+				s.closeStopped(n)
+				progress = true
 			}
 		}
 		for _, l := range s.links {
@@ -266,14 +268,15 @@ func (s *Sim) settle() {
 func (s *Sim) boot(n *simNode) error {
 	reg := prometheus.NewRegistry()
 	s.registries = append(s.registries, reg)
-	node, err := broker.NewNode(n.cfg, broker.WithClock(s.clock), broker.WithLogger(s.opts.Logger), broker.WithRegisterer(reg))
+	nd, err := node.New(n.cfg.Config, node.WithClock(s.clock), node.WithLogger(s.opts.Logger), node.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}
-	n.node, n.state, n.release = node, up, node.NewForwarder()
+	n.node, n.release, n.control = nd, nd.NewForwarder(), &transport.ControlEncoder{}
+	n.linkMetrics = broker.LinkMetrics(reg)
 	n.inc++
 	inc := n.inc
-	node.SetIndexBuilder(simBuilder{s, n, inc})
+	nd.SetIndexBuilder(simBuilder{s, n, inc})
 	// Each node ticks at its own phase, as independent processes would.
 	var tick func()
 	tick = func() {
@@ -284,7 +287,6 @@ func (s *Sim) boot(n *simNode) error {
 		// Production releases held bounced bundles on a goroutine of its
 		// own at the same interval (Broker.releaseBounced).
 		n.release.ReleaseHeld(false)
-		s.advanceDrain(n)
 		if n.inc == inc && n.node != nil {
 			s.after(n.cfg.TickInterval, tick)
 		}
@@ -329,7 +331,7 @@ func (s *Sim) reconcile() {
 }
 
 // canLink says whether a node accepts new links: not once it is withdrawn.
-func (s *Sim) canLink(n *simNode) bool { return n.state == up || n.state == draining }
+func (s *Sim) canLink(n *simNode) bool { return n.alive() && n.node.Phase() <= node.Moving }
 
 func (s *Sim) open(n *simNode) *dripv1.Open {
 	o := &dripv1.Open{ProtocolVersion: transport.ProtocolVersion, RouterId: n.id, RouterName: n.name, Mesh: n.cfg.Mesh}
@@ -353,35 +355,31 @@ func (s *Sim) connect(l *simLink) {
 	for side, n := range []*simNode{a, b} {
 		peer := []*simNode{b, a}[side]
 		fwd := n.node.NewForwarder()
-		ads := transport.NewAdDecoder(n.cfg.PeerPredicateDeltas)
-		node, inc := n.node, n.inc
+		nd, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression,
 			PredicateDeltas: n.cfg.PeerPredicateDeltas, Dialed: side == 0,
-			Account: node.LinkAccount(),
+			Account: nd.Budget().Account,
+			Control: n.control,
+			Metrics: n.linkMetrics(peer.name),
 			// Urgency and budgets in virtual time.
-			Backpressure: transport.Backpressure{Now: func() int64 { return int64(s.now) + 1 }},
-		}, func(tl *transport.Link, control []*dripv1.Control, bundles [][]byte) error {
+			Clock: s.clock,
+		}, func(tl *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 			if n.inc != inc {
 				return errors.New("broker is down")
 			}
-			if len(control) > 0 {
-				// Decoded as the production reader does, before the core.
-				msgs, err := broker.DecodeControl(tl, ads, control)
-				if err != nil {
-					return err
-				}
+			if len(msgs) > 0 {
 				if n.controlDelay > 0 || n.controlAt > s.now {
 					// Behind: in order, after those already held back.
 					gen := l.gen
 					n.controlAt = max(s.now+n.controlDelay, n.controlAt)
 					s.at(n.controlAt, func() {
 						if n.inc == inc && l.gen == gen {
-							node.Control(tl, msgs)
+							nd.Control(tl, msgs)
 						}
 					})
 				} else {
-					node.Control(tl, msgs)
+					nd.Control(tl, msgs)
 				}
 			}
 			if len(bundles) > 0 {
@@ -397,8 +395,8 @@ func (s *Sim) connect(l *simLink) {
 		l.ends[side] = end
 	}
 	l.lastAt = [2]time.Duration{s.now, s.now}
-	a.node.LinkUp(l.ends[0], l.weight)
-	b.node.LinkUp(l.ends[1], l.weight)
+	a.node.LinkUp(l.ends[0])
+	b.node.LinkUp(l.ends[1])
 }
 
 // pump moves what each end of l has queued onto the wire.
@@ -438,7 +436,7 @@ func (s *Sim) deliver(l *simLink, side, gen int, raw []byte) {
 		return
 	}
 	if err := l.ends[1-side].Deliver(raw); err != nil {
-		if errors.Is(err, broker.ErrMalformedControl) {
+		if errors.Is(err, transport.ErrMalformedControl) {
 			// Correct brokers never send one: a defect (a predicate
 			// delta taken against what the far end does not hold, say).
 			s.errs = append(s.errs, fmt.Errorf("at %v: %w", s.now, err))
@@ -492,7 +490,7 @@ func (s *Sim) Kill(id uint32) {
 	if !n.alive() {
 		return
 	}
-	n.node, n.state = nil, down
+	n.node = nil
 	n.inc++
 	for _, l := range s.linksOf(n.idx) {
 		if l.ends[0] != nil {
@@ -513,12 +511,13 @@ func (s *Sim) Restart(id uint32) {
 	}
 }
 
-// Stop shuts router id down gracefully (docs/design.md §10): clients are
-// told to move, then it withdraws, lets neighbours reroute, and closes its
-// links after what they hold has left.
+// Stop shuts router id down gracefully (docs/design.md §10): the node's
+// own drain (node.Node.Stop) tells clients to move, then withdraws, lets
+// neighbours reroute until they say they have, and the simulator closes its
+// links once what they hold has left (closeStopped).
 func (s *Sim) Stop(id uint32) {
 	n := s.nodes[s.index[id]]
-	if n.state != up {
+	if !n.running() {
 		return
 	}
 	if s.separates(n.idx) {
@@ -526,9 +525,7 @@ func (s *Sim) Stop(id uint32) {
 		// cannot be delivered, graceful or not.
 		s.disrupted()
 	}
-	n.state, n.drainStart = draining, s.now
-	n.phaseEnd = s.now + n.cfg.DrainTimeout/2
-	n.node.BeginDrain(s.base.Add(s.now+n.cfg.DrainTimeout), n.cfg.DrainOverlap)
+	n.node.Stop()
 	s.dirty = true
 }
 
@@ -538,7 +535,7 @@ func (s *Sim) separates(i int) bool {
 	start := -1
 	running := 0
 	for j, n := range s.nodes {
-		if j != i && n.state == up {
+		if j != i && n.running() {
 			running++
 			if start < 0 {
 				start = j
@@ -555,7 +552,7 @@ func (s *Sim) separates(i int) bool {
 // running brokers that cannot reach each other without it.
 func (s *Sim) bridges(a, b uint32) bool {
 	ia, ib := s.index[a], s.index[b]
-	if s.nodes[ia].state != up || s.nodes[ib].state != up {
+	if !s.nodes[ia].running() || !s.nodes[ib].running() {
 		return false // it carries nothing until both run; Restart judges that
 	}
 	return !s.reach(ia, -1)[ib]
@@ -571,7 +568,7 @@ func (s *Sim) reach(start, avoid int) map[int]bool {
 		stack = stack[:len(stack)-1]
 		for _, l := range s.linksOf(j) {
 			k := l.other(j)
-			if k == avoid || seen[k] || l.cut || s.nodes[k].state != up || s.group[l.a] != s.group[l.b] {
+			if k == avoid || seen[k] || l.cut || !s.nodes[k].running() || s.group[l.a] != s.group[l.b] {
 				continue
 			}
 			seen[k] = true
@@ -581,29 +578,20 @@ func (s *Sim) reach(start, avoid int) map[int]bool {
 	return seen
 }
 
-// advanceDrain moves a stopping node through the phases of Broker.Run.
-func (s *Sim) advanceDrain(n *simNode) {
-	switch {
-	case n.state == draining && (n.node.Subscriptions() == 0 || s.now >= n.phaseEnd):
-		n.node.EndSubscriptions()
-		n.node.Withdraw()
-		n.state, n.phaseEnd = rerouting, s.now+min(n.cfg.RerouteGrace, max(0, n.drainStart+n.cfg.DrainTimeout-s.now))
-		s.dirty = true
-	case n.state == rerouting && s.now >= n.phaseEnd:
-		// Links drain: what is queued was pumped already, but for the
-		// bounced bundles still held, sent now as production does before
-		// its links drain; each closes once its last frame has arrived.
-		n.release.ReleaseHeld(true)
-		for _, l := range s.linksOf(n.idx) {
-			s.pump(l)
-			if l.ends[0] != nil {
-				s.closeLater(l, n.idx, errors.New("neighbour stopped"))
-			}
+// closeStopped ends a node whose drain is over (node.Stopped), as
+// Broker.Run does: the bounced bundles it still holds are sent, its links
+// carry what they hold, and each closes once its last frame has arrived.
+func (s *Sim) closeStopped(n *simNode) {
+	n.release.ReleaseHeld(true)
+	for _, l := range s.linksOf(n.idx) {
+		s.pump(l)
+		if l.ends[0] != nil {
+			s.closeLater(l, n.idx, errors.New("neighbour stopped"))
 		}
-		n.node, n.state = nil, down
-		n.inc++
-		s.dirty = true
 	}
+	n.node = nil
+	n.inc++
+	s.dirty = true
 }
 
 // Cut breaks the link between a and b until Heal.
@@ -687,10 +675,10 @@ func (s *Sim) Converged() bool {
 	var digest uint64
 	first := true
 	for _, n := range s.nodes {
-		switch n.state {
-		case down:
+		if !n.alive() {
 			continue
-		case draining, rerouting:
+		}
+		if n.node.Phase() != node.Running {
 			return false
 		}
 		if n.node.AdvertisementPending() {
@@ -714,7 +702,7 @@ func (s *Sim) Converged() bool {
 		}
 		for _, l := range s.linksOf(n.idx) {
 			peer := s.nodes[l.other(n.idx)]
-			works := peer.state != down && !l.cut && s.group[l.a] == s.group[l.b]
+			works := peer.alive() && !l.cut && s.group[l.a] == s.group[l.b]
 			if works != full[peer.id] {
 				return false
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/testbed/lab"
 	"github.com/dripmesh/drip/internal/testbed/systems"
 	"github.com/dripmesh/drip/internal/topology"
@@ -122,8 +123,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harmony: probability %v, want [0, 1]", c.Probability)
 	case c.Rate <= 0 || c.Rate > 10000:
 		return fmt.Errorf("harmony: rate %v per topic, want (0, 10000]", c.Rate)
-	case c.Deadline <= 0 || c.Deadline > broker.MaxDeadline:
-		return fmt.Errorf("harmony: deadline %v, want (0, %v]", c.Deadline, broker.MaxDeadline)
+	case c.Deadline <= 0 || c.Deadline > node.MaxDeadline:
+		return fmt.Errorf("harmony: deadline %v, want (0, %v]", c.Deadline, node.MaxDeadline)
 	case c.Dir == "":
 		return errors.New("harmony: no scratch directory")
 	}

@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"encoding/binary"
@@ -14,17 +14,18 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/qos"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // budgetFixture is a subscriptions table under a budget, with no broker
 // around it: deliveries are offered and taken by hand.
-func budgetFixture(t *testing.T, limit int64, queue int) (*subscriptions, *budget, *metrics) {
+func budgetFixture(t *testing.T, limit int64, queue int) (*subscriptions, *Budget, *metrics) {
 	t.Helper()
-	b := &budget{limit: limit}
+	b := &Budget{limit: limit}
 	m := newMetrics(nil, "t", b)
 	s := newSubscriptions(subscriptionsConfig{
 		max: 1000, queue: queue, queueBytes: 1 << 30, enc: encoding.DefaultParams(),
-		now: func() int64 { return 1 }, budget: b,
+		clock: testingclock.NewFakeClock(time.Unix(1, 0)), budget: b,
 	}, m, func() {})
 	return s, b, m
 }
@@ -176,7 +177,7 @@ func TestBudgetAgainstReference(t *testing.T) {
 					if linkBytes+d > limit/4 || rng.IntN(2) == 0 {
 						d = -min(d, linkBytes)
 					}
-					b.account(d)
+					b.Account(d)
 					linkBytes += d
 					check(step, "link")
 				}
@@ -290,10 +291,10 @@ func TestBudgetHoldsStreams(t *testing.T) {
 		{"not even one", 12, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &budget{limit: tc.limit}
+			b := &Budget{limit: tc.limit}
 			var releases []func()
 			for range 50 {
-				release, ok := b.holdStream(10)
+				release, ok := b.HoldStream(10)
 				if !ok {
 					break
 				}
@@ -304,19 +305,19 @@ func TestBudgetHoldsStreams(t *testing.T) {
 			} else {
 				assert.Len(t, releases, tc.fits)
 			}
-			assert.Equal(t, int64(10*len(releases)), b.streams.Load())
-			assert.Equal(t, b.streams.Load(), b.Used(), "streams are part of what is used")
+			assert.Equal(t, int64(10*len(releases)), b.Streams())
+			assert.Equal(t, b.Streams(), b.Used(), "streams are part of what is used")
 			if len(releases) > 0 {
 				releases[0]()
 				var ok bool
-				releases[0], ok = b.holdStream(10)
+				releases[0], ok = b.HoldStream(10)
 				require.True(t, ok, "a released stream makes room for the next")
 			}
 			for _, r := range releases {
 				r()
 			}
 			assert.Zero(t, b.Used())
-			assert.Zero(t, b.streams.Load())
+			assert.Zero(t, b.Streams())
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"sync"
@@ -151,7 +151,7 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 		b := drp.Bundle{Source: hb.source, Dest: hb.dest, HopsLeft: hb.hops}
 		if all || !now.Before(hb.until) {
 			n.m.bounced.WithLabelValues(bounceReturned).Inc()
-			f.send(f.decideHere(routes, b), hb.msg, hb.h)
+			f.sendPlain(f.decideHere(routes, b), hb.msg, hb.h)
 			continue
 		}
 		// The routes changed: what they still send back waits on.
@@ -167,7 +167,7 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 				d = f.sendBack(d, routes, b)
 			}
 		}
-		f.send(d, hb.msg, hb.h)
+		f.sendPlain(d, hb.msg, hb.h)
 	}
 	n.m.bouncedHeld.Set(float64(n.bounces.count.Load()))
 }

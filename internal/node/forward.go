@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"time"
@@ -9,6 +9,7 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/match"
 	"github.com/dripmesh/drip/internal/qos"
 	"github.com/dripmesh/drip/internal/wire"
@@ -102,13 +103,13 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 		p := f.plan(t, deadline, deadline)
 		p.bloom = bm
 		p.lookup(&f.dest)
-		f.sendQoS(d, routes, p, 0, raw, h)
+		f.send(d, routes, p, 0, raw, h)
 		if p.two.Any() {
-			f.sendQoS(f.fwd.Ingress(routes.Second(n.cfg.ID), &p.two), routes, p, wire.PathSecond, raw, h)
+			f.send(f.fwd.Ingress(routes.Second(n.cfg.ID), &p.two), routes, p, wire.PathSecond, raw, h)
 		}
 		return true
 	}
-	f.send(d, raw, h)
+	f.sendPlain(d, raw, h)
 	return true
 }
 
@@ -183,11 +184,11 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 			}
 		}
 		if plain {
-			f.send(d, b.Message, h)
+			f.sendPlain(d, b.Message, h)
 			continue
 		}
 		p := f.plan(nil, time.Duration(b.QoS.Deadline), time.Duration(b.QoS.Budget))
-		f.sendQoS(d, routes, p, b.QoS.Path, b.Message, h)
+		f.send(d, routes, p, b.QoS.Path, b.Message, h)
 	}
 }
 
@@ -286,7 +287,86 @@ func loggedRouters(dest *bitset.BitSet) []uint32 {
 	return out
 }
 
-// send queues one bundle per next hop and counts what cannot leave.
-func (f *Forwarder) send(d drp.Decision, raw []byte, h bundleHeader) {
-	f.sendQoS(d, nil, nil, 0, raw, h)
+// send queues one bundle per next hop of a decision and counts what cannot
+// leave. With a plan (p not nil), each bundle carries what its
+// destinations ask of delivery (pushQoS); without one it is plain.
+func (f *Forwarder) send(d drp.Decision, routes *linkstate.Table, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
+	n := f.n
+	f.countDrops(d, h)
+	if len(d.Forwards) == 0 {
+		return
+	}
+	links := *n.links.Load()
+	var refused []drp.Forward // rare: only while a neighbour leaves
+	for _, fw := range d.Forwards {
+		l := links[fw.Next]
+		if l != nil && l.Down() {
+			// Replaced: a link drains once the links were published with
+			// its successor, so a fresh load names it.
+			l = (*n.links.Load())[fw.Next]
+		}
+		if l == nil {
+			// The routing snapshot is ahead of or behind the links.
+			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(fw.Bundle.Dest.Count()))
+			continue
+		}
+		if l.Finishing() && !f.rerouting && path != wire.PathSecond {
+			// Decided on routes loaded before the core finished this
+			// link: its neighbour withdrew, and the routes published
+			// before the link was finished lead around it.
+			fw.Bundle.Dest = fw.Bundle.Dest.Clone() // the decision's sets are scratch
+			refused = append(refused, fw)
+			continue
+		}
+		var ok bool
+		if p == nil {
+			size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
+			ok = l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
+		} else {
+			ok = f.pushQoS(l, fw, routes, p, path, raw, h)
+		}
+		if !ok {
+			f.logRefused(l, fw, h)
+		}
+	}
+	if len(refused) > 0 {
+		f.reroute(refused, p, path, raw, h)
+	}
+}
+
+// sendPlain is send for a message that asks nothing of delivery.
+func (f *Forwarder) sendPlain(d drp.Decision, raw []byte, h bundleHeader) {
+	f.send(d, nil, nil, 0, raw, h)
+}
+
+// reroute decides bundles again on the current routes that were decided
+// for links this broker has finished. The data plane forwards with the
+// routing snapshot it loaded when a message arrived; the core publishes new
+// routes and then finishes the links to neighbours that withdrew, so a
+// bundle decided in between would be refused by its link and lost, though
+// the routes now lead around the neighbour. Decided again once: what the
+// new decision sends to a finishing link, or cannot route, is counted as
+// any drop is.
+func (f *Forwarder) reroute(refused []drp.Forward, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
+	routes := f.n.routes.Load()
+	f.rerouting = true
+	defer func() { f.rerouting = false }()
+	for _, fw := range refused {
+		// The bundle has not left this broker: it has the hops it
+		// arrived with, one more than its decision gave it.
+		d := f.decideHere(routes, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest, HopsLeft: fw.Bundle.HopsLeft + 1})
+		f.send(d, routes, p, path, raw, h)
+	}
+}
+
+// logRefused logs a few bundles their link refused (the link counts them),
+// with the message's stamp and whether this broker had finished the link
+// to a neighbour that withdrew, so that a delivery lost around a drain can
+// be traced to the bundle that carried it (docs/results/churn.md).
+func (f *Forwarder) logRefused(l Link, fw drp.Forward, h bundleHeader) {
+	f.n.refusedLog.Do(func() {
+		f.n.log.Info("bundle refused by its link", zap.String("peer", l.Name()), zap.Bool("finishing", l.Finishing()),
+			zap.Uint32s("routers", loggedRouters(fw.Bundle.Dest)), zap.Uint32("ingress", h.stamp.Origin), zap.Uint64("epoch", h.stamp.Epoch),
+			zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops), zap.Duration("since_start", f.n.clock.Since(f.n.start)))
+	})
 }

@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"math"
@@ -6,13 +6,11 @@ import (
 	"time"
 
 	"github.com/bits-and-blooms/bitset"
-	"go.uber.org/zap"
 
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/qos"
-	"github.com/dripmesh/drip/internal/transport"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -101,121 +99,44 @@ func share(routes *linkstate.Table, dest *bitset.BitSet, budget time.Duration, m
 	return best, ok
 }
 
-// sendQoS queues one bundle per next hop of a decision and counts what
-// cannot leave. With a plan (p not nil), bundles carry deadlines or second
-// copies (path: wire.PathFirst, wire.PathSecond or 0), each queued with its
-// urgency, and each link's delay budget is noted for reactive rerouting;
-// without one they are plain bundles.
-func (f *Forwarder) sendQoS(d drp.Decision, routes *linkstate.Table, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
+// pushQoS queues one bundle of a message with a plan (qosPlan): it carries
+// the tightest deadline of its destinations and the budget left of it, or
+// marks a copy that travels on a first or second path (path:
+// wire.PathFirst, wire.PathSecond or 0), and is queued with its urgency;
+// the link's delay budget is noted for reactive rerouting.
+func (f *Forwarder) pushQoS(l Link, fw drp.Forward, routes *linkstate.Table, p *qosPlan, path uint32, raw []byte, h bundleHeader) bool {
 	n := f.n
-	f.countDrops(d, h)
-	if len(d.Forwards) == 0 {
-		return
+	deadline, two := p.bundleDeadline(fw.Bundle.Dest)
+	q := wire.BundleQoS{Path: path}
+	if path == 0 && two {
+		q.Path = wire.PathFirst
 	}
-	links := *n.links.Load()
-	var refused []drp.Forward // rare: only while a neighbour leaves
-	for _, fw := range d.Forwards {
-		l := links[fw.Next]
-		if dl, ok := l.(downer); ok && dl.Down() {
-			// Replaced: a link drains once the links were published with
-			// its successor (Broker.attach), so a fresh load names it.
-			l = (*n.links.Load())[fw.Next]
-		}
-		if l == nil {
-			// The routing snapshot is ahead of or behind the links.
-			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(fw.Bundle.Dest.Count()))
-			continue
-		}
-		if fl, ok := l.(finisher); ok && fl.Finishing() && !f.rerouting && path != wire.PathSecond {
-			// Decided on routes loaded before the core finished this
-			// link: its neighbour withdrew, and the routes published
-			// before the link was finished lead around it.
-			fw.Bundle.Dest = fw.Bundle.Dest.Clone() // the decision's sets are scratch
-			refused = append(refused, fw)
-			continue
-		}
-		size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
-		if p == nil {
-			if !l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw)) {
-				f.logRefused(l, fw, h)
-			}
-			continue
-		}
-		deadline, two := p.bundleDeadline(fw.Bundle.Dest)
-		q := wire.BundleQoS{Path: path}
-		if path == 0 && two {
-			q.Path = wire.PathFirst
-		}
-		var u transport.Urgency
-		if deadline != 0 {
-			// The bundle's deadline is the tightest of its destinations,
-			// and the message has travelled as long for each.
-			budget := deadline - (p.deadline - p.budget)
-			q.Deadline, q.Budget = int64(deadline), int64(budget)
-			now := l.Now()
-			u.Deadline = now + int64(budget)
-			measured := n.cfg.LinkState.CostMode == linkstate.CostRTT
-			if s, ok := share(routes, fw.Bundle.Dest, budget, measured); ok && s >= 0 {
-				// A share below zero cannot be kept: the bundle keeps its
-				// place rather than push ahead of bundles that can.
-				u.SendBy = now + int64(s)
-				n.budgets.note(fw.Next, linkDelay(routes, fw.Next, measured)+s)
-			}
-		}
-		b := wire.AppendBundleQoS(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, q)
-		if path == wire.PathSecond {
-			n.m.secondPathBytes.Add(float64(len(b)))
-		}
-		var ok bool
-		if q.Deadline != 0 {
-			n.m.deadlineBundles.Inc()
-			ok = l.PushUrgent(b, u)
-		} else {
-			ok = l.PushBundle(b)
-		}
-		if !ok {
-			f.logRefused(l, fw, h)
+	var u qos.Urgency
+	if deadline != 0 {
+		// The bundle's deadline is the tightest of its destinations,
+		// and the message has travelled as long for each.
+		budget := deadline - (p.deadline - p.budget)
+		q.Deadline, q.Budget = int64(deadline), int64(budget)
+		now := l.Now()
+		u.Deadline = now + int64(budget)
+		measured := n.cfg.LinkState.CostMode == linkstate.CostRTT
+		if s, ok := share(routes, fw.Bundle.Dest, budget, measured); ok && s >= 0 {
+			// A share below zero cannot be kept: the bundle keeps its
+			// place rather than push ahead of bundles that can.
+			u.SendBy = now + int64(s)
+			n.budgets.note(fw.Next, linkDelay(routes, fw.Next, measured)+s)
 		}
 	}
-	if len(refused) > 0 {
-		f.reroute(refused, p, path, raw, h)
+	size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
+	b := wire.AppendBundleQoS(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, q)
+	if path == wire.PathSecond {
+		n.m.secondPathBytes.Add(float64(len(b)))
 	}
-}
-
-// reroute decides bundles again on the current routes that were decided
-// for links this broker has finished. The data plane forwards with the
-// routing snapshot it loaded when a message arrived; the core publishes new
-// routes and then finishes the links to neighbours that withdrew, so a
-// bundle decided in between would be refused by its link and lost, though
-// the routes now lead around the neighbour. Decided again once: what the
-// new decision sends to a finishing link, or cannot route, is counted as
-// any drop is.
-func (f *Forwarder) reroute(refused []drp.Forward, p *qosPlan, path uint32, raw []byte, h bundleHeader) {
-	routes := f.n.routes.Load()
-	f.rerouting = true
-	defer func() { f.rerouting = false }()
-	for _, fw := range refused {
-		// The bundle has not left this broker: it has the hops it
-		// arrived with, one more than its decision gave it.
-		d := f.decideHere(routes, drp.Bundle{Source: fw.Bundle.Source, Dest: fw.Bundle.Dest, HopsLeft: fw.Bundle.HopsLeft + 1})
-		f.sendQoS(d, routes, p, path, raw, h)
+	if q.Deadline != 0 {
+		n.m.deadlineBundles.Inc()
+		return l.PushUrgent(b, u)
 	}
-}
-
-// logRefused logs a few bundles their link refused (the link counts them),
-// with the message's stamp and whether this broker had finished the link
-// to a neighbour that withdrew, so that a delivery lost around a drain can
-// be traced to the bundle that carried it (docs/results/churn.md).
-func (f *Forwarder) logRefused(l Link, fw drp.Forward, h bundleHeader) {
-	f.n.refusedLog.Do(func() {
-		finishing := false
-		if fl, ok := l.(finisher); ok {
-			finishing = fl.Finishing()
-		}
-		f.n.log.Info("bundle refused by its link", zap.String("peer", l.Name()), zap.Bool("finishing", finishing),
-			zap.Uint32s("routers", loggedRouters(fw.Bundle.Dest)), zap.Uint32("ingress", h.stamp.Origin), zap.Uint64("epoch", h.stamp.Epoch),
-			zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops), zap.Duration("since_start", f.n.clock.Since(f.n.start)))
-	})
+	return l.PushBundle(b)
 }
 
 // linkDelay is the one-way delay the link to the neighbour advertises

@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"errors"
@@ -13,21 +13,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/linkstate"
-	"github.com/dripmesh/drip/internal/transport"
 )
-
-// stubLink is a Link that only has a name.
-type stubLink struct {
-	Link
-	id uint32
-}
-
-func (l stubLink) Peer() uint32 { return l.id }
-func (l stubLink) Name() string { return "stub" }
 
 // TestRefusedAdvertisementsAreLoggedOncePerLinkAndReason: a forger sending
 // many advertisements costs one warn line per link and reason a minute;
@@ -35,39 +24,22 @@ func (l stubLink) Name() string { return "stub" }
 func TestRefusedAdvertisementsAreLoggedOncePerLinkAndReason(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
-	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.New(core)), WithClock(clk))
+	n, err := New(DefaultConfig(1, "b1"), WithLogger(zap.New(core)), WithClock(clk))
 	require.NoError(t, err)
 	err = errors.New("forged")
 	for range 100 {
-		n.refused(stubLink{id: 3}, linkstate.RefusedIdentity, err)
+		n.refused(&fakeLink{id: 3}, linkstate.RefusedIdentity, err)
 	}
 	assert.Equal(t, 1, logs.Len())
-	n.refused(stubLink{id: 3}, linkstate.RefusedSignature, err)
-	n.refused(stubLink{id: 4}, linkstate.RefusedIdentity, err)
+	n.refused(&fakeLink{id: 3}, linkstate.RefusedSignature, err)
+	n.refused(&fakeLink{id: 4}, linkstate.RefusedIdentity, err)
 	assert.Equal(t, 3, logs.Len(), "another reason, another link: logged")
 	clk.Step(refusedLogInterval)
-	n.refused(stubLink{id: 3}, linkstate.RefusedIdentity, err)
+	n.refused(&fakeLink{id: 3}, linkstate.RefusedIdentity, err)
 	assert.Equal(t, 4, logs.Len(), "a minute later: logged again")
 	assert.Equal(t, 102.0, testutil.ToFloat64(n.AdvertisementsRefused(linkstate.RefusedIdentity)))
 	assert.Equal(t, "identity", logs.All()[0].ContextMap()["reason"])
 }
-
-// refusingLink refuses every bundle, as a full link that may wait no
-// longer does, or one this broker has finished.
-type refusingLink struct {
-	stubLink
-	finishing bool
-	pushes    int
-}
-
-func (l *refusingLink) PushControl(*dripv1.Control)               {}
-func (l *refusingLink) PushBundle([]byte) bool                    { l.pushes++; return false }
-func (l *refusingLink) PushUrgent([]byte, transport.Urgency) bool { l.pushes++; return false }
-func (l *refusingLink) Now() int64                                { return 0 }
-func (l *refusingLink) SetOneWay(time.Duration)                   {}
-func (l *refusingLink) Finish()                                   {}
-func (l *refusingLink) Finishing() bool                           { return l.finishing }
-func (l *refusingLink) Close(error)                               {}
 
 // TestRefusedBundlesAreLoggedWithTheirStamp: a bundle its link refuses is
 // counted by the link and, a few times, logged with the message's stamp,
@@ -75,14 +47,14 @@ func (l *refusingLink) Close(error)                               {}
 // around a drain can be traced (docs/results/churn.md).
 func TestRefusedBundlesAreLoggedWithTheirStamp(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.New(core)))
+	n, err := New(DefaultConfig(1, "b1"), WithLogger(zap.New(core)))
 	require.NoError(t, err)
-	l := &refusingLink{stubLink: stubLink{id: 2}}
-	n.LinkUp(l, 1)
+	l := &fakeLink{id: 2, refuse: true}
+	n.LinkUp(l)
 	f := n.NewForwarder()
 	for seq := range uint64(20) {
 		d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
-		f.send(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: seq + 1}})
+		f.sendPlain(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: seq + 1}})
 	}
 	assert.Equal(t, 20, l.pushes)
 	refused := logs.FilterMessage("bundle refused by its link").All()
@@ -99,41 +71,17 @@ func TestRefusedBundlesAreLoggedWithTheirStamp(t *testing.T) {
 // current routes — here there are none, so its destinations are counted
 // as unroutable instead of lost on the link.
 func TestBundleForAFinishedLinkIsDecidedAgain(t *testing.T) {
-	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
+	n, err := New(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
 	require.NoError(t, err)
-	l := &refusingLink{stubLink: stubLink{id: 2}, finishing: true}
-	n.LinkUp(l, 1)
+	l := &fakeLink{id: 2, refuse: true, finishing: true}
+	n.LinkUp(l)
 	f := n.NewForwarder()
 	d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
-	f.send(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	f.sendPlain(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
 	assert.Zero(t, l.pushes, "nothing pushed to the finished link")
 	assert.Equal(t, 2.0, testutil.ToFloat64(n.m.routeDropped.WithLabelValues(drp.DropNoRoute.String())),
 		"both destinations decided again, and counted")
 	assert.False(t, f.rerouting)
-}
-
-// acceptingLink takes every bundle.
-type acceptingLink struct {
-	refusingLink
-}
-
-func (l *acceptingLink) PushBundle([]byte) bool                    { l.pushes++; return true }
-func (l *acceptingLink) PushUrgent([]byte, transport.Urgency) bool { l.pushes++; return true }
-
-// replacedLink is a link a newer one replaced: it is down, and by the time
-// a forwarder that loaded the links before the replacement asks, the core
-// has published its successor (Broker.attach drains a replaced link only
-// after that).
-type replacedLink struct {
-	refusingLink
-	n    *Node
-	next Link
-}
-
-func (l *replacedLink) Down() bool {
-	l.n.current[l.id] = l.next
-	l.n.publishLinks()
-	return true
 }
 
 // TestBundleForAReplacedLinkTakesItsSuccessor: a bundle decided on links
@@ -142,14 +90,22 @@ func (l *replacedLink) Down() bool {
 // in a rolling update that refusal lost messages published at a restarted
 // broker as its neighbour began to drain.
 func TestBundleForAReplacedLinkTakesItsSuccessor(t *testing.T) {
-	n, err := NewNode(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
+	n, err := New(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()))
 	require.NoError(t, err)
-	next := &acceptingLink{refusingLink{stubLink: stubLink{id: 2}}}
-	old := &replacedLink{refusingLink: refusingLink{stubLink: stubLink{id: 2}}, n: n, next: next}
-	n.LinkUp(old, 1)
+	next := &fakeLink{id: 2}
+	old := &fakeLink{id: 2, refuse: true}
+	// By the time a forwarder that loaded the links before the
+	// replacement asks, the core has published the successor (the driver
+	// drains a replaced link only after that).
+	old.down = func() bool {
+		n.current[2] = next
+		n.publishLinks()
+		return true
+	}
+	n.LinkUp(old)
 	f := n.NewForwarder()
 	d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3), HopsLeft: 7}}}}
-	f.send(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	f.sendPlain(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
 	assert.Zero(t, old.pushes, "nothing pushed to the replaced link")
 	assert.Equal(t, 1, next.pushes, "the bundle went on its successor")
 }

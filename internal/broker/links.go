@@ -1,0 +1,231 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/transport"
+)
+
+// The broker's links: those its neighbours dial (HandleLink) and those it
+// dials (dialLoop), attached to the core, and detached when they end.
+
+// HandleLink serves a link a neighbour dialled (transport.Handler). It
+// returns when the link ends.
+func (b *Broker) HandleLink(c transport.Conn) {
+	l, err := b.attach(c, false)
+	if err != nil {
+		if !b.stopping.Load() {
+			b.log.Warn("refused peer link", zap.String("peer", c.Remote().GetRouterName()),
+				zap.Uint32("peer_router", c.Remote().GetRouterId()), zap.Error(err))
+		}
+		c.Close(err)
+		return
+	}
+	<-l.Done()
+}
+
+// PeerService returns the drip.v1.Peer service of this broker.
+func (b *Broker) PeerService() *transport.PeerServer {
+	ps := transport.NewPeerServer(b.open, b.HandleLink)
+	ps.Rejected = func(remote *dripv1.Open, err error) {
+		reason, _ := transport.IsIncompatible(err)
+		b.m.linkHandshakeFails.WithLabelValues(reason).Inc()
+		b.log.Warn("refused peer link", zap.String("peer", remote.GetRouterName()), zap.Uint32("peer_router", remote.GetRouterId()), zap.Error(err))
+	}
+	return ps
+}
+
+var errDuplicate = errors.New("a link to this router already exists")
+
+// replacedDrainTimeout bounds the drain of a link a newer one replaced: a
+// neighbour that restarted will never half-close the old one.
+const replacedDrainTimeout = 5 * time.Second
+
+// attach starts a new link and tells the core. When two links to one
+// neighbour race (both sides dialled), the one dialled by the lower router
+// ID wins on both sides, so exactly one survives; a new link in the same
+// direction as an existing one replaces it (the neighbour restarted or
+// redialled).
+func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) {
+	if b.stopping.Load() {
+		return nil, errors.New("broker shutting down")
+	}
+	cfg := b.cfg
+	remote := c.Remote()
+	if id := remote.GetRouterId(); id > cfg.MaxRouterID {
+		// Per-message state is sized by the largest router ID known.
+		b.m.linkHandshakeFails.WithLabelValues("router_id").Inc()
+		return nil, fmt.Errorf("peer %q claims router ID %d, beyond the largest this mesh admits (--max-router-id %d)",
+			remote.GetRouterName(), id, cfg.MaxRouterID)
+	}
+	fwd := b.node.NewForwarder()
+	l, err := transport.NewLink(c, transport.LinkConfig{
+		QueueBytes: cfg.LinkQueueBytes, MaxFrameBytes: cfg.MaxFrameBytes,
+		Compression: cfg.PeerCompression, PredicateDeltas: cfg.PeerPredicateDeltas,
+		Dialed: dialed, Metrics: b.m.forLink(remote.GetRouterName()),
+		Account:      b.node.Budget().Account,
+		Backpressure: transport.Backpressure{Stalled: cfg.SlowLinks.Stalled, Behind: cfg.SlowLinks.Behind},
+		Control:      b.control,
+		Clock:        b.clock,
+	}, func(l *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
+		if len(msgs) > 0 {
+			b.toCore(coreEvent{kind: evControl, link: l, ctl: msgs, arrived: b.clock.Now()})
+		}
+		if len(bundles) > 0 {
+			fwd.Bundles(l, bundles)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	peer := l.Peer()
+	var replaced *transport.Link
+	b.linksMu.Lock()
+	if old := b.links[peer]; old != nil {
+		lowerDials := cfg.ID < peer
+		if refuseNew(old.Dialed(), dialed, lowerDials, b.silent(old)) {
+			b.linksMu.Unlock()
+			b.m.linkHandshakeFails.WithLabelValues("duplicate").Inc()
+			b.readRefused(l)
+			return nil, fmt.Errorf("%w (%s)", errDuplicate, l.Name())
+		}
+		replaced = old
+	}
+	b.links[peer] = l
+	b.linkGroup.Add(1)
+	b.linksMu.Unlock()
+
+	b.m.linkUp.WithLabelValues(l.Name()).Set(1)
+	b.log.Info("link up", zap.String("peer", l.Name()), zap.Uint32("peer_router", peer), zap.Bool("dialed", dialed))
+	b.toCore(coreEvent{kind: evLinkUp, link: l, replaces: replaced})
+	l.Start()
+	go func() {
+		defer b.linkGroup.Done()
+		<-l.Done()
+		l.Wait()
+		b.detach(l)
+	}()
+	return l, nil
+}
+
+// readRefused reads what the neighbour sends on a link this broker
+// refused, until the neighbour ends it or replacedDrainTimeout, and sends
+// nothing on it. When both ends dial at once, each end sees the two links
+// arrive in its own order: the neighbour may have taken the link refused
+// here as its only one and sent bundles on it before the link both ends
+// keep reached it. It then replaces this one and drains it — sends what it
+// holds and half-closes — and what it sent is forwarded from here instead
+// of going down with the connection. Its control messages are ignored (the
+// core knows only the link it keeps).
+func (b *Broker) readRefused(l *transport.Link) {
+	l.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), replacedDrainTimeout)
+	defer cancel()
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+	case <-b.coreDone:
+	}
+	l.Close(errDuplicate)
+	l.Wait()
+}
+
+func (b *Broker) detach(l *transport.Link) {
+	b.linksMu.Lock()
+	if b.links[l.Peer()] == l {
+		delete(b.links, l.Peer())
+		b.m.linkUp.WithLabelValues(l.Name()).Set(0)
+	}
+	b.linksMu.Unlock()
+	l.Close(nil) // counts what was still queued
+	b.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()))
+	b.toCore(coreEvent{kind: evLinkDown, link: l})
+}
+
+// refuseNew says whether a new link to a neighbour that already has one is
+// refused. When two links race (both sides dialled), the one dialled by the
+// lower router ID wins on both sides; a new link in the direction of the
+// old one replaces it (the neighbour restarted or redialled), and so does
+// any new link once the old one has gone silent.
+func refuseNew(oldDialed, newDialed, lowerDials, oldSilent bool) bool {
+	return oldDialed != newDialed && oldDialed == lowerDials && !oldSilent
+}
+
+// silent says whether nothing has arrived on l for a dead interval: its
+// neighbour is gone or cannot reach it (a path that drops rather than
+// resets keeps a TCP connection open for minutes), and a new link from the
+// same neighbour replaces it whichever side dialled. Without this a link
+// cut silently and healed would stay down until TCP gave up on the old
+// connection, the neighbour's every redial refused as a duplicate.
+func (b *Broker) silent(l *transport.Link) bool {
+	last := l.LastReceived()
+	return last != 0 && l.Now()-last > int64(b.cfg.LinkState.DeadInterval)
+}
+
+// link returns the current link to a neighbour, or nil.
+func (b *Broker) link(peer uint32) *transport.Link {
+	b.linksMu.Lock()
+	defer b.linksMu.Unlock()
+	return b.links[peer]
+}
+
+// dialLoop keeps a link to one configured neighbour, redialling with
+// jittered exponential backoff whenever it is down.
+func (b *Broker) dialLoop(ctx context.Context, p Peer) {
+	cfg := b.cfg
+	backoff := cfg.DialBackoffMin
+	failures := 0
+	for ctx.Err() == nil {
+		if l := b.link(p.ID); l != nil {
+			select {
+			case <-l.Done():
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+		c, err := b.o.dialer.Dial(dctx, p.Addr, b.open)
+		cancel()
+		if err == nil {
+			if c.Remote().RouterId != p.ID {
+				err = fmt.Errorf("peer at %s is router %d (%s), configured as router %d", p.Addr, c.Remote().RouterId, c.Remote().RouterName, p.ID)
+				c.Close(err)
+			} else if _, err = b.attach(c, true); err != nil {
+				c.Close(err)
+			}
+		}
+		if err == nil {
+			backoff, failures = cfg.DialBackoffMin, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		if reason, ok := transport.IsIncompatible(err); ok {
+			b.m.linkHandshakeFails.WithLabelValues(reason).Inc()
+			b.log.Warn("peer refused or incompatible", zap.String("addr", p.Addr), zap.Error(err))
+		} else if failures == 1 || failures%20 == 0 {
+			// The first failure and then every twentieth: a neighbour that
+			// is down for long must not flood the log.
+			b.log.Info("cannot reach peer, retrying", zap.String("addr", p.Addr), zap.Int("attempts", failures), zap.Error(err))
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-b.clock.After(sleep):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, cfg.DialBackoffMax)
+	}
+}
