@@ -95,6 +95,9 @@ type Broker struct {
 
 	linksMu sync.Mutex
 	links   map[uint32]*transport.Link // every attached link, by neighbour
+	// detached is closed, and replaced, whenever a link leaves links: a
+	// dial loop waits on it for its neighbour's link to be gone.
+	detached chan struct{}
 
 	running   atomic.Bool
 	stopping  atomic.Bool   // links are draining: attach nothing new
@@ -135,6 +138,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		wakeCh:      make(chan struct{}, 1),
 		built:       make(chan *encoding.Build, 1),
 		links:       map[uint32]*transport.Link{},
+		detached:    make(chan struct{}),
 		coreDone:    make(chan struct{}),
 		stopped:     make(chan struct{}),
 		joined:      make(chan struct{}),

@@ -143,6 +143,8 @@ func (b *Broker) detach(l *transport.Link) {
 	b.linksMu.Lock()
 	if b.links[l.Peer()] == l {
 		delete(b.links, l.Peer())
+		close(b.detached)
+		b.detached = make(chan struct{})
 		b.m.linkUp.WithLabelValues(l.Name()).Set(0)
 	}
 	b.linksMu.Unlock()
@@ -171,27 +173,49 @@ func (b *Broker) silent(l *transport.Link) bool {
 	return last != 0 && l.Now()-last > int64(b.cfg.LinkState.DeadInterval)
 }
 
-// link returns the current link to a neighbour, or nil.
-func (b *Broker) link(peer uint32) *transport.Link {
+// link returns the current link to a neighbour, or nil, and a channel
+// closed once a link (this one, say) has been detached.
+func (b *Broker) link(peer uint32) (*transport.Link, <-chan struct{}) {
 	b.linksMu.Lock()
 	defer b.linksMu.Unlock()
-	return b.links[peer]
+	return b.links[peer], b.detached
 }
 
 // dialLoop keeps a link to one configured neighbour, redialling with
-// jittered exponential backoff whenever it is down.
+// jittered exponential backoff whenever it is down. A link that ends within
+// a dead interval of coming up counts as a failed attempt: a neighbour that
+// takes the handshake and then drops the link (one shutting down, or one
+// that refuses it as a duplicate) would otherwise be redialled at once,
+// again and again.
 func (b *Broker) dialLoop(ctx context.Context, p Peer) {
 	cfg := b.cfg
 	backoff := cfg.DialBackoffMin
 	failures := 0
+	var watched *transport.Link // the link last seen up, since upAt
+	var upAt time.Time
 	for ctx.Err() == nil {
-		if l := b.link(p.ID); l != nil {
+		if l, detached := b.link(p.ID); l != nil {
+			if l != watched {
+				watched, upAt = l, b.clock.Now()
+			}
+			// Until it is detached, not only done: a link that has ended
+			// stays attached until its goroutines have returned, and
+			// looking again meanwhile would spin.
 			select {
-			case <-l.Done():
+			case <-detached:
 			case <-ctx.Done():
 				return
 			}
 			continue
+		}
+		if watched != nil {
+			lived := b.clock.Since(upAt)
+			watched = nil
+			if lived >= cfg.LinkState.DeadInterval {
+				backoff, failures = cfg.DialBackoffMin, 0
+			} else if !b.pause(ctx, &backoff) {
+				return
+			}
 		}
 		dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 		c, err := b.o.dialer.Dial(dctx, p.Addr, b.open)
@@ -205,7 +229,6 @@ func (b *Broker) dialLoop(ctx context.Context, p Peer) {
 			}
 		}
 		if err == nil {
-			backoff, failures = cfg.DialBackoffMin, 0
 			continue
 		}
 		if ctx.Err() != nil {
@@ -220,12 +243,21 @@ func (b *Broker) dialLoop(ctx context.Context, p Peer) {
 			// is down for long must not flood the log.
 			b.log.Info("cannot reach peer, retrying", zap.String("addr", p.Addr), zap.Int("attempts", failures), zap.Error(err))
 		}
-		sleep := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-b.clock.After(sleep):
-		case <-ctx.Done():
+		if !b.pause(ctx, &backoff) {
 			return
 		}
-		backoff = min(2*backoff, cfg.DialBackoffMax)
+	}
+}
+
+// pause waits a jittered *backoff and doubles it, up to DialBackoffMax;
+// false when ctx ends first.
+func (b *Broker) pause(ctx context.Context, backoff *time.Duration) bool {
+	sleep := *backoff/2 + rand.N(*backoff/2+1)
+	*backoff = min(2**backoff, b.cfg.DialBackoffMax)
+	select {
+	case <-b.clock.After(sleep):
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/broker/brokertest"
 	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
@@ -53,19 +54,7 @@ type meshNode struct {
 	peer   string
 }
 
-func fastConfig(id int) broker.Config {
-	cfg := broker.DefaultConfig(uint32(id), fmt.Sprintf("b%d", id))
-	cfg.Mesh = "test"
-	cfg.TickInterval = 10 * time.Millisecond
-	cfg.PredicateRebuildInterval = 10 * time.Millisecond
-	cfg.AdvertiseInterval = 10 * time.Millisecond
-	cfg.LinkState.HelloInterval = 50 * time.Millisecond
-	cfg.LinkState.DeadInterval = 400 * time.Millisecond
-	cfg.DialBackoffMin = 20 * time.Millisecond
-	cfg.DialBackoffMax = 200 * time.Millisecond
-	cfg.DrainTimeout = time.Second
-	return cfg
-}
+func fastConfig(id int) broker.Config { return brokertest.FastConfig(uint32(id)) }
 
 // dialAs opens a peer link to b at addr claiming router id, as a peer
 // with creds (nil: plaintext) would; compatible with b in all else.
