@@ -61,7 +61,7 @@ func line(t *testing.T, n int, configure func(*broker.Config)) *brokertest.Clust
 		if configure != nil {
 			configure(c)
 		}
-	})
+	}, brokertest.InMemory())
 	require.NoError(t, cl.WaitConverged(testContext(t)))
 	return cl
 }

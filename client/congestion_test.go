@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,6 @@ import (
 	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
-	"github.com/dripmesh/drip/internal/race"
 	"github.com/dripmesh/drip/internal/wire"
 )
 
@@ -137,54 +137,41 @@ func runSlowReader(t *testing.T, controlled bool, d time.Duration) slowReaderRun
 // publisher A's 500 a second. Without control it loses most of them (its
 // client and broker drop them); with control publisher A learns it from
 // the publication records and slows, so far fewer are lost; publisher
-// B's flow to a fast subscriber is not slowed.
+// B's flow to a fast subscriber is not slowed. The brokers, clients and
+// readers run in virtual time (synctest), so the two runs compare what
+// control does, not how busy the machine was.
 func TestCongestionControlEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: two 8 s runs on two real brokers, about 25 s")
-	}
-	if race.Enabled {
-		// Its bars compare two 8-s runs of real brokers and clients; under
-		// the race detector, beside other packages' tests, the machine's
-		// load differs between the runs by more than the bars allow (two
-		// CI dry runs in a row failed, with the code of a run that had
-		// passed failing the same way under load). make test runs it
-		// alone without -race.
-		t.Skip("its bars compare two timed runs, which the race detector's slowdown beside other packages skews: make test runs it alone, without -race")
-	}
-	const d = 8 * time.Second
-	off := runSlowReader(t, false, d)
-	on := runSlowReader(t, true, d)
-	t.Logf("without control: A offered %d, slow reader got %d, it lost %d (%d in the second half); B offered %d, fast reader got %d",
-		off.offeredA, off.slowGot, off.slowLost, off.lateLost, off.offeredB, off.fastGot)
-	t.Logf("with control:    A offered %d, slow reader got %d, it lost %d (%d in the second half); B offered %d, fast reader got %d",
-		on.offeredA, on.slowGot, on.slowLost, on.lateLost, on.offeredB, on.fastGot)
-	t.Logf("with control: publisher A %+v; publisher B sent %d, %d controlled; slow reader %+v", on.pubA, on.pubB.Sent, on.pubB.Controlled, on.slow)
+	synctest.Test(t, func(t *testing.T) {
+		const d = 8 * time.Second
+		off := runSlowReader(t, false, d)
+		on := runSlowReader(t, true, d)
+		t.Logf("without control: A offered %d, slow reader got %d, it lost %d (%d in the second half); B offered %d, fast reader got %d",
+			off.offeredA, off.slowGot, off.slowLost, off.lateLost, off.offeredB, off.fastGot)
+		t.Logf("with control:    A offered %d, slow reader got %d, it lost %d (%d in the second half); B offered %d, fast reader got %d",
+			on.offeredA, on.slowGot, on.slowLost, on.lateLost, on.offeredB, on.fastGot)
+		t.Logf("with control: publisher A %+v; publisher B sent %d, %d controlled; slow reader %+v", on.pubA, on.pubB.Sent, on.pubB.Controlled, on.slow)
 
-	require.Greater(t, off.slowLost, uint64(500), "the slow reader must be a bottleneck")
-	assert.Less(t, on.lateLost*10, off.lateLost, "once control has converged it should cut the drops at least 10×")
-	assert.NotEmpty(t, on.pubA.Flows, "publisher A limits the slow reader's flow")
-	assert.Positive(t, on.pubA.Controlled)
-	// B's flow crosses no bottleneck of A's: it publishes about as much as
-	// without control, where held to A's slow reader it would offer less
-	// than half. The two runs are 8 s apart, and on a loaded machine (CI
-	// runs this under -race beside other packages' tests) the publishing
-	// loop's own pace differs between them: one such run offered 3,485
-	// against 3,925, 0.89. (The fast reader can also lose a few from its
-	// 16-message queue, and then rightly asks B.)
-	assert.GreaterOrEqual(t, float64(on.offeredB), 0.75*float64(off.offeredB), "publisher B is not slowed by A's bottleneck")
-	assert.Zero(t, on.slow.BadHeaders)
-	assert.Zero(t, off.feedbackAt1)
-	// The broker counts the feedback its clients publish (an echo may
-	// share a message with feedback; the last round may trail the stats).
-	asked := on.slow.FeedbackSent + on.slow.Echoes + on.fast.FeedbackSent + on.fast.Echoes
-	assert.InDelta(t, asked, on.feedbackAt1, 6)
-	// The fast reader gets B's messages, with control or without. Its
-	// 16-message queue can overflow on a loaded machine either way — B's
-	// pacer releases what it held in bursts (a CI run under -race: 3,492
-	// of 3,620 with control), and without control a dry run beside other
-	// tests got 3,747 of 3,845 — and that loss it rightly reports to B.
-	assert.GreaterOrEqual(t, float64(off.fastGot), 0.95*float64(off.offeredB), "without control: the fast reader gets B's messages")
-	assert.GreaterOrEqual(t, float64(on.fastGot), 0.95*float64(on.offeredB), "with control: the fast reader gets B's messages")
+		require.Greater(t, off.slowLost, uint64(500), "the slow reader must be a bottleneck")
+		assert.Less(t, on.lateLost*10, off.lateLost, "once control has converged it should cut the drops at least 10×")
+		assert.NotEmpty(t, on.pubA.Flows, "publisher A limits the slow reader's flow")
+		assert.Positive(t, on.pubA.Controlled)
+		// B's flow crosses no bottleneck of A's: it publishes about as much as
+		// without control, where held to A's slow reader it would offer less
+		// than half. (The fast reader can lose a few from its 16-message
+		// queue, and then rightly asks B.)
+		assert.GreaterOrEqual(t, float64(on.offeredB), 0.75*float64(off.offeredB), "publisher B is not slowed by A's bottleneck")
+		assert.Zero(t, on.slow.BadHeaders)
+		assert.Zero(t, off.feedbackAt1)
+		// The broker counts the feedback its clients publish (an echo may
+		// share a message with feedback; the last round may trail the stats).
+		asked := on.slow.FeedbackSent + on.slow.Echoes + on.fast.FeedbackSent + on.fast.Echoes
+		assert.InDelta(t, asked, on.feedbackAt1, 6)
+		// The fast reader gets B's messages, with control or without; what
+		// its 16-message queue drops when B's pacer releases a burst it
+		// rightly reports to B.
+		assert.GreaterOrEqual(t, float64(off.fastGot), 0.95*float64(off.offeredB), "without control: the fast reader gets B's messages")
+		assert.GreaterOrEqual(t, float64(on.fastGot), 0.95*float64(on.offeredB), "with control: the fast reader gets B's messages")
+	})
 }
 
 // limitEveryMessage gives p's congestion control a subscriber's request
@@ -204,17 +191,19 @@ func limitEveryMessage(t *testing.T, p *Publisher) {
 // when Publish takes it, so that the pacer never finds it malformed and
 // drops it unseen.
 func TestHeldMessageIsChecked(t *testing.T) {
-	cl := line(t, 1, nil)
-	c := dialAt(t, cl, 0)
-	p, err := c.NewPublisher(testContext(t))
-	require.NoError(t, err)
-	defer p.Close()
-	limitEveryMessage(t, p)
-	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}}), "the bucket's first token")
-	err = p.Publish(Message{Attrs: Attrs{"a": "\xff"}})
-	require.ErrorContains(t, err, "not valid UTF-8")
-	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 2}}))
-	assert.Equal(t, uint64(1), p.Congestion().Held)
+	synctest.Test(t, func(t *testing.T) {
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0)
+		p, err := c.NewPublisher(testContext(t))
+		require.NoError(t, err)
+		defer p.Close()
+		limitEveryMessage(t, p)
+		require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}}), "the bucket's first token")
+		err = p.Publish(Message{Attrs: Attrs{"a": "\xff"}})
+		require.ErrorContains(t, err, "not valid UTF-8")
+		require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 2}}))
+		assert.Equal(t, uint64(1), p.Congestion().Held)
+	})
 }
 
 // TestHeldMessageIsCopied: Publish copies a message it sends at once, so
@@ -223,30 +212,32 @@ func TestHeldMessageIsChecked(t *testing.T) {
 // what the caller wrote since (the lab's publishers reuse one buffer, and
 // their held messages arrived as copies of later ones).
 func TestHeldMessageIsCopied(t *testing.T) {
-	cl := line(t, 1, nil)
-	c := dialAt(t, cl, 0)
-	ctx := testContext(t)
-	sub, err := c.Subscribe(ctx, "a >= 0")
-	require.NoError(t, err)
-	p, err := c.NewPublisher(ctx)
-	require.NoError(t, err)
-	defer p.Close()
-	limitEveryMessage(t, p)
-	require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}, Payload: []byte("first")}), "the bucket's first token")
-	payload, attrs := []byte("second"), Attrs{"a": 2}
-	require.NoError(t, p.Publish(Message{Attrs: attrs, Payload: payload}))
-	require.Equal(t, uint64(1), p.Congestion().Held, "the second waits for a token")
-	copy(payload, "reused")
-	attrs["a"] = 3
-	for _, want := range []struct {
-		payload string
-		a       int64
-	}{{"first", 1}, {"second", 2}} {
-		d, err := sub.Next(ctx)
+	synctest.Test(t, func(t *testing.T) {
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0)
+		ctx := testContext(t)
+		sub, err := c.Subscribe(ctx, "a >= 0")
 		require.NoError(t, err)
-		assert.Equal(t, want.payload, string(d.Payload))
-		assert.Equal(t, want.a, d.Attrs["a"])
-	}
+		p, err := c.NewPublisher(ctx)
+		require.NoError(t, err)
+		defer p.Close()
+		limitEveryMessage(t, p)
+		require.NoError(t, p.Publish(Message{Attrs: Attrs{"a": 1}, Payload: []byte("first")}), "the bucket's first token")
+		payload, attrs := []byte("second"), Attrs{"a": 2}
+		require.NoError(t, p.Publish(Message{Attrs: attrs, Payload: payload}))
+		require.Equal(t, uint64(1), p.Congestion().Held, "the second waits for a token")
+		copy(payload, "reused")
+		attrs["a"] = 3
+		for _, want := range []struct {
+			payload string
+			a       int64
+		}{{"first", 1}, {"second", 2}} {
+			d, err := sub.Next(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, want.payload, string(d.Payload))
+			assert.Equal(t, want.a, d.Attrs["a"])
+		}
+	})
 }
 
 // TestCoarseRangeIsNotStarved is TestCongestionControlEndToEnd with a
@@ -261,67 +252,66 @@ func TestHeldMessageIsCopied(t *testing.T) {
 // by one equality per k, scaled by the share the reader measures in the
 // records, the flow carries what the reader reads.
 func TestCoarseRangeIsNotStarved(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: an 8 s run on two real brokers (make test runs it)")
-	}
-	const d = 8 * time.Second
-	cl := line(t, 2, func(c *broker.Config) {
-		c.SubscriberQueue = 16
-		c.SlowSubscribers.Behind = 0
-	})
-	sc, pc := dialAt(t, cl, 1, WithCongestionFeedback(true), WithBufferSize(4), WithReadAhead(64<<10)), dialAt(t, cl, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
-	defer cancel()
-	slow, err := sc.Subscribe(ctx, "pub = 0 && k >= 0 && k < 20")
-	require.NoError(t, err)
-	// A starved flow holds Publish back for good: the publisher's
-	// context ends it a little after the run.
-	pubCtx, stopPublisher := context.WithTimeout(ctx, d+2*time.Second)
-	defer stopPublisher()
-	pub, err := pc.NewPublisher(pubCtx)
-	require.NoError(t, err)
-	converged(t, cl)
-	time.Sleep(100 * time.Millisecond) // the publisher's feedback subscription, advertised
+	synctest.Test(t, func(t *testing.T) {
+		const d = 8 * time.Second
+		cl := line(t, 2, func(c *broker.Config) {
+			c.SubscriberQueue = 16
+			c.SlowSubscribers.Behind = 0
+		})
+		sc, pc := dialAt(t, cl, 1, WithCongestionFeedback(true), WithBufferSize(4), WithReadAhead(64<<10)), dialAt(t, cl, 0)
+		ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+		defer cancel()
+		slow, err := sc.Subscribe(ctx, "pub = 0 && k >= 0 && k < 20")
+		require.NoError(t, err)
+		// A starved flow holds Publish back for good: the publisher's
+		// context ends it a little after the run.
+		pubCtx, stopPublisher := context.WithTimeout(ctx, d+2*time.Second)
+		defer stopPublisher()
+		pub, err := pc.NewPublisher(pubCtx)
+		require.NoError(t, err)
+		converged(t, cl)
+		time.Sleep(100 * time.Millisecond) // the publisher's feedback subscription, advertised
 
-	// The reader reads 50 a second of the 100 a second it takes.
-	var got int
-	readCtx, stopReading := context.WithCancel(ctx)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		for {
-			if _, err := slow.Next(readCtx); err != nil {
-				return
+		// The reader reads 50 a second of the 100 a second it takes.
+		var got int
+		readCtx, stopReading := context.WithCancel(ctx)
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			for {
+				if _, err := slow.Next(readCtx); err != nil {
+					return
+				}
+				got++
+				time.Sleep(20 * time.Millisecond)
 			}
-			got++
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	rng := rand.New(rand.NewPCG(1, 2))
-	offered := 0
-	tick := time.NewTicker(10 * time.Millisecond)
-publishing:
-	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
-		for range 5 {
-			err := pub.Publish(Message{Attrs: Attrs{"pub": 0, "k": rng.IntN(100)}, Payload: make([]byte, 4000)})
-			if err != nil && pubCtx.Err() != nil {
-				break publishing
+		}()
+		rng := rand.New(rand.NewPCG(1, 2))
+		offered := 0
+		tick := time.NewTicker(10 * time.Millisecond)
+	publishing:
+		for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+			for range 5 {
+				err := pub.Publish(Message{Attrs: Attrs{"pub": 0, "k": rng.IntN(100)}, Payload: make([]byte, 4000)})
+				if err != nil && pubCtx.Err() != nil {
+					break publishing
+				}
+				require.NoError(t, err)
+				offered++
 			}
-			require.NoError(t, err)
-			offered++
 		}
-	}
-	tick.Stop()
-	st := pub.Congestion()
-	_, _ = pub.Close() // what a starved flow still holds is not sent
-	time.Sleep(time.Second)
-	stopReading()
-	<-read
-	t.Logf("offered %d in %v; the reader got %d, lost %d; publisher %+v; reader %+v", offered, d, got, slow.Lost(), st, slow.Congestion())
-	require.NotEmpty(t, st.Flows, "the reader must have asked publisher A to slow down")
-	// Its capacity is 50 a second (400 in the run, less the first
-	// round's); starved, it got a message a second.
-	assert.Greater(t, got, 150, "the coarse flow must carry a good part of what the reader reads")
+		tick.Stop()
+		st := pub.Congestion()
+		_, _ = pub.Close() // what a starved flow still holds is not sent
+		time.Sleep(time.Second)
+		stopReading()
+		<-read
+		t.Logf("offered %d in %v; the reader got %d, lost %d; publisher %+v; reader %+v", offered, d, got, slow.Lost(), st, slow.Congestion())
+		require.NotEmpty(t, st.Flows, "the reader must have asked publisher A to slow down")
+		// Its capacity is 50 a second (400 in the run, less the first
+		// round's); starved, it got a message a second.
+		assert.Greater(t, got, 150, "the coarse flow must carry a good part of what the reader reads")
+	})
 }
 
 // TestCongestionFilter: a small integer range is told by one equality

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,7 @@ import (
 // any one can leave without splitting the mesh.
 func triangle(t *testing.T) *brokertest.Cluster {
 	t.Helper()
-	cl := brokertest.NewCluster(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, nil)
+	cl := brokertest.NewCluster(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, nil, brokertest.InMemory())
 	converged(t, cl)
 	return cl
 }
@@ -93,7 +94,7 @@ func TestSubscriptionFailsOverWhenBrokerDies(t *testing.T) {
 // TestSubscriptionComesBackAfterRestart: with one address, the subscription
 // is back within 2 s of its broker's restart.
 func TestSubscriptionComesBackAfterRestart(t *testing.T) {
-	cl := brokertest.NewCluster(t, 2, [][2]int{{0, 1}}, nil)
+	cl := brokertest.NewCluster(t, 2, [][2]int{{0, 1}}, nil, brokertest.InMemory())
 	converged(t, cl)
 	c, err := Dial(testContext(t), cl.Addr(0), WithDialOptions(cl.DialOption()), WithReconnectBackoff(50*time.Millisecond, time.Second))
 	require.NoError(t, err)
@@ -124,48 +125,50 @@ func TestSubscriptionComesBackAfterRestart(t *testing.T) {
 // the broker leaves (no gap), the publisher resends exactly what the broker
 // did not publish, and every message reaches both subscribers once.
 func TestGracefulStopLosesNothing(t *testing.T) {
-	cl := triangle(t)
-	var failovers []Failover
-	var mu sync.Mutex
-	c0 := dialAt(t, cl, 0, WithFailoverHandler(func(f Failover) { mu.Lock(); failovers = append(failovers, f); mu.Unlock() }))
-	c2 := dialAt(t, cl, 2)
-	ctx := testContext(t)
-	sub0, err := c0.Subscribe(ctx, `seq >= 0`)
-	require.NoError(t, err)
-	defer sub0.Close()
-	sub2, err := c2.Subscribe(ctx, `seq >= 0`)
-	require.NoError(t, err)
-	defer sub2.Close()
-	converged(t, cl)
+	synctest.Test(t, func(t *testing.T) {
+		cl := triangle(t)
+		var failovers []Failover
+		var mu sync.Mutex
+		c0 := dialAt(t, cl, 0, WithFailoverHandler(func(f Failover) { mu.Lock(); failovers = append(failovers, f); mu.Unlock() }))
+		c2 := dialAt(t, cl, 2)
+		ctx := testContext(t)
+		sub0, err := c0.Subscribe(ctx, `seq >= 0`)
+		require.NoError(t, err)
+		defer sub0.Close()
+		sub2, err := c2.Subscribe(ctx, `seq >= 0`)
+		require.NoError(t, err)
+		defer sub2.Close()
+		converged(t, cl)
 
-	p, err := c0.NewPublisher(ctx)
-	require.NoError(t, err)
-	const n = 1500
-	stopped := make(chan struct{})
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		cl.Stop(0)
-		close(stopped)
-	}()
-	publishSeq(t, p, 0, n, time.Millisecond)
-	sum, err := p.Close()
-	require.NoError(t, err)
-	<-stopped
-	assert.Equal(t, uint64(n), sum.Accepted, "every message published exactly once, over two brokers")
-	assert.Zero(t, p.InFlightLost())
+		p, err := c0.NewPublisher(ctx)
+		require.NoError(t, err)
+		const n = 1500
+		stopped := make(chan struct{})
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			cl.Stop(0)
+			close(stopped)
+		}()
+		publishSeq(t, p, 0, n, time.Millisecond)
+		sum, err := p.Close()
+		require.NoError(t, err)
+		<-stopped
+		assert.Equal(t, uint64(n), sum.Accepted, "every message published exactly once, over two brokers")
+		assert.Zero(t, p.InFlightLost())
 
-	got0 := collect(t, ctx, sub0, n)
-	got2 := collect(t, ctx, sub2, n)
-	assert.Len(t, got0, n)
-	assert.Len(t, got2, n)
-	assert.Empty(t, sub0.Gaps(), "the subscription moved before its broker left")
-	assert.NotEqual(t, "b0", sub0.Broker())
-	mu.Lock()
-	defer mu.Unlock()
-	require.NotEmpty(t, failovers, "the publisher moved")
-	assert.Zero(t, failovers[0].InFlight)
-	assert.Equal(t, cl.Addr(0), failovers[0].From)
-	t.Logf("publisher moved %s → %s resending %d; subscriber dropped %d copies during the overlap", failovers[0].From, failovers[0].To, failovers[0].Resent, sub0.Duplicates())
+		got0 := collect(t, ctx, sub0, n)
+		got2 := collect(t, ctx, sub2, n)
+		assert.Len(t, got0, n)
+		assert.Len(t, got2, n)
+		assert.Empty(t, sub0.Gaps(), "the subscription moved before its broker left")
+		assert.NotEqual(t, "b0", sub0.Broker())
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, failovers, "the publisher moved")
+		assert.Zero(t, failovers[0].InFlight)
+		assert.Equal(t, cl.Addr(0), failovers[0].From)
+		t.Logf("publisher moved %s → %s resending %d; subscriber dropped %d copies during the overlap", failovers[0].From, failovers[0].To, failovers[0].Resent, sub0.Duplicates())
+	})
 }
 
 // TestPublisherFailsOverWhenBrokerDies: the publisher's broker is killed
@@ -238,7 +241,7 @@ func TestDNSTargetFailsOver(t *testing.T) {
 		if _, err := fmt.Sscanf(addr, "b%d:7000", &i); err != nil {
 			return nil, err
 		}
-		return (&net.Dialer{}).DialContext(ctx, "tcp", cl.Addr(i))
+		return cl.DialContext(ctx, cl.Addr(i))
 	}))
 	c, err := Dial(testContext(t), "dns:///brokers.test:7000", names,
 		WithLookupHost(func(_ context.Context, host string) ([]string, error) {
@@ -264,44 +267,43 @@ func TestDNSTargetFailsOver(t *testing.T) {
 // pod's IP). The subscription moves past it to the next broker before the
 // drain ends, with no gap and nothing lost.
 func TestMoveSkipsABrokerThatHangs(t *testing.T) {
-	cl := brokertest.NewCluster(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, func(c *broker.Config) { c.DrainTimeout = 6 * time.Second })
-	converged(t, cl)
-	// A listener that never accepts: TCP connects, HTTP/2 never starts,
-	// and gRPC waits for it until its connect timeout.
-	hang, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer hang.Close()
-	target := strings.Join([]string{cl.Addr(0), hang.Addr().String(), cl.Addr(1), cl.Addr(2)}, ",")
-	sc, err := Dial(testContext(t), target, WithDialOptions(cl.DialOption()), WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond))
-	require.NoError(t, err)
-	defer sc.Close()
-	pc := dialAt(t, cl, 2)
-	ctx := testContext(t)
-	sub, err := sc.Subscribe(ctx, `seq >= 0`)
-	require.NoError(t, err)
-	defer sub.Close()
-	converged(t, cl)
-	p, err := pc.NewPublisher(ctx)
-	require.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		cl := brokertest.NewCluster(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, func(c *broker.Config) { c.DrainTimeout = 6 * time.Second }, brokertest.InMemory())
+		converged(t, cl)
+		// An address that takes connections and never answers: HTTP/2 never
+		// starts, and gRPC waits for it until its connect timeout.
+		target := strings.Join([]string{cl.Addr(0), brokertest.HangingAddr, cl.Addr(1), cl.Addr(2)}, ",")
+		sc, err := Dial(testContext(t), target, WithDialOptions(cl.DialOption()), WithReconnectBackoff(10*time.Millisecond, 100*time.Millisecond))
+		require.NoError(t, err)
+		defer sc.Close()
+		pc := dialAt(t, cl, 2)
+		ctx := testContext(t)
+		sub, err := sc.Subscribe(ctx, `seq >= 0`)
+		require.NoError(t, err)
+		defer sub.Close()
+		converged(t, cl)
+		p, err := pc.NewPublisher(ctx)
+		require.NoError(t, err)
 
-	// Publishing outlasts the drain's 3 s for subscribers to move.
-	const n = 2000
-	stopped := make(chan time.Duration, 1)
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		start := time.Now()
-		cl.Stop(0)
-		stopped <- time.Since(start)
-	}()
-	publishSeq(t, p, 0, n, 2*time.Millisecond)
-	_, err = p.Close()
-	require.NoError(t, err)
-	took := <-stopped
-	got := collect(t, ctx, sub, n)
-	assert.Len(t, got, n)
-	assert.Empty(t, sub.Gaps(), "the subscription moved past the hanging address before its broker left")
-	assert.Equal(t, "b1", sub.Broker())
-	t.Logf("broker stopped in %v; subscriber dropped %d copies during the overlap", took.Round(time.Millisecond), sub.Duplicates())
+		// Publishing outlasts the drain's 3 s for subscribers to move.
+		const n = 2000
+		stopped := make(chan time.Duration, 1)
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			start := time.Now()
+			cl.Stop(0)
+			stopped <- time.Since(start)
+		}()
+		publishSeq(t, p, 0, n, 2*time.Millisecond)
+		_, err = p.Close()
+		require.NoError(t, err)
+		took := <-stopped
+		got := collect(t, ctx, sub, n)
+		assert.Len(t, got, n)
+		assert.Empty(t, sub.Gaps(), "the subscription moved past the hanging address before its broker left")
+		assert.Equal(t, "b1", sub.Broker())
+		t.Logf("broker stopped in %v; subscriber dropped %d copies during the overlap", took.Round(time.Millisecond), sub.Duplicates())
+	})
 }
 
 // TestRollingRestartLosesNothing is a Kubernetes rolling update on real
@@ -312,112 +314,114 @@ func TestMoveSkipsABrokerThatHangs(t *testing.T) {
 // a message in flight (every move is a drain, whose acknowledgement is
 // exact).
 func TestRollingRestartLosesNothing(t *testing.T) {
-	const n = 4
-	// Production-like margins against a starved test machine: a 2 s dead
-	// interval, and drain phases that end when their work is done, not at
-	// a deadline (the test's brokers otherwise give up after a second).
-	cl := brokertest.NewCluster(t, n, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 0}, {0, 2}}, func(c *broker.Config) {
-		c.LinkState.DeadInterval = 2 * time.Second
-		c.DrainTimeout, c.RerouteGrace = 20*time.Second, 5*time.Second
-	})
-	converged(t, cl)
-	// Longer than hangGuard: four drains, under -race on a busy machine.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	begin := time.Now()
-	since := func() string { return fmt.Sprintf("%.3fs", time.Since(begin).Seconds()) }
-	clients := make([]*Client, n)
-	subs := make([]*Subscription, n)
-	for i := range n {
-		clients[i] = dialAt(t, cl, i, WithFailoverHandler(func(f Failover) {
-			t.Logf("%s client %d: publisher moved %s → %s, resent %d, in flight %d (%v)", since(), i, f.From, f.To, f.Resent, f.InFlight, f.Err)
-		}))
-		var err error
-		subs[i], err = clients[i].Subscribe(ctx, `seq >= 0`)
-		require.NoError(t, err)
-		defer subs[i].Close()
-	}
-	converged(t, cl)
-
-	stop := make(chan struct{})
-	sent := make([]int, n)
-	sums := make([]Summary, n)
-	lost := make([]uint64, n)
-	var wg sync.WaitGroup
-	for k := range n {
-		p, err := clients[k].NewPublisher(ctx)
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					sum, err := p.Close()
-					assert.NoError(t, err, "publisher %d", k)
-					sums[k] = sum
-					lost[k] = p.InFlightLost()
-					return
-				case <-time.After(2 * time.Millisecond):
-				}
-				if !assert.NoError(t, p.Publish(Message{Attrs: Attrs{"pub": k, "seq": i}})) {
-					return
-				}
-				sent[k] = i + 1
-			}
-		}()
-	}
-	for i := n - 1; i >= 0; i-- {
-		time.Sleep(300 * time.Millisecond)
-		reg := cl.Registry(i)
-		t.Logf("%s stopping b%d", since(), i)
-		cl.Stop(i)
-		t.Logf("%s b%d stopped; it counted %s", since(), i, dropCounters(t, reg))
-		cl.Restart(i)
-		select {
-		case <-cl.Broker(i).Joined():
-			t.Logf("%s b%d joined", since(), i)
-		case <-ctx.Done():
-			t.Fatalf("broker %d did not join again", i)
+	synctest.Test(t, func(t *testing.T) {
+		const n = 4
+		// Production-like margins: a 2 s dead interval, and drain phases
+		// that end when their work is done, not at a deadline (the test's
+		// brokers otherwise give up after a second).
+		cl := brokertest.NewCluster(t, n, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 0}, {0, 2}}, func(c *broker.Config) {
+			c.LinkState.DeadInterval = 2 * time.Second
+			c.DrainTimeout, c.RerouteGrace = 20*time.Second, 5*time.Second
+		}, brokertest.InMemory())
+		converged(t, cl)
+		// Longer than hangGuard: four drains.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		begin := time.Now()
+		since := func() string { return fmt.Sprintf("%.3fs", time.Since(begin).Seconds()) }
+		clients := make([]*Client, n)
+		subs := make([]*Subscription, n)
+		for i := range n {
+			clients[i] = dialAt(t, cl, i, WithFailoverHandler(func(f Failover) {
+				t.Logf("%s client %d: publisher moved %s → %s, resent %d, in flight %d (%v)", since(), i, f.From, f.To, f.Resent, f.InFlight, f.Err)
+			}))
+			var err error
+			subs[i], err = clients[i].Subscribe(ctx, `seq >= 0`)
+			require.NoError(t, err)
+			defer subs[i].Close()
 		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+		converged(t, cl)
 
-	for i := range n {
-		t.Logf("b%d counted %s", i, dropCounters(t, cl.Registry(i)))
-	}
-	total := 0
-	for k := range n {
-		assert.Equal(t, uint64(sent[k]), sums[k].Accepted, "publisher %d: every message published exactly once", k)
-		assert.Zero(t, lost[k], "publisher %d: nothing in flight to a broker that failed", k)
-		total += sent[k]
-	}
-	for j, sub := range subs {
-		got := map[[2]int64]bool{}
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		for len(got) < total {
-			d, err := sub.Next(rctx)
-			if err != nil {
-				break
-			}
-			key := [2]int64{d.Attrs["pub"].(int64), d.Attrs["seq"].(int64)}
-			require.False(t, got[key], "subscriber %d: message %v delivered twice", j, key)
-			got[key] = true
-		}
-		rcancel()
-		var missing [][2]int64
+		stop := make(chan struct{})
+		sent := make([]int, n)
+		sums := make([]Summary, n)
+		lost := make([]uint64, n)
+		var wg sync.WaitGroup
 		for k := range n {
-			for i := range sent[k] {
-				if key := [2]int64{int64(k), int64(i)}; !got[key] {
-					missing = append(missing, key)
+			p, err := clients[k].NewPublisher(ctx)
+			require.NoError(t, err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						sum, err := p.Close()
+						assert.NoError(t, err, "publisher %d", k)
+						sums[k] = sum
+						lost[k] = p.InFlightLost()
+						return
+					case <-time.After(2 * time.Millisecond):
+					}
+					if !assert.NoError(t, p.Publish(Message{Attrs: Attrs{"pub": k, "seq": i}})) {
+						return
+					}
+					sent[k] = i + 1
 				}
+			}()
+		}
+		for i := n - 1; i >= 0; i-- {
+			time.Sleep(300 * time.Millisecond)
+			reg := cl.Registry(i)
+			t.Logf("%s stopping b%d", since(), i)
+			cl.Stop(i)
+			t.Logf("%s b%d stopped; it counted %s", since(), i, dropCounters(t, reg))
+			cl.Restart(i)
+			select {
+			case <-cl.Broker(i).Joined():
+				t.Logf("%s b%d joined", since(), i)
+			case <-ctx.Done():
+				t.Fatalf("broker %d did not join again", i)
 			}
 		}
-		assert.Empty(t, missing, "subscriber %d (at %s, %d reported lost) never received these (publisher, seq) of %v sent", j, sub.Broker(), sub.Lost(), sent)
-		assert.Empty(t, sub.Gaps(), "subscriber %d moved make-before-break", j)
-	}
+		time.Sleep(300 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+
+		for i := range n {
+			t.Logf("b%d counted %s", i, dropCounters(t, cl.Registry(i)))
+		}
+		total := 0
+		for k := range n {
+			assert.Equal(t, uint64(sent[k]), sums[k].Accepted, "publisher %d: every message published exactly once", k)
+			assert.Zero(t, lost[k], "publisher %d: nothing in flight to a broker that failed", k)
+			total += sent[k]
+		}
+		for j, sub := range subs {
+			got := map[[2]int64]bool{}
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			for len(got) < total {
+				d, err := sub.Next(rctx)
+				if err != nil {
+					break
+				}
+				key := [2]int64{d.Attrs["pub"].(int64), d.Attrs["seq"].(int64)}
+				require.False(t, got[key], "subscriber %d: message %v delivered twice", j, key)
+				got[key] = true
+			}
+			rcancel()
+			var missing [][2]int64
+			for k := range n {
+				for i := range sent[k] {
+					if key := [2]int64{int64(k), int64(i)}; !got[key] {
+						missing = append(missing, key)
+					}
+				}
+			}
+			assert.Empty(t, missing, "subscriber %d (at %s, %d reported lost) never received these (publisher, seq) of %v sent", j, sub.Broker(), sub.Lost(), sent)
+			assert.Empty(t, sub.Gaps(), "subscriber %d moved make-before-break", j)
+		}
+	})
 }
 
 // dropCounters lists a broker's nonzero counters of what it did not

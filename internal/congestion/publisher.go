@@ -185,27 +185,34 @@ func (p *Publisher) Release(now time.Time) []Released {
 }
 
 // NextRelease is when Release may next return a message: when a flow
-// holding one has its next token, or expires. False when nothing is held.
+// without a token has its next one, or a flow holding a message expires.
+// False when nothing is held. A flow with a token holds its messages only
+// behind one of a flow without (Release keeps each flow's order), so its
+// own token is no reason to look again: counted, it made a driver that
+// released nothing look again at once, in a loop, until the other flow's
+// token came.
 func (p *Publisher) NextRelease(now time.Time) (time.Time, bool) {
 	if len(p.held) == 0 {
 		return time.Time{}, false
 	}
 	next := now.Add(p.cfg.FlowTimeout)
 	for _, r := range p.flows.all {
+		r.refill(now, p.cfg.BucketDepth)
+		if r.tokens < 1 {
+			// Rounded up, to 1 ns at least: a token due in less than a
+			// nanosecond truncated to now, when Release still finds none.
+			wait := time.Duration(math.Ceil((1 - r.tokens) / r.quota * float64(time.Second)))
+			next = minTime(next, now.Add(max(wait, 1)))
+		}
 		if r.held == 0 {
 			continue
-		}
-		r.refill(now, p.cfg.BucketDepth)
-		at := now
-		if r.tokens < 1 {
-			at = now.Add(time.Duration((1 - r.tokens) / r.quota * float64(time.Second)))
 		}
 		// An expired flow lets go of its messages at the next sweep.
 		expiry := r.at.Add(p.cfg.FlowTimeout)
 		if expiry.Before(p.sweep) {
 			expiry = p.sweep
 		}
-		next = minTime(next, at, expiry)
+		next = minTime(next, expiry)
 	}
 	if next.Before(now) {
 		next = now

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/broker"
@@ -49,6 +50,11 @@ type Cluster struct {
 	configure func(*broker.Config)
 	srvOpts   []grpc.ServerOption
 	addrs     []string
+	// inMemory holds the in-memory listener of each client address (nil:
+	// loopback ports), under mu; hung are the connections made to
+	// HangingAddr, closed when the cluster stops.
+	inMemory map[string]*bufconn.Listener
+	hung     []net.Conn
 
 	mu      sync.Mutex
 	members []*member
@@ -56,6 +62,15 @@ type Cluster struct {
 
 // ClusterOption adjusts a Cluster.
 type ClusterOption func(*Cluster)
+
+// InMemory serves the brokers' client API on in-memory listeners instead
+// of loopback ports: clients reach them only through DialOption, and
+// nothing of the cluster touches the network, so it runs inside a
+// testing/synctest bubble, in virtual time. Addresses are in TEST-NET-1
+// (RFC 5737), which no network routes.
+func InMemory() ClusterOption {
+	return func(c *Cluster) { c.inMemory = map[string]*bufconn.Listener{} }
+}
 
 // WithServerOptions adds gRPC server options (interceptors that inject
 // faults, say) to every broker's client server.
@@ -109,9 +124,40 @@ func (c *Cluster) Target(first int) string {
 }
 
 // DialOption is what a client needs to reach the cluster beyond its
-// addresses: nothing, as they are loopback ports. (Kept so tests read the
-// same whatever the cluster listens on.)
-func (c *Cluster) DialOption() grpc.DialOption { return grpc.EmptyDialOption{} }
+// addresses: nothing on loopback ports, and with InMemory the dialer of the
+// in-memory listeners (DialContext).
+func (c *Cluster) DialOption() grpc.DialOption {
+	if c.inMemory == nil {
+		return grpc.EmptyDialOption{}
+	}
+	return grpc.WithContextDialer(c.DialContext)
+}
+
+// HangingAddr is an address of an InMemory cluster that takes
+// connections and never answers on them: a pod replaced just before, which
+// cluster DNS still maps to the old address, say.
+const HangingAddr = "192.0.2.254:7000"
+
+// DialContext connects to a broker's client address, on loopback or in
+// memory.
+func (c *Cluster) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	if c.inMemory == nil {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	c.mu.Lock()
+	if addr == HangingAddr {
+		defer c.mu.Unlock()
+		conn, silent := net.Pipe()
+		c.hung = append(c.hung, silent)
+		return conn, nil
+	}
+	lis := c.inMemory[addr]
+	c.mu.Unlock()
+	if lis == nil {
+		return nil, fmt.Errorf("dial %s: connection refused", addr)
+	}
+	return lis.DialContext(ctx)
+}
 
 func (c *Cluster) config(i int) broker.Config {
 	cfg := FastConfig(uint32(i))
@@ -165,6 +211,14 @@ func (c *Cluster) start(i int) {
 // listen binds broker i's client port: a fresh one the first time, the
 // same one after a restart (retrying while the kernel still holds it).
 func (c *Cluster) listen(i int) (net.Listener, error) {
+	if c.inMemory != nil {
+		c.addrs[i] = fmt.Sprintf("192.0.2.%d:7000", i+1)
+		lis := bufconn.Listen(1 << 20)
+		c.mu.Lock()
+		c.inMemory[c.addrs[i]] = lis
+		c.mu.Unlock()
+		return lis, nil
+	}
 	if c.addrs[i] == "" {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err == nil {
@@ -252,6 +306,11 @@ func (c *Cluster) Restart(i int) {
 func (c *Cluster) stopAll() {
 	for i := range c.members {
 		c.Kill(i)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.hung {
+		conn.Close()
 	}
 }
 
