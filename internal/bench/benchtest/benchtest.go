@@ -47,9 +47,9 @@ type Mesh struct {
 }
 
 // Start runs n brokers, each linked to every other, with the fault, and
-// waits until their routing has converged. The mesh stops when the test
-// ends.
-func Start(t testing.TB, n int, fault Fault) *Mesh {
+// waits until their routing has converged; opts adjust the cluster
+// (brokertest.InMemory, say). The mesh stops when the test ends.
+func Start(t testing.TB, n int, fault Fault, opts ...brokertest.ClusterOption) *Mesh {
 	t.Helper()
 	var edges [][2]int
 	for i := range n {
@@ -58,7 +58,8 @@ func Start(t testing.TB, n int, fault Fault) *Mesh {
 		}
 	}
 	in := &injector{fault: fault, streams: map[*subStream]bool{}, seen: map[dedup.Stamp]bool{}}
-	cl := brokertest.NewCluster(t, n, edges, nil, brokertest.WithServerOptions(grpc.StreamInterceptor(in.intercept)))
+	opts = append([]brokertest.ClusterOption{brokertest.WithServerOptions(grpc.StreamInterceptor(in.intercept))}, opts...)
+	cl := brokertest.NewCluster(t, n, edges, nil, opts...)
 	return &Mesh{Cluster: cl, in: in}
 }
 

@@ -1,6 +1,0 @@
-//go:build race
-
-package race
-
-// Enabled: built with -race.
-const Enabled = true
