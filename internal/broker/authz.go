@@ -16,12 +16,6 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 )
 
-// Authorization operations, the op label of drip_authz_denied_total.
-const (
-	opPublish   = "publish"
-	opSubscribe = "subscribe"
-)
-
 // denialLogWindow is how often one client's denials are logged: a client
 // retrying a refused publish in a loop writes one line per window, not one
 // per attempt.
@@ -45,23 +39,6 @@ type authorizer struct {
 	mu     sync.Mutex
 	logged map[string]time.Time // client identity → last denial logged
 }
-
-// SetAuthzPolicy installs p for the client streams opened from now on; nil
-// turns authorization off (every client may publish and subscribe to
-// anything). A policy whose subscribe predicate could never fit the
-// broker's predicate limits is refused.
-func (b *Broker) SetAuthzPolicy(p *authz.Policy) error {
-	if p != nil {
-		if err := p.CheckLimits(b.cfg.Predicates); err != nil {
-			return err
-		}
-	}
-	b.authz.policy.Store(p)
-	return nil
-}
-
-// AuthzPolicy is the policy in force, nil when authorization is off.
-func (b *Broker) AuthzPolicy() *authz.Policy { return b.authz.policy.Load() }
 
 // grant is what a stream was admitted as: its client's identity and the
 // rule that applies to it. The zero grant (no rule) allows everything.
@@ -124,33 +101,4 @@ func (a *authorizer) deny(op string, id authz.Identity, rule string, err error) 
 		a.log.Warn("client refused by the authorization policy (logged once a minute per client)",
 			zap.String("op", op), zap.String("client", key), zap.String("rule", rule), zap.Error(err))
 	}
-}
-
-// checkPublish checks the decoded messages of one publish request against
-// the stream's rule, before any of them is published; first is the first
-// one's index on the stream.
-func (c clientService) checkPublish(g grant, msgs []heldMessage, first uint64) error {
-	r := g.rule
-	if r == nil || r.Publish.IsAll() {
-		return nil
-	}
-	for i, h := range msgs {
-		if err := r.CheckPublish(h.m, first+uint64(i)); err != nil {
-			return c.az.refuse(opPublish, g.id, err)
-		}
-	}
-	return nil
-}
-
-// conjoin narrows a subscription's predicate to what its rule lets the
-// client see.
-func (c clientService) conjoin(g grant, p content.Predicate) (content.Predicate, error) {
-	if g.rule == nil {
-		return p, nil
-	}
-	q, err := g.rule.Conjoin(p, c.b.cfg.Predicates)
-	if err != nil {
-		return nil, c.az.refuse(opSubscribe, g.id, err)
-	}
-	return q, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -260,4 +261,40 @@ func (b *Broker) pause(ctx context.Context, backoff *time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// toCore hands an event to the core goroutine unless it has returned.
+func (b *Broker) toCore(ev coreEvent) {
+	select {
+	case b.events <- ev:
+	case <-b.coreDone:
+		if ev.replaces != nil {
+			// No core to publish the successor: the broker is stopping.
+			ev.replaces.Close(fmt.Errorf("%w: replaced by a newer link", errDuplicate))
+		}
+	}
+}
+
+// drainLinks sends what every link has queued, half-closes it and waits for
+// the neighbour to close, until deadline.
+func (b *Broker) drainLinks(deadline time.Time) {
+	b.stopping.Store(true)
+	b.linksMu.Lock()
+	links := make([]*transport.Link, 0, len(b.links))
+	for _, l := range b.links {
+		links = append(links, l)
+	}
+	b.linksMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), max(deadline.Sub(b.clock.Now()), time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Drain(ctx)
+		}()
+	}
+	wg.Wait()
+	b.linkGroup.Wait()
 }

@@ -35,6 +35,12 @@ type metrics struct {
 	authzDenied        *prometheus.CounterVec // op
 }
 
+// Authorization operations, the op label of drip_authz_denied_total.
+const (
+	opPublish   = "publish"
+	opSubscribe = "subscribe"
+)
+
 // handshakeFailureReasons are the reason labels of
 // drip_link_handshake_failures_total: transport.IncompatibleError's reasons
 // (either side's verdict on the Open frames, "refused" when the other side

@@ -19,7 +19,7 @@ import (
 
 // budgetFixture is a subscriptions table under a budget, with no broker
 // around it: deliveries are offered and taken by hand.
-func budgetFixture(t *testing.T, limit int64, queue int) (*subscriptions, *Budget, *metrics) {
+func budgetFixture(t *testing.T, limit int64, queue int) (*subscriptionTable, *Budget, *metrics) {
 	t.Helper()
 	b := &Budget{limit: limit}
 	m := newMetrics(nil, "t", b)
@@ -30,7 +30,7 @@ func budgetFixture(t *testing.T, limit int64, queue int) (*subscriptions, *Budge
 	return s, b, m
 }
 
-func addSub(t *testing.T, s *subscriptions) *Subscription {
+func addSub(t *testing.T, s *subscriptionTable) *Subscription {
 	t.Helper()
 	sub, err := s.add(content.MustParse(`a exists`), qos.Flow{}, "c")
 	require.NoError(t, err)

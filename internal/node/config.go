@@ -13,16 +13,6 @@ import (
 	"github.com/dripmesh/drip/internal/wire"
 )
 
-// Peer is a configured neighbour: the broker dials it, and joins the mesh
-// once linked to every one (Node.Joined).
-type Peer struct {
-	ID   uint32
-	Addr string // host:port of the neighbour's peer listener
-	// Weight is the configured link cost, used when the link-state
-	// protocol runs with configured weights (the default).
-	Weight uint32
-}
-
 // Config is what a Node runs with: its identity, its neighbours, the
 // protocol's parameters and the bounds of its data plane. DefaultConfig
 // fills every field but the identity and peers. The driver's own settings

@@ -99,16 +99,6 @@ func (n *Node) Control(l Link, msgs []linkstate.Message) {
 	n.flush()
 }
 
-// refusal keys the log rate limit of refused advertisements.
-type refusal struct {
-	peer   uint32
-	reason string
-}
-
-// refusedLogInterval is how often refusals of one reason from one
-// neighbour are logged.
-const refusedLogInterval = time.Minute
-
 // refused counts an advertisement the link-state core refused (its
 // signature, certificate or identity did not check out, or it had none)
 // and logs it once per neighbour, reason and refusedLogInterval.
@@ -179,8 +169,8 @@ func (n *Node) flush() {
 		n.m.adPending.Set(0)
 		n.setLocalPredicate()
 	}
-	n.processReady()
 	n.advanceDrain()
+	n.processReady()
 	switch {
 	case n.building != nil:
 		// One build at a time: the changes since it was planned wait for
@@ -214,7 +204,7 @@ func (n *Node) processReady() {
 			if n.withdrawn {
 				break
 			}
-			filters := n.applyMatchAll(u)
+			filters := n.matchAll.apply(u)
 			if u.Removed {
 				n.table.Remove(u.Router)
 			} else {
@@ -367,11 +357,13 @@ func (n *Node) setLocalPredicate() {
 	}
 }
 
-func (n *Node) subscriptionsChanged() {
-	if !n.adPending.Swap(true) {
-		n.m.adPending.Set(1)
-	}
-	if n.wake != nil {
-		n.wake()
+// setDelayBudgets gives every link the delay budget its deadline traffic
+// asked for since the last call, or none when it carried none.
+func (n *Node) setDelayBudgets() {
+	got := n.budgets.take()
+	for peer := range n.current {
+		// A budget at or below zero cannot be kept by any delay: leave
+		// the link to the periodic best path rather than flap it.
+		n.ls.SetDelayBudget(peer, max(got[peer], 0))
 	}
 }

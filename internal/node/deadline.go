@@ -48,6 +48,12 @@ type qosPlan struct {
 	deadline, budget time.Duration
 	flows            map[uint32]qos.Flow
 	two              bitset.BitSet // destinations that asked for two paths
+	// What push reports to: the node's metrics and the delay budgets the
+	// control plane hands the routing protocol, and whether link costs are
+	// measured delays.
+	m        *metrics
+	budgets  *delayBudgets
+	measured bool
 }
 
 // lookup fills the plan's flows for the destinations in dest.
@@ -99,46 +105,6 @@ func share(routes *linkstate.Table, dest *bitset.BitSet, budget time.Duration, m
 	return best, ok
 }
 
-// pushQoS queues one bundle of a message with a plan (qosPlan): it carries
-// the tightest deadline of its destinations and the budget left of it, or
-// marks a copy that travels on a first or second path (path:
-// wire.PathFirst, wire.PathSecond or 0), and is queued with its urgency;
-// the link's delay budget is noted for reactive rerouting.
-func (f *Forwarder) pushQoS(l Link, fw drp.Forward, routes *linkstate.Table, p *qosPlan, path uint32, raw []byte, h bundleHeader) bool {
-	n := f.n
-	deadline, two := p.bundleDeadline(fw.Bundle.Dest)
-	q := wire.BundleQoS{Path: path}
-	if path == 0 && two {
-		q.Path = wire.PathFirst
-	}
-	var u qos.Urgency
-	if deadline != 0 {
-		// The bundle's deadline is the tightest of its destinations,
-		// and the message has travelled as long for each.
-		budget := deadline - (p.deadline - p.budget)
-		q.Deadline, q.Budget = int64(deadline), int64(budget)
-		now := l.Now()
-		u.Deadline = now + int64(budget)
-		measured := n.cfg.LinkState.CostMode == linkstate.CostRTT
-		if s, ok := share(routes, fw.Bundle.Dest, budget, measured); ok && s >= 0 {
-			// A share below zero cannot be kept: the bundle keeps its
-			// place rather than push ahead of bundles that can.
-			u.SendBy = now + int64(s)
-			n.budgets.note(fw.Next, linkDelay(routes, fw.Next, measured)+s)
-		}
-	}
-	size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
-	b := wire.AppendBundleQoS(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, q)
-	if path == wire.PathSecond {
-		n.m.secondPathBytes.Add(float64(len(b)))
-	}
-	if q.Deadline != 0 {
-		n.m.deadlineBundles.Inc()
-		return l.PushUrgent(b, u)
-	}
-	return l.PushBundle(b)
-}
-
 // linkDelay is the one-way delay the link to the neighbour advertises
 // (0 without measured costs).
 func linkDelay(routes *linkstate.Table, next uint32, measured bool) time.Duration {
@@ -182,13 +148,40 @@ func (b *delayBudgets) take() map[uint32]time.Duration {
 	return m
 }
 
-// setDelayBudgets gives every link the delay budget its deadline traffic
-// asked for since the last call, or none when it carried none.
-func (n *Node) setDelayBudgets() {
-	got := n.budgets.take()
-	for peer := range n.current {
-		// A budget at or below zero cannot be kept by any delay: leave
-		// the link to the periodic best path rather than flap it.
-		n.ls.SetDelayBudget(peer, max(got[peer], 0))
+// push queues one bundle of a message with a plan (qosPlan): it carries
+// the tightest deadline of its destinations and the budget left of it, or
+// marks a copy that travels on a first or second path (path:
+// wire.PathFirst, wire.PathSecond or 0), and is queued with its urgency;
+// the link's delay budget is noted for reactive rerouting.
+func (p *qosPlan) push(l Link, fw drp.Forward, routes *linkstate.Table, path uint32, raw []byte, h bundleHeader) bool {
+	deadline, two := p.bundleDeadline(fw.Bundle.Dest)
+	q := wire.BundleQoS{Path: path}
+	if path == 0 && two {
+		q.Path = wire.PathFirst
 	}
+	var u qos.Urgency
+	if deadline != 0 {
+		// The bundle's deadline is the tightest of its destinations,
+		// and the message has travelled as long for each.
+		budget := deadline - (p.deadline - p.budget)
+		q.Deadline, q.Budget = int64(deadline), int64(budget)
+		now := l.Now()
+		u.Deadline = now + int64(budget)
+		if s, ok := share(routes, fw.Bundle.Dest, budget, p.measured); ok && s >= 0 {
+			// A share below zero cannot be kept: the bundle keeps its
+			// place rather than push ahead of bundles that can.
+			u.SendBy = now + int64(s)
+			p.budgets.note(fw.Next, linkDelay(routes, fw.Next, p.measured)+s)
+		}
+	}
+	size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
+	b := wire.AppendBundleQoS(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, q)
+	if path == wire.PathSecond {
+		p.m.secondPathBytes.Add(float64(len(b)))
+	}
+	if q.Deadline != 0 {
+		p.m.deadlineBundles.Inc()
+		return l.PushUrgent(b, u)
+	}
+	return l.PushBundle(b)
 }

@@ -2,6 +2,18 @@ package node
 
 import "sync"
 
+// Queued is one delivery waiting for its subscriber: a drip.v1.Published
+// in its wire form, encoded once for every subscriber it goes to.
+type Queued struct {
+	Published []byte
+}
+
+// queuedOverhead is what a queued delivery costs beyond its bytes, for the
+// queue's byte bound.
+const queuedOverhead = 32
+
+func (q Queued) size() int { return len(q.Published) + queuedOverhead }
+
 // deque is a subscription's queue: a slice that grows with what is queued
 // and is let go when it empties, so that an idle subscription costs no
 // memory for the bound it might use (a channel of SubscriberQueue slots

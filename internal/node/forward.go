@@ -81,7 +81,7 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 	f.dest.ClearAll()
 	preds.Match(bm, &f.dest)
 	f.dest.Clear(uint(n.cfg.ID))
-	if s := n.matchAllSnap.Load(); s != nil {
+	if s := n.matchAll.snap.Load(); s != nil {
 		if k := s.add(&f.dest, n.cfg.ID); k > 0 {
 			n.m.routeDropped.WithLabelValues(routeDropMatchAll).Add(float64(k))
 		}
@@ -113,16 +113,6 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 	return true
 }
 
-// bundleHeader is what a message's bundles carry beside the message.
-type bundleHeader struct {
-	stamp       dedup.Stamp
-	publishedAt int64
-	hops        uint32
-	// elapsed is the time since acceptance as the mesh measured it, for a
-	// message that travels with a deadline (0: not measured).
-	elapsed time.Duration
-}
-
 // plan readies the Forwarder's QoS scratch for one message.
 func (f *Forwarder) plan(t *qos.Table, deadline, budget time.Duration) *qosPlan {
 	p := &f.qos
@@ -132,6 +122,8 @@ func (f *Forwarder) plan(t *qos.Table, deadline, budget time.Duration) *qosPlan 
 	clear(p.flows)
 	p.two.ClearAll()
 	p.table, p.deadline, p.budget = t, deadline, budget
+	n := f.n
+	p.m, p.budgets, p.measured = n.m, &n.budgets, n.cfg.LinkState.CostMode == linkstate.CostRTT
 	return p
 }
 
@@ -323,7 +315,7 @@ func (f *Forwarder) send(d drp.Decision, routes *linkstate.Table, p *qosPlan, pa
 			size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
 			ok = l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
 		} else {
-			ok = f.pushQoS(l, fw, routes, p, path, raw, h)
+			ok = p.push(l, fw, routes, path, raw, h)
 		}
 		if !ok {
 			f.logRefused(l, fw, h)
@@ -369,4 +361,41 @@ func (f *Forwarder) logRefused(l Link, fw drp.Forward, h bundleHeader) {
 			zap.Uint32s("routers", loggedRouters(fw.Bundle.Dest)), zap.Uint32("ingress", h.stamp.Origin), zap.Uint64("epoch", h.stamp.Epoch),
 			zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops), zap.Duration("since_start", f.n.clock.Since(f.n.start)))
 	})
+}
+
+// hold holds the destinations d bounced, of bundle b received from from
+// and decided on routes, unless the hold is full.
+func (f *Forwarder) hold(d drp.Decision, routes *linkstate.Table, from uint32, b drp.Bundle, raw []byte, h bundleHeader) bool {
+	n := f.n
+	hb := heldBundle{from: from, source: b.Source, dest: d.Bounced, hops: b.HopsLeft, routes: routes,
+		until: n.clock.Now().Add(bounceHoldFor), msg: raw, h: h}
+	if !n.bounces.add(hb) {
+		return false
+	}
+	n.m.bouncedHeld.Set(float64(n.bounces.count.Load()))
+	n.bounceLog.Do(func() {
+		n.log.Info("bundle held: its routes lead back to the neighbour it came from", zap.Uint32("from", from),
+			zap.Uint32s("routers", loggedRouters(d.Bounced)), zap.Uint32("ingress", h.stamp.Origin),
+			zap.Uint64("epoch", h.stamp.Epoch), zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops),
+			zap.Duration("since_start", n.clock.Since(n.start)))
+	})
+	return true
+}
+
+// sendBack adds to d the bundle that takes the destinations it bounced
+// back to the neighbour b came from, as forwarding did before holding.
+func (f *Forwarder) sendBack(d drp.Decision, routes drp.Routing, b drp.Bundle) drp.Decision {
+	f.n.m.bounced.WithLabelValues(bounceSentBack).Inc()
+	back := f.decideHere(routes, drp.Bundle{Source: b.Source, Dest: d.Bounced, HopsLeft: b.HopsLeft})
+	d.Forwards = append(d.Forwards, back.Forwards...)
+	d.Bounced = nil
+	return d
+}
+
+// decideHere decides b's destinations again at this broker, wherever the
+// routes now lead, back to the neighbour b came from included (Transit
+// from this router itself never bounces). b.HopsLeft is what the bundle
+// arrived with: Transit passes on one less.
+func (f *Forwarder) decideHere(routes drp.Routing, b drp.Bundle) drp.Decision {
+	return f.fwd.Transit(routes, f.n.cfg.ID, b)
 }

@@ -6,45 +6,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Phase is where a node stands in leaving the mesh (docs/design.md §10).
-// Stop starts the drain; the node's own clock ticks and inputs move it on,
-// whoever drives it, so that production and the virtual-time harness run
-// the same drain.
-type Phase uint8
-
-const (
-	// Running: the node serves.
-	Running Phase = iota
-	// Moving: Stop was called. Subscribers are told to move to other
-	// brokers, new subscriptions are refused and publishers hand over
-	// (Draining is closed). It lasts until no subscription is left, or
-	// half of DrainTimeout.
-	Moving
-	// Rerouting: the subscriptions still open have ended and the node has
-	// withdrawn from the mesh. Its neighbours reroute around it while the
-	// bundles on their way still arrive and are forwarded; the driver
-	// stops dialling. It lasts until every neighbour has said it sends
-	// nothing more (Link.PeerFinished), or RerouteGrace.
-	Rerouting
-	// Stopped: the driver sends on any bounced bundles still held, drains
-	// the links and closes them, by DrainDeadline.
-	Stopped
-)
-
-func (p Phase) String() string {
-	switch p {
-	case Running:
-		return "running"
-	case Moving:
-		return "moving"
-	case Rerouting:
-		return "rerouting"
-	case Stopped:
-		return "stopped"
-	}
-	return "unknown"
-}
-
 // Phase is where the node stands in leaving the mesh.
 func (n *Node) Phase() Phase { return n.phase }
 
@@ -52,7 +13,8 @@ func (n *Node) Phase() Phase { return n.phase }
 // local subscriber is told to move (Subscription.Draining, with the overlap
 // its client should keep both subscriptions for), and Draining is closed
 // so that publish streams hand their publishers over. The phases that
-// follow (Phase) need no more calls than the driver's ticks and inputs.
+// follow (Phase) need no more calls than the driver's ticks and inputs:
+// the next of them moves the drain on.
 func (n *Node) Stop() {
 	if n.phase != Running {
 		return
@@ -63,7 +25,6 @@ func (n *Node) Stop() {
 	n.draining.Store(true)
 	n.subs.drain(DrainNotice{Deadline: n.DrainDeadline(), Overlap: n.cfg.DrainOverlap})
 	close(n.drain)
-	n.flush()
 }
 
 // Draining is closed once Stop has run.
@@ -79,7 +40,8 @@ func (n *Node) DrainDeadline() time.Time {
 }
 
 // advanceDrain moves the drain on to its next phase once the current one
-// is over; every control-plane call ends with it.
+// is over; every control-plane call runs it (flush), before the routing
+// protocol's output is sent, which then carries a withdrawal.
 func (n *Node) advanceDrain() {
 	if n.phase == Running || n.phase == Stopped {
 		return
@@ -134,8 +96,7 @@ func (n *Node) withdraw() {
 	}
 	n.withdrawn = true
 	n.log.Info("withdrawing from the mesh")
-	n.ls.Shutdown()
-	n.processReady()
+	n.ls.Shutdown() // flush sends its withdrawal
 }
 
 // Stopping reports whether Stop has run. Safe from any goroutine.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/bits-and-blooms/bitset"
 	"go.uber.org/zap"
@@ -44,10 +45,6 @@ type MatchAllPolicy struct {
 	Rate  float64 // messages per second per router, for MatchAllLimit
 	Burst int     // for MatchAllLimit; 0: one second of Rate (at least 1)
 }
-
-// routeDropMatchAll is the drip_route_dropped_destinations_total reason of
-// destinations the match-all policy left out.
-const routeDropMatchAll = "match_all"
 
 func (p MatchAllPolicy) validate() error {
 	switch p.Mode {
@@ -101,17 +98,40 @@ func (s *matchAllRouters) add(dest *bitset.BitSet, self uint32) (dropped int) {
 	return dropped
 }
 
-// applyMatchAll returns the filters of u to install under the policy
-// (u.Filters itself when nothing changes) and keeps the count, the log
-// and, with MatchAllLimit, the limited routers.
-func (n *Node) applyMatchAll(u linkstate.PredicateUpdate) []encoding.Bloom {
-	n.countMatchAll(u)
-	if u.Router == n.cfg.ID || n.cfg.MatchAll.Mode == MatchAllAllow || n.cfg.MatchAll.Mode == "" {
+// matchAll applies a MatchAllPolicy to the advertisements a node
+// installs, and keeps what the data plane needs to apply it to messages.
+// Its methods are control-plane calls; snap is the data plane's.
+type matchAll struct {
+	policy MatchAllPolicy
+	self   uint32
+	log    *zap.Logger
+	m      *metrics
+	// counts is, per other router, its advertised filters that match
+	// every message; total their sum.
+	counts map[uint32]int
+	total  int
+	// limiters is, per router whose match-all filters are limited or
+	// refused, its limiter; snap is the data plane's copy (nil until a
+	// router is limited or refused).
+	limiters map[uint32]*rate.Limiter
+	snap     atomic.Pointer[matchAllRouters]
+}
+
+func newMatchAll(policy MatchAllPolicy, self uint32, log *zap.Logger, m *metrics) *matchAll {
+	return &matchAll{policy: policy, self: self, log: log, m: m, counts: map[uint32]int{}, limiters: map[uint32]*rate.Limiter{}}
+}
+
+// apply returns the filters of u to install under the policy (u.Filters
+// itself when nothing changes) and keeps the count, the log and, with
+// MatchAllLimit, the limited routers.
+func (a *matchAll) apply(u linkstate.PredicateUpdate) []encoding.Bloom {
+	a.count(u)
+	if u.Router == a.self || a.policy.Mode == MatchAllAllow || a.policy.Mode == "" {
 		return u.Filters
 	}
-	// countMatchAll has just counted the update's match-all filters.
-	all := n.matchAll[u.Router] > 0
-	n.limitMatchAll(u.Router, all)
+	// count has just counted the update's match-all filters.
+	all := a.counts[u.Router] > 0
+	a.limit(u.Router, all)
 	if !all {
 		return u.Filters
 	}
@@ -124,42 +144,41 @@ func (n *Node) applyMatchAll(u linkstate.PredicateUpdate) []encoding.Bloom {
 	return kept
 }
 
-// limitMatchAll adds router to or removes it from the limited (or
-// refused) routers and publishes the data plane's snapshot when that
-// changes.
-func (n *Node) limitMatchAll(router uint32, on bool) {
-	if _, ok := n.matchAllLimiters[router]; ok == on {
+// limit adds router to or removes it from the limited (or refused)
+// routers and publishes the data plane's snapshot when that changes.
+func (a *matchAll) limit(router uint32, on bool) {
+	if _, ok := a.limiters[router]; ok == on {
 		return
 	}
 	if on {
 		// Refusing is a limit of zero: each message left out is counted
 		// the same way.
 		var l *rate.Limiter
-		if p := n.cfg.MatchAll; p.Mode == MatchAllLimit {
+		if p := a.policy; p.Mode == MatchAllLimit {
 			l = rate.NewLimiter(rate.Limit(p.Rate), cmp.Or(p.Burst, max(1, int(p.Rate))))
 		} else {
 			l = rate.NewLimiter(0, 0)
 		}
-		n.matchAllLimiters[router] = l
+		a.limiters[router] = l
 	} else {
-		delete(n.matchAllLimiters, router)
+		delete(a.limiters, router)
 	}
 	s := &matchAllRouters{}
-	for r := range n.matchAllLimiters {
+	for r := range a.limiters {
 		s.routers = append(s.routers, r)
 	}
 	slices.Sort(s.routers)
 	for _, r := range s.routers {
-		s.limiters = append(s.limiters, n.matchAllLimiters[r])
+		s.limiters = append(s.limiters, a.limiters[r])
 	}
-	n.matchAllSnap.Store(s)
+	a.snap.Store(s)
 }
 
-// countMatchAll keeps drip_match_all_filters: the filters of other
-// routers that match every message, counted whatever the policy, and logs
-// a router that starts to advertise one.
-func (n *Node) countMatchAll(u linkstate.PredicateUpdate) {
-	if u.Router == n.cfg.ID {
+// count keeps drip_match_all_filters: the filters of other routers that
+// match every message, counted whatever the policy, and logs a router
+// that starts to advertise one.
+func (a *matchAll) count(u linkstate.PredicateUpdate) {
+	if u.Router == a.self {
 		return
 	}
 	k := 0
@@ -170,19 +189,19 @@ func (n *Node) countMatchAll(u linkstate.PredicateUpdate) {
 			}
 		}
 	}
-	old := n.matchAll[u.Router]
+	old := a.counts[u.Router]
 	if k == old {
 		return
 	}
 	if k == 0 {
-		delete(n.matchAll, u.Router)
+		delete(a.counts, u.Router)
 	} else {
-		n.matchAll[u.Router] = k
+		a.counts[u.Router] = k
 	}
-	n.matchAllTotal += k - old
-	n.m.matchAll.Set(float64(n.matchAllTotal))
+	a.total += k - old
+	a.m.matchAllFilters.Set(float64(a.total))
 	if old == 0 {
-		n.log.Info("router advertises filters that match every message",
-			zap.Uint32("router", u.Router), zap.Int("filters", k), zap.String("policy", n.cfg.MatchAll.Mode))
+		a.log.Info("router advertises filters that match every message",
+			zap.Uint32("router", u.Router), zap.Int("filters", k), zap.String("policy", a.policy.Mode))
 	}
 }

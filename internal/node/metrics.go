@@ -38,11 +38,11 @@ type metrics struct {
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
-	matchAll                 prometheus.Gauge
+	matchAllFilters          prometheus.Gauge
 	lsdbDigest               prometheus.Gauge
 	advertisements           prometheus.Counter
 	adPending                prometheus.Gauge
-	subscriptions            prometheus.Gauge
+	localSubs                prometheus.Gauge
 	filters                  prometheus.Gauge
 	advertised               prometheus.Gauge
 	protocolEvents           *prometheus.CounterVec // event
@@ -59,6 +59,18 @@ type metrics struct {
 	// PREDICATES index rebuilds by kind (full, partial), resolved once.
 	rebuildFull, rebuildPartial prometheus.Observer
 }
+
+// Outcomes of a bounced bundle, the values of drip_bounced_bundles_total's
+// label.
+const (
+	bounceRerouted = "rerouted"  // held until the routes changed, then sent on
+	bounceReturned = "returned"  // held bounceHoldFor (or until the broker stopped), then sent as the routes said
+	bounceSentBack = "sent_back" // not held: sent back at once
+)
+
+// routeDropMatchAll is the drip_route_dropped_destinations_total reason of
+// destinations the match-all policy left out.
+const routeDropMatchAll = "match_all"
 
 // routeDropLinkDown is the drip_route_dropped_destinations_total reason of
 // destinations whose next hop's link went down under them; drp's own
@@ -88,31 +100,31 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
 				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, or until the broker stopped, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
 			[]string{"outcome"}),
-		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
-		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
-		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
-		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
-		matchAll:     f.gauge("match_all_filters", "Filters other brokers advertise that match every message (an empty Bloom filter: a subscription to 'k exists', or a peer asking for everything)."),
+		bouncedHeld:     f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
+		spfRuns:         f.counter("spf_runs_total", "Shortest-path computations."),
+		routersKnown:    f.gauge("routers_known", "Routers reachable from this broker, itself included."),
+		lsdbEntries:     f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		matchAllFilters: f.gauge("match_all_filters", "Filters other brokers advertise that match every message (an empty Bloom filter: a subscription to 'k exists', or a peer asking for everything)."),
 		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
 			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
 		adPending: f.gauge("advertisement_pending",
 			"1 while local subscription changes wait for the advertise interval to end before they are advertised, else 0."),
 		advertisements: f.counter("predicate_advertisements_total",
-			"Times this broker re-advertised its predicate because local subscriptions changed (at most once per advertise interval)."),
-		subscriptions:  f.gauge("subscriptions", "Local subscriptions."),
-		filters:        f.gauge("filters", "Filters installed by local subscriptions."),
+			"Times this broker re-advertised its predicate because its clients' subscriptions changed (at most once per advertise interval)."),
+		localSubs:      f.gauge("subscriptions", "Subscriptions of local clients."),
+		filters:        f.gauge("filters", "Filters of the subscriptions of local clients."),
 		advertised:     f.gauge("advertised_filters", "Bloom filters this broker advertises after deduplication and covering."),
-		protocolEvents: f.counterVec("linkstate_events_total", "Link-state protocol events, by type.", []string{"event"}),
+		protocolEvents: f.counterVec("linkstate_events_total", "Events of the link-state protocol, by type.", []string{"event"}),
 		duplicates: f.counterVec("duplicates_suppressed_total",
 			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed) "+
 				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
 		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
 		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
 		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
-		adsRefused:       f.counterVec("advertisements_refused_total", "Link-state and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
+		adsRefused:       f.counterVec("advertisements_refused_total", "Router and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
 		deadlineBundles: f.counter("deadline_bundles_total",
-			"Bundles this broker sent with a delivery deadline, queued by urgency (their share of the latency margin)."),
+			"Bundles this broker sent with a delivery deadline, queued by urgency (the part of the latency margin they may spend per link)."),
 		deadlineMissed: f.counter("deadline_missed_total",
 			"Deliveries queued to local subscribers later than their subscription's deadline, by the time since acceptance the mesh measured along the path."),
 		secondPathBytes: f.counter("second_path_bytes_total",

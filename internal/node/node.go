@@ -18,45 +18,6 @@ import (
 	"github.com/dripmesh/drip/internal/qos"
 )
 
-// Link is what a Node sends through: an established link to a neighbour,
-// the whole of what the node asks of it. transport.Link implements it;
-// virtual-time harnesses pass the same.
-type Link interface {
-	Peer() uint32
-	Name() string
-	// SendControl queues a link-state message; control is never dropped.
-	// The link encodes it, a predicate advertisement as a delta against
-	// the last one of its origin it carried where both ends take deltas.
-	SendControl(linkstate.Message) error
-	// PushBundle queues a bundle in its wire form and reports whether it
-	// was queued; the link counts what it refuses.
-	PushBundle(b []byte) bool
-	// PushUrgent is PushBundle for a bundle with a deadline: it leaves as
-	// its urgency says, and its budget is set as it leaves.
-	PushUrgent(b []byte, u qos.Urgency) bool
-	// Now reads the link's clock, in nanoseconds, the clock of qos.Urgency
-	// and LastReceived; links' clocks may differ from the node's.
-	Now() int64
-	// SetOneWay tells the link the neighbour's one-way delay, which the
-	// budgets of leaving bundles are reduced by.
-	SetOneWay(time.Duration)
-	// LastReceived is when the last frame from the neighbour arrived, on
-	// the link's clock (0: none yet).
-	LastReceived() int64
-	// Down reports whether the link takes no more bundles: it has ended,
-	// or is draining because a newer link replaced it.
-	Down() bool
-	// Finish says the node will queue nothing more on the link; once what
-	// is queued has left, the neighbour is told so.
-	Finish()
-	Finishing() bool
-	// PeerFinished reports whether the neighbour has said it sends nothing
-	// more on the link, or the link has ended.
-	PeerFinished() bool
-	// Close ends the link at once.
-	Close(reason error)
-}
-
 // Node is one broker's logic with no goroutine, socket or timer of its own:
 // the routing protocol, the PREDICATES table, local subscriptions, B-DRP
 // forwarding, duplicate suppression and the phases of leaving the mesh. Its
@@ -129,12 +90,8 @@ type Node struct {
 	// buildingGen is its value when the build in flight was planned, and
 	// indexGen the value the installed index covers.
 	predsGen, buildingGen, indexGen uint64
-	// Per other router, its advertised filters that match every message.
-	matchAll      map[uint32]int
-	matchAllTotal int
-	// Per router whose match-all filters are limited or refused, its
-	// limiter; matchAllSnap is the data plane's copy.
-	matchAllLimiters map[uint32]*rate.Limiter
+	// matchAll applies the match-all policy to other routers' filters.
+	matchAll *matchAll
 	// noRouteLog lets the data plane log a few destinations it dropped
 	// for want of a route, not every one.
 	noRouteLog *rate.Sometimes
@@ -158,15 +115,13 @@ type Node struct {
 	routes atomic.Pointer[linkstate.Table]
 	preds  atomic.Pointer[encoding.Snapshot]
 	qos    atomic.Pointer[qos.Table]
-	// matchAllSnap is nil until a router is limited or refused.
-	matchAllSnap atomic.Pointer[matchAllRouters]
-	links        atomic.Pointer[map[uint32]Link]
+	links  atomic.Pointer[map[uint32]Link]
 	// budgets collects, per neighbour, the least delay budget of the
 	// deadline bundles the data plane sent it since the control plane
 	// last looked (SetDelayBudget, reactive rerouting).
 	budgets delayBudgets
 
-	subs      *subscriptions
+	subs      *subscriptionTable
 	dups      *dedup.Filter
 	adPending atomic.Bool   // local subscriptions changed since the last advertisement
 	wake      func()        // tells the driver a Flush is due; may be nil
@@ -222,28 +177,27 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	// broker holds and for the collector's headroom (docs/design.md §14).
 	queues := &Budget{limit: int64(cfg.MemoryBudget) / 2}
 	n := &Node{
-		cfg:              cfg,
-		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:                newMetrics(o.reg, cfg.Name, queues),
-		budget:           queues,
-		clock:            o.clock,
-		start:            now,
-		epoch:            uint64(now.UnixNano()),
-		ls:               ls,
-		table:            encoding.NewTable(cfg.Encoding),
-		current:          map[uint32]Link{},
-		heldSeq:          map[uint32]uint64{},
-		refusedLogged:    map[refusal]time.Time{},
-		matchAll:         map[uint32]int{},
-		matchAllLimiters: map[uint32]*rate.Limiter{},
-		noRouteLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		orphanLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		refusedLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		bounceLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		classes:          map[uint32][]linkstate.QoSClass{},
-		dups:             dups,
-		drain:            make(chan struct{}),
+		cfg:           cfg,
+		log:           o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
+		m:             newMetrics(o.reg, cfg.Name, queues),
+		budget:        queues,
+		clock:         o.clock,
+		start:         now,
+		epoch:         uint64(now.UnixNano()),
+		ls:            ls,
+		table:         encoding.NewTable(cfg.Encoding),
+		current:       map[uint32]Link{},
+		heldSeq:       map[uint32]uint64{},
+		refusedLogged: map[refusal]time.Time{},
+		noRouteLog:    &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		orphanLog:     &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		refusedLog:    &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		bounceLog:     &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		classes:       map[uint32][]linkstate.QoSClass{},
+		dups:          dups,
+		drain:         make(chan struct{}),
 	}
+	n.matchAll = newMatchAll(cfg.MatchAll, cfg.ID, n.log, n.m)
 	n.subs = newSubscriptions(subscriptionsConfig{
 		max: cfg.MaxSubscriptions, queue: cfg.SubscriberQueue, queueBytes: cfg.SubscriberQueueBytes,
 		enc: cfg.Encoding, broker: cfg.Name, slow: cfg.SlowSubscribers,
@@ -309,3 +263,22 @@ func (n *Node) Subscribe(p content.Predicate, f qos.Flow, client string) (*Subsc
 func (n *Node) Subscriptions() int { return n.subs.count() }
 
 var _ drp.Routing = (*linkstate.Table)(nil)
+
+func (n *Node) subscriptionsChanged() {
+	if !n.adPending.Swap(true) {
+		n.m.adPending.Set(1)
+	}
+	if n.wake != nil {
+		n.wake()
+	}
+}
+
+// refusal keys the log rate limit of refused advertisements.
+type refusal struct {
+	peer   uint32
+	reason string
+}
+
+// refusedLogInterval is how often refusals of one reason from one
+// neighbour are logged.
+const refusedLogInterval = time.Minute

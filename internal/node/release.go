@@ -1,0 +1,41 @@
+package node
+
+import "github.com/dripmesh/drip/internal/drp"
+
+// ReleaseHeld decides again the held bundles that are due — this broker's
+// routes changed since they bounced, or they waited bounceHoldFor — and
+// sends them; all releases every one (the broker is stopping). A driver
+// calls it from one goroutine of the data plane, with a Forwarder of its
+// own, every TickInterval; with nothing held it returns at once. It may
+// wait for room on a link, as every forwarding does.
+func (f *Forwarder) ReleaseHeld(all bool) {
+	n := f.n
+	if n.bounces.count.Load() == 0 {
+		return
+	}
+	routes := n.routes.Load()
+	now := n.clock.Now()
+	for _, hb := range n.bounces.take(routes, now, all) {
+		b := drp.Bundle{Source: hb.source, Dest: hb.dest, HopsLeft: hb.hops}
+		if all || !now.Before(hb.until) {
+			n.m.bounced.WithLabelValues(bounceReturned).Inc()
+			f.sendPlain(f.decideHere(routes, b), hb.msg, hb.h)
+			continue
+		}
+		// The routes changed: what they still send back waits on.
+		d := f.fwd.Transit(routes, hb.from, b)
+		if len(d.Forwards) > 0 || d.DroppedTotal() > 0 {
+			n.m.bounced.WithLabelValues(bounceRerouted).Inc()
+		}
+		if d.Bounced != nil {
+			hb.dest, hb.routes = d.Bounced, routes
+			if n.bounces.add(hb) {
+				d.Bounced = nil
+			} else {
+				d = f.sendBack(d, routes, b)
+			}
+		}
+		f.sendPlain(d, hb.msg, hb.h)
+	}
+	n.m.bouncedHeld.Set(float64(n.bounces.count.Load()))
+}
