@@ -83,9 +83,8 @@ func (d *deliverySender) send(first node.Queued) error {
 
 // buffer is an empty slice with room for an event of size bytes: from
 // the broker's pool, to which gRPC gives it back once written (rawcodec.Raw),
-// unless it is too small for gRPC to pool. Encoding every batch into a
-// new buffer made nine tenths of a fanning-out broker's allocations
-// (docs/results/memory-budget.md).
+// unless it is too small for gRPC to pool: a broker that fans out would
+// otherwise allocate a buffer per event for every subscriber.
 func (d *deliverySender) buffer(size int) []byte {
 	if d.pool == nil || mem.IsBelowBufferPoolingThreshold(size) {
 		return make([]byte, 0, size)

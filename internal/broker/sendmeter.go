@@ -19,8 +19,7 @@ const grpcWriteQuota = 64 << 10
 // connections have been handed by their Subscribe streams but have not
 // written to their sockets yet: what gRPC holds. Each stream may hold up
 // to its write quota plus the message that crossed it, so thousands of
-// subscribers that lag hold more than all the queues may
-// (docs/results/memory-budget.md). Those bytes cannot be shed; counting
+// subscribers that lag hold more than all the queues may. Those bytes cannot be shed; counting
 // them makes the queues shed instead, and keeps the total within the
 // budget (docs/design.md §14).
 //

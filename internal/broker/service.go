@@ -64,10 +64,9 @@ func (c clientService) waitJoined(ctx context.Context) error {
 // needs: the codec that passes rawcodec.Raw through, and a fixed flow-control
 // window. What a publisher has sent and the broker has not read waits in
 // gRPC, outside the memory budget, up to its stream's window, and gRPC's
-// dynamic window grows that towards 16 MiB on a busy connection: 200
-// publishers held 174 MB that way in a CPU-starved broker
-// (docs/results/memory-budget.md). publishStreamCost charges the fixed
-// window instead.
+// dynamic window grows that towards 16 MiB on a busy connection, for
+// every publisher of a broker short of CPU. publishStreamCost charges the
+// fixed window instead.
 func ClientServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ForceServerCodecV2(rawcodec.Codec{}),
 		grpc.InitialWindowSize(clientStreamWindow), grpc.InitialConnWindowSize(clientConnWindow)}
@@ -196,11 +195,9 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 	}
 }
 
-// streamCost is what an open client stream costs the broker at rest,
-// measured: 2,000 Subscribe and 200 PublishStream streams, idle, held 84
-// MiB of RSS, of which about 20 MiB an idle broker holds without them —
-// some 30 KiB a stream, mostly its goroutines' stacks (two or more per
-// stream) and gRPC's per-stream state. A publish stream may also hold its
+// streamCost is what an open client stream costs the broker at rest: its
+// goroutines' stacks (two or more per stream) and gRPC's per-stream state,
+// about 30 KiB (docs/design.md §14). A publish stream may also hold its
 // flow-control window of requests the broker has not read yet.
 const (
 	streamCost        = 32 << 10

@@ -14,9 +14,8 @@ import (
 // neighbour they came from are held, not sent (drp.Decision.Bounced): the
 // two disagree while link state floods, and sending back starts a
 // ping-pong that spends the bundle's whole hop limit in tens of
-// milliseconds, before either broker has learnt better — the e2e suite's
-// rolling restart once lost deliveries this way (docs/design.md §10,
-// "Bounced bundles wait for the routes"). A held bundle is decided again
+// milliseconds, before either broker has learnt better (docs/design.md
+// §10, "Bounced bundles wait for the routes"). A held bundle is decided again
 // when this broker's routes change (what still bounces waits on), and
 // after bounceHoldFor whatever the routes then say, back included: by
 // then the neighbour has most likely learnt the new routes, and if not,

@@ -255,7 +255,7 @@ func (f *Forwarder) countDrops(d drp.Decision, h bundleHeader) {
 		f.n.noRouteLog.Do(func() {
 			// The destinations that did have a route say whether the
 			// message still reached where a dropped router's subscribers
-			// moved (docs/results/churn.md).
+			// moved.
 			// Broadcast bundles each carry the whole set: union them.
 			var all bitset.BitSet
 			for _, fw := range d.Forwards {
@@ -354,7 +354,7 @@ func (f *Forwarder) reroute(refused []drp.Forward, p *qosPlan, path uint32, raw 
 // logRefused logs a few bundles their link refused (the link counts them),
 // with the message's stamp and whether this broker had finished the link
 // to a neighbour that withdrew, so that a delivery lost around a drain can
-// be traced to the bundle that carried it (docs/results/churn.md).
+// be traced to the bundle that carried it.
 func (f *Forwarder) logRefused(l Link, fw drp.Forward, h bundleHeader) {
 	f.n.refusedLog.Do(func() {
 		f.n.log.Info("bundle refused by its link", zap.String("peer", l.Name()), zap.Bool("finishing", l.Finishing()),

@@ -18,9 +18,8 @@ const MaxAdvertisementBytes = 4 << 20
 // against the last one of its origin sent on that link when that is
 // smaller (docs/design.md §2, "Advertisements travel as deltas"). A router
 // re-advertises its whole predicate whenever one of its clients subscribes
-// or leaves, to every broker over every link: at 50 clients per site in the
-// 42-site lab that was about 29 KB a time, and the change a few hundred
-// bytes. The receiving end's AdDecoder holds the same last advertisements,
+// or leaves, to every broker over every link, where the change is a few
+// filters among hundreds. The receiving end's AdDecoder holds the same last advertisements,
 // since a link delivers what was sent in order; a new link starts both
 // afresh.
 //

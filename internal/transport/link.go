@@ -329,9 +329,9 @@ func (l *Link) SetOneWay(d time.Duration) { l.oneWay.Store(int64(d)) }
 // the routing protocol takes it as such (linkstate.Node.Alive). While the
 // reader is in the handler it reads nothing, and what the neighbour sent
 // meanwhile waits unread: LastReceived is then now, since the silence is
-// this end's. A broker whose control plane fell behind blocks its readers
-// on its full event queue, and in the 42-site lab its hub then declared
-// neighbours dead that had kept sending (docs/results/experiments/scale).
+// this end's: a broker whose control plane fell behind blocks its readers
+// on its full event queue, and must not then declare dead the neighbours
+// that kept sending.
 func (l *Link) LastReceived() int64 {
 	if l.handling.Load() {
 		return l.Now()
@@ -620,9 +620,8 @@ func (l *Link) decodeControl(cs []*dripv1.Control) ([]linkstate.Message, error) 
 // positions, which DEFLATE shrinks only to about 0.7 of their size, for
 // 1.2 ms per advertisement of 1,000 filters and per link
 // (BenchmarkAdvertisementCompression) — and every advertisement crosses
-// every link of the mesh. In the 42-site lab at 50 clients per broker that
-// was half of the hub's CPU while subscriptions changed, on a machine
-// saturated by the brokers doing the same (docs/results/experiments/scale).
+// every link of the mesh, so that compressing them would cost a hub most
+// of its CPU while subscriptions change.
 func carriesAdvertisement(control []*dripv1.Control) bool {
 	for _, c := range control {
 		if _, ok := c.GetMsg().(*dripv1.Control_PredicateAd); ok {
