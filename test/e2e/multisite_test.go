@@ -158,8 +158,10 @@ type multiSiteResults struct {
 	// IdleControl is the bytes per second of one direction of a link at
 	// rest (no clients): between sites, and within one.
 	IdleControl struct {
-		RemoteMean, RemoteMax, LocalMean float64
-		Seconds                          float64
+		RemoteMean float64 `json:"remote_mean"`
+		RemoteMax  float64 `json:"remote_max"`
+		LocalMean  float64 `json:"local_mean"`
+		Seconds    float64 `json:"seconds"` // the window measured
 	} `json:"idle_control_bytes_per_s"`
 	Bench     *bench.Report `json:"bench,omitempty"`     // across all sites
 	Survivors *bench.Report `json:"survivors,omitempty"` // among the others while the last site went and came back
