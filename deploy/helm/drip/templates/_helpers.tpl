@@ -77,13 +77,30 @@ The fully qualified DNS name of one broker: call with (list $ ordinal).
 {{- end }}
 
 {{/*
+This release's site values with their defaults, as JSON: values of a release
+made by a chart older than them (helm upgrade --reuse-values) lack the keys.
+*/}}
+{{- define "drip.site" -}}
+{{- $s := .Values.site | default dict }}
+{{- toJson (dict "name" ($s.name | default "") "peerService" ($s.peerService | default dict)
+  "remotePeers" ($s.remotePeers | default list) "remoteLink" ($s.remoteLink | default dict)) }}
+{{- end }}
+
+{{/*
+This release's site, or "" for a single-site release.
+*/}}
+{{- define "drip.siteName" -}}
+{{- (.Values.site | default dict).name | default "" }}
+{{- end }}
+
+{{/*
 The sites of a mesh across clusters, validated: a JSON object with "sites",
 every site as {name, base, size}, and "mine", this release's site, or {}
 for a single-site release. Ranges of router IDs must not overlap, and this
 site's brokers must fit its range.
 */}}
 {{- define "drip.sites" -}}
-{{- $name := .Values.site.name | default "" }}
+{{- $name := include "drip.siteName" . }}
 {{- $list := .Values.sites | default list }}
 {{- if and $list (not $name) }}
 {{- fail "sites lists the sites of a mesh across clusters, but site.name is empty: set it to this release's site" }}
@@ -160,7 +177,7 @@ names the site at its other end.
 {{- define "drip.brokerName" -}}
 {{- $ := index . 0 }}
 {{- $pod := printf "%s-%d" (include "drip.fullname" $) (int (index . 1)) }}
-{{- if $.Values.site.name }}{{ printf "%s/%s" $.Values.site.name $pod }}{{ else }}{{ $pod }}{{ end }}
+{{- with include "drip.siteName" $ }}{{ printf "%s/%s" . $pod }}{{ else }}{{ $pod }}{{ end }}
 {{- end }}
 
 {{/*
@@ -168,7 +185,7 @@ The --name argument of the broker and the netem sidecar: the pod's name,
 prefixed with the site.
 */}}
 {{- define "drip.nameArg" -}}
-{{- if .Values.site.name }}{{ printf "%s/$(POD_NAME)" .Values.site.name }}{{ else }}$(POD_NAME){{ end }}
+{{- with include "drip.siteName" . }}{{ printf "%s/$(POD_NAME)" . }}{{ else }}$(POD_NAME){{ end }}
 {{- end }}
 
 {{/*
@@ -177,7 +194,7 @@ or "": call with (list $ i).
 */}}
 {{- define "drip.peerAddress" -}}
 {{- $ := index . 0 }}
-{{- $addrs := $.Values.site.peerService.addresses | default list }}
+{{- $addrs := (include "drip.site" $ | fromJson).peerService.addresses | default list }}
 {{- if lt (int (index . 1)) (len $addrs) }}{{ index $addrs (int (index . 1)) }}{{ end }}
 {{- end }}
 
@@ -336,11 +353,11 @@ The remote peers of a site (site.remotePeers), validated, as a JSON list of
 router ID in another site's range, and links to brokers of this release.
 */}}
 {{- define "drip.remotePeers" -}}
-{{- $peers := .Values.site.remotePeers | default list }}
+{{- $peers := (include "drip.site" . | fromJson).remotePeers }}
 {{- $out := list }}
 {{- if $peers }}
 {{- $sites := include "drip.sites" . | fromJson }}
-{{- if not .Values.site.name }}
+{{- if not (include "drip.siteName" .) }}
 {{- fail "site.remotePeers needs site.name and sites: a remote peer is a broker of another site, whose router-ID range sites gives" }}
 {{- end }}
 {{- $mine := $sites.mine }}
@@ -513,7 +530,7 @@ reads: broker i is the pod <fullname>-i with router ID i, at its DNS name.
 {{- range $r := include "drip.remotePeers" . | fromJsonArray }}
 {{- $brokers = append $brokers (dict "name" $r.name "id" (int64 $r.id) "peer" $r.address) }}
 {{- range $b := $r.brokers }}
-{{- $links = append $links (include "drip.linkSpec" (list $ (include "drip.brokerName" (list $ $b)) $r.name $.Values.site.remoteLink $r.overrides (printf "site.remotePeers[%d]" (int $r.index))) | fromJson) }}
+{{- $links = append $links (include "drip.linkSpec" (list $ (include "drip.brokerName" (list $ $b)) $r.name (include "drip.site" $ | fromJson).remoteLink $r.overrides (printf "site.remotePeers[%d]" (int $r.index))) | fromJson) }}
 {{- end }}
 {{- end }}
 {{- toYaml (dict "mesh" (include "drip.mesh" .) "brokers" $brokers "links" $links) }}
@@ -575,8 +592,9 @@ an external peer address per broker.
 {{- if and .Values.service.nodePort (not (has .Values.service.type (list "NodePort" "LoadBalancer"))) }}
 {{- fail (printf "service.nodePort %d needs service.type NodePort or LoadBalancer, not %s" (int .Values.service.nodePort) .Values.service.type) }}
 {{- end }}
-{{- $site := .Values.site.name }}
-{{- $addrs := .Values.site.peerService.addresses | default list }}
+{{- $site := include "drip.siteName" . }}
+{{- $ps := (include "drip.site" . | fromJson).peerService }}
+{{- $addrs := $ps.addresses | default list }}
 {{- if $site }}
 {{- if not .Values.topology.mesh }}
 {{- fail (printf "site.name %q: topology.mesh is required in a mesh across clusters, the same name at every site (brokers link only within one mesh, and the default, the release's fullname, is not the other sites')" $site) }}
@@ -591,7 +609,7 @@ an external peer address per broker.
 {{- if not (regexMatch "^([^:\\[\\]]+|\\[[0-9a-fA-F:.]+\\]):[0-9]+$" (toString $a)) }}
 {{- fail (printf "site.peerService.addresses[%d]: %q is not \"host:port\"" $i $a) }}
 {{- end }}
-{{- if and $.Values.site.peerService.externalIPs (not (regexMatch "^[0-9.]+$|:" (include "drip.addressHost" $a))) }}
+{{- if and $ps.externalIPs (not (regexMatch "^[0-9.]+$|:" (include "drip.addressHost" $a))) }}
 {{- fail (printf "site.peerService.addresses[%d]: %q: with externalIPs the host must be an IP address" $i $a) }}
 {{- end }}
 {{- end }}
@@ -627,8 +645,8 @@ a site of a mesh across clusters.
 {{- fail (printf "tls.meshCA.%s: name, the cert-manager Issuer or ClusterIssuer, is required" $k) }}
 {{- end }}
 {{- end }}
-{{- if and .Values.site.name (eq (include "drip.tlsMode" .) "generated") }}
-{{- fail (printf "site.name %q: the sites of a mesh trust each other only through a CA they share: set tls.meshCA.secretName and clientSecretName (or issuerRef and clientIssuerRef); a CA generated for this release is foreign to the other sites" .Values.site.name) }}
+{{- if and (include "drip.siteName" .) (eq (include "drip.tlsMode" .) "generated") }}
+{{- fail (printf "site.name %q: the sites of a mesh trust each other only through a CA they share: set tls.meshCA.secretName and clientSecretName (or issuerRef and clientIssuerRef); a CA generated for this release is foreign to the other sites" (include "drip.siteName" .)) }}
 {{- end }}
 {{- end }}
 {{- end }}
