@@ -391,6 +391,10 @@ func TestSiteValueErrors(t *testing.T) {
 			`site.peerService.addresses[0]: "eu.example.net:31100": with externalIPs the host must be an IP address`, ""},
 		{"node port on a ClusterIP Service", []string{"--set", "service.type=ClusterIP"}, "service.nodePort 30700 needs service.type NodePort or LoadBalancer, not ClusterIP", ""},
 		{"two sources of certificates", []string{"--set", "tls.meshCA.issuerRef.name=x"}, "tls.meshCA.secretName and tls.meshCA.issuerRef are both set", ""},
+		{"a remote peer named as a local broker", []string{"--set", "site.remotePeers[0].name=eu/demo-drip-1"},
+			`site.remotePeers[0] (router 16): name "eu/demo-drip-1" is another broker's`, ""},
+		{"peer Services nobody outside reaches", []string{"--set", "site.peerService.type=ClusterIP"},
+			"site.peerService.type ClusterIP: other sites reach the brokers only at external IPs", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -181,6 +181,17 @@ names the site at its other end.
 {{- end }}
 
 {{/*
+The names of this release's brokers, as a JSON list.
+*/}}
+{{- define "drip.brokerNames" -}}
+{{- $out := list }}
+{{- range $i := until (int .Values.replicaCount) }}
+{{- $out = append $out (include "drip.brokerName" (list $ $i)) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/*
 The --name argument of the broker and the netem sidecar: the pod's name,
 prefixed with the site.
 */}}
@@ -362,7 +373,8 @@ router ID in another site's range, and links to brokers of this release.
 {{- end }}
 {{- $mine := $sites.mine }}
 {{- $n := int .Values.replicaCount }}
-{{- $seen := dict }}
+{{- $ids := dict }}
+{{- $names := dict }}
 {{- range $i, $p := $peers }}
 {{- if not (kindIs "map" $p) }}
 {{- fail (printf "site.remotePeers[%d]: want a map like {id: 16, address: \"198.51.100.7:31100\"}, got %v" $i $p) }}
@@ -395,10 +407,10 @@ router ID in another site's range, and links to brokers of this release.
 {{- if not $site }}
 {{- fail (printf "site.remotePeers[%d]: router ID %d is in no site's range (%s)" $i $id (include "drip.siteRanges" $sites.sites)) }}
 {{- end }}
-{{- if hasKey $seen (toString $id) }}
-{{- fail (printf "site.remotePeers[%d]: router %d is already listed as site.remotePeers[%v]; list its links in one entry's brokers" $i $id (get $seen (toString $id))) }}
+{{- if hasKey $ids (toString $id) }}
+{{- fail (printf "site.remotePeers[%d]: router %d is already listed as site.remotePeers[%v]; list its links in one entry's brokers" $i $id (get $ids (toString $id))) }}
 {{- end }}
-{{- $_ := set $seen (toString $id) $i }}
+{{- $_ := set $ids (toString $id) $i }}
 {{- $brokers := get $p "brokers" | default (list 0) }}
 {{- range $b := $brokers }}
 {{- if or (not (regexMatch "^[0-9]+$" (toString $b))) (ge (int $b) $n) }}
@@ -406,6 +418,10 @@ router ID in another site's range, and links to brokers of this release.
 {{- end }}
 {{- end }}
 {{- $name := get $p "name" | default (printf "%s/%s-%d" $site.name (include "drip.fullname" $) (sub $id (int64 $site.base))) }}
+{{- if or (hasKey $names $name) (has $name (include "drip.brokerNames" $ | fromJsonArray)) }}
+{{- fail (printf "site.remotePeers[%d] (router %d): name %q is another broker's: every broker of the mesh needs a name of its own" $i $id $name) }}
+{{- end }}
+{{- $_ := set $names $name $i }}
 {{- $out = append $out (dict "name" $name "id" $id "address" $address "brokers" $brokers "index" $i "overrides" (omit $p "id" "address" "name" "brokers")) }}
 {{- end }}
 {{- end }}
@@ -601,6 +617,9 @@ an external peer address per broker.
 {{- end }}
 {{- if lt (len $addrs) (int .Values.replicaCount) }}
 {{- fail (printf "site.peerService.addresses: %d for %d brokers: every broker needs the \"host:port\" at which other sites dial it" (len $addrs) (int .Values.replicaCount)) }}
+{{- end }}
+{{- if and (eq ($ps.type | default "") "ClusterIP") (not $ps.externalIPs) }}
+{{- fail "site.peerService.type ClusterIP: other sites reach the brokers only at external IPs; set site.peerService.externalIPs, or use NodePort or LoadBalancer" }}
 {{- end }}
 {{- else if $addrs }}
 {{- fail "site.peerService.addresses is set but site.name is empty: the per-broker peer Services are for a site of a mesh across clusters" }}
