@@ -332,6 +332,24 @@ func TestSiteCertManager(t *testing.T) {
 	assert.ErrorContains(t, err, "tls.meshCA.issuerRef: the cluster does not serve cert-manager.io/v1")
 }
 
+// With peerService.type None the chart renders no peer Service: the
+// addresses are exposed by other means, and still name the brokers in
+// their certificates.
+func TestSitePeerServiceNone(t *testing.T) {
+	t.Parallel()
+	cas := newMeshCAs(t)
+	m := renderSite(t, newAPIServer(t, cas.secrets()...), "eu", "--set", "site.peerService.type=None")
+	for _, k := range m.keys() {
+		assert.NotRegexp(t, "^Service/.*-peer$", k)
+	}
+	leaf := pemCert(t, get[*corev1.Secret](t, m, "Secret/demo-drip-broker-tls").Data["demo-drip-1.crt"])
+	var ips []string
+	for _, ip := range leaf.IPAddresses {
+		ips = append(ips, ip.String())
+	}
+	assert.Contains(t, ips, "203.0.113.10")
+}
+
 // A single-site release renders no peer Service and names its brokers by
 // pod, as before sites existed.
 func TestSingleSiteHasNoSiteObjects(t *testing.T) {
