@@ -139,7 +139,7 @@ func TestDocsValuesRender(t *testing.T) {
 		var args []string
 		for _, w := range sc.with {
 			_, ok := files[w]
-			require.True(t, ok, "%s is rendered with %s, which no block before it is", sc.name, w)
+			require.True(t, ok, "%s is rendered with %s, which no block of the docs is", sc.name, w)
 			files[w] = true
 			args = append(args, "-f", filepath.Join(dir, w))
 		}
