@@ -38,6 +38,8 @@ const (
 	// monitoringAPI is what the Prometheus Operator's CRDs add to a
 	// cluster; the monitors are rendered only when it is there.
 	monitoringAPI = "monitoring.coreos.com/v1"
+	// certManagerAPI is cert-manager's, for tls.meshCA.issuerRef.
+	certManagerAPI = "cert-manager.io/v1"
 )
 
 var (
@@ -92,8 +94,9 @@ func runHelm(t *testing.T, args ...string) (string, error) {
 
 // manifest is one rendering of the chart.
 type manifest struct {
-	objects  map[string]runtime.Object // by "Kind/name"
-	monitors map[string]monitor        // PodMonitors and ServiceMonitors by "Kind/name"
+	objects      map[string]runtime.Object // by "Kind/name"
+	monitors     map[string]monitor        // PodMonitors and ServiceMonitors by "Kind/name"
+	certificates map[string]certificate    // cert-manager Certificates by "Certificate/name"
 }
 
 // decoder decodes the built-in kinds strictly: unknown or duplicate fields
@@ -117,6 +120,36 @@ type monitor struct {
 		} `yaml:"selector"`
 		PodMetricsEndpoints []endpoint `yaml:"podMetricsEndpoints"` // PodMonitor
 		Endpoints           []endpoint `yaml:"endpoints"`           // ServiceMonitor
+	} `yaml:"spec"`
+}
+
+// certificate is the part of cert-manager's Certificate the chart renders,
+// checked strictly as monitor is.
+type certificate struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string            `yaml:"name"`
+		Namespace string            `yaml:"namespace"`
+		Labels    map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec struct {
+		SecretName  string   `yaml:"secretName"`
+		CommonName  string   `yaml:"commonName"`
+		DNSNames    []string `yaml:"dnsNames"`
+		IPAddresses []string `yaml:"ipAddresses"`
+		URIs        []string `yaml:"uris"`
+		Usages      []string `yaml:"usages"`
+		PrivateKey  struct {
+			Algorithm      string `yaml:"algorithm"`
+			Size           int    `yaml:"size"`
+			RotationPolicy string `yaml:"rotationPolicy"`
+		} `yaml:"privateKey"`
+		IssuerRef struct {
+			Name  string `yaml:"name"`
+			Kind  string `yaml:"kind"`
+			Group string `yaml:"group"`
+		} `yaml:"issuerRef"`
 	} `yaml:"spec"`
 }
 
@@ -152,7 +185,7 @@ func renderValues(t *testing.T, file string, args ...string) *manifest {
 }
 
 func decodeManifest(out string) (*manifest, error) {
-	m := &manifest{objects: map[string]runtime.Object{}, monitors: map[string]monitor{}}
+	m := &manifest{objects: map[string]runtime.Object{}, monitors: map[string]monitor{}, certificates: map[string]certificate{}}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
 	for {
 		doc, err := r.Read()
@@ -178,6 +211,19 @@ func decodeManifest(out string) (*manifest, error) {
 		key := head.Kind + "/" + head.Metadata.Name
 		if _, dup := m.objects[key]; dup {
 			return nil, fmt.Errorf("%s rendered twice", key)
+		}
+		if head.APIVersion == certManagerAPI {
+			var c certificate
+			dec := yaml.NewDecoder(bytes.NewReader(doc))
+			dec.KnownFields(true)
+			if err := dec.Decode(&c); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+			if c.Kind != "Certificate" || c.Spec.SecretName == "" || c.Spec.IssuerRef.Name == "" {
+				return nil, fmt.Errorf("%s: a Certificate with spec.secretName and spec.issuerRef.name is expected", key)
+			}
+			m.certificates[key] = c
+			continue
 		}
 		if head.APIVersion == monitoringAPI {
 			mon, err := decodeMonitor(doc)
@@ -223,6 +269,9 @@ func (m *manifest) keys() []string {
 		ks = append(ks, k)
 	}
 	for k := range m.monitors {
+		ks = append(ks, k)
+	}
+	for k := range m.certificates {
 		ks = append(ks, k)
 	}
 	slices.Sort(ks)

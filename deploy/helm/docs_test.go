@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,20 +87,71 @@ func yamlBlocks(t *testing.T, path string) []string {
 	return blocks
 }
 
+// docFile is the first line of a ```yaml block that is one file of several
+// values files, `# file: NAME` or `# file: NAME (with A, B)`: NAME is
+// installed after A and B (helm install -f A -f B -f NAME). A block without
+// "with" is rendered only as part of those that name it.
+var docFile = regexp.MustCompile(`^# file: (\S+)(?: \(with ([^)]*)\))?`)
+
 // STYLE 8: every values scenario docs/kubernetes.md shows (each ```yaml
-// block there is a values file) renders, and decodes strictly.
+// block there is a values file, or one of several) renders, and decodes
+// strictly. The walkthrough of a mesh across clusters renders as an install
+// does, in a namespace holding the mesh's CA Secrets, and its files are
+// those of testdata/sites, which TestSites checks in detail.
 func TestDocsValuesRender(t *testing.T) {
 	t.Parallel()
 	blocks := yamlBlocks(t, filepath.Join("..", "..", "docs", "kubernetes.md"))
 	require.NotEmpty(t, blocks)
+	a := newAPIServer(t, newMeshCAs(t).secrets()...)
+	dir := t.TempDir()
+	files := map[string]bool{}     // blocks by file name, and whether a scenario is rendered with them
+	fragments := map[string]bool{} // files rendered only with others
+	type scenario struct {
+		name, file string
+		with       []string
+	}
+	var scenarios []scenario
 	for i, b := range blocks {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
+		f := filepath.Join(dir, fmt.Sprintf("block-%d.yaml", i))
+		name := fmt.Sprint(i)
+		var with []string
+		if m := docFile.FindStringSubmatch(b); m != nil {
+			name = m[1]
+			f = filepath.Join(dir, name)
+			require.NotContains(t, files, name, "two blocks are %s", name)
+			files[name] = false
+			if want, err := os.ReadFile(filepath.Join("testdata", "sites", name)); err == nil {
+				assert.Equal(t, string(want), b, "docs/kubernetes.md's %s is testdata/sites/%s", name, name)
+			}
+			if m[2] == "" {
+				fragments[name] = true
+				require.NoError(t, os.WriteFile(f, []byte(b), 0o600))
+				continue
+			}
+			for _, w := range strings.Split(m[2], ",") {
+				with = append(with, strings.TrimSpace(w))
+			}
+		}
+		require.NoError(t, os.WriteFile(f, []byte(b), 0o600))
+		scenarios = append(scenarios, scenario{name, f, with})
+	}
+	for _, sc := range scenarios {
+		var args []string
+		for _, w := range sc.with {
+			_, ok := files[w]
+			require.True(t, ok, "%s is rendered with %s, which no block of the docs is", sc.name, w)
+			files[w] = true
+			args = append(args, "-f", filepath.Join(dir, w))
+		}
+		args = append(args, "-f", sc.file, "--api-versions", monitoringAPI, "--api-versions", certManagerAPI)
+		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			f := filepath.Join(t.TempDir(), "values.yaml")
-			require.NoError(t, os.WriteFile(f, []byte(b), 0o600))
-			m := render(t, "-f", f, "--api-versions", monitoringAPI)
+			m := a.render(t, args...)
 			m.statefulSet(t)
 			m.mesh(t)
 		})
+	}
+	for name := range fragments {
+		assert.True(t, files[name], "%s is shown but no scenario is rendered with it", name)
 	}
 }

@@ -456,13 +456,19 @@ func TestMonitoring(t *testing.T) {
 // TestValuesOfAnOlderRelease: `helm upgrade --reuse-values` renders the
 // chart with the values of a release made by an older chart, which lack
 // the keys added since; the drain's flags then keep the binary's defaults
-// instead of becoming 0, which the broker refuses.
+// instead of becoming 0, which the broker refuses, and a release without
+// the site values stays a single-site mesh.
 func TestValuesOfAnOlderRelease(t *testing.T) {
 	t.Parallel()
-	m := render(t, "--set", "broker.drainTimeoutSeconds=null", "--set", "broker.drainOverlapSeconds=null", "--skip-schema-validation")
+	m := render(t, "--set", "broker.drainTimeoutSeconds=null", "--set", "broker.drainOverlapSeconds=null",
+		"--set", "site=null", "--set", "sites=null", "--set", "tls.meshCA=null", "--set", "service.nodePort=null", "--set", "service.externalHosts=null",
+		"--skip-schema-validation")
 	args := container(t, m.statefulSet(t).Spec.Template.Spec, "broker").Args
 	assert.Contains(t, args, "--drain-timeout=10s")
 	assert.Contains(t, args, "--drain-overlap=2s")
+	assert.Contains(t, args, "--name=$(POD_NAME)")
+	assertBrokers(t, m.mesh(t), 4)
+	assert.Contains(t, m.keys(), "Secret/demo-drip-tls-issuers", "the generated certificates")
 }
 
 // TestPeerDiscovery: the EndpointSlices need a service account allowed to

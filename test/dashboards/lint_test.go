@@ -203,6 +203,10 @@ func (c contract) lookup(series string) (base string, doc metricDoc, ok bool) {
 // Grafana's variable syntaxes: $name, ${name}, ${name:format}, [[name]].
 var variableRef = regexp.MustCompile(`\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\]`)
 
+// groupRef is a regular expression's group, as label_replace's replacement
+// refers to it.
+var groupRef = regexp.MustCompile(`^[0-9]+$`)
+
 // expand substitutes Grafana variables as Grafana would before sending a
 // query, and names every variable it has no value for.
 func expand(text string, values map[string]string) (string, error) {
@@ -210,6 +214,11 @@ func expand(text string, values map[string]string) (string, error) {
 	out := variableRef.ReplaceAllStringFunc(text, func(ref string) string {
 		m := variableRef.FindStringSubmatch(ref)
 		name := m[1] + m[2] + m[3] // exactly one is set
+		if groupRef.MatchString(name) {
+			// label_replace's $1: no dashboard variable has such a name,
+			// and Grafana leaves a reference to none as it is.
+			return ref
+		}
 		v, ok := values[name]
 		if !ok {
 			undefined = append(undefined, "$"+name)
@@ -465,6 +474,13 @@ func lintQuery(d dashboard, c contract, q query) []string {
 					add("filters %s on label %q, which docs/metrics.md does not give it", n.Name, m.Name)
 				}
 			}
+		case *parser.Call:
+			// label_replace(v, "dst", ...) gives v's series the label dst.
+			if n.Func.Name == "label_replace" && len(n.Args) > 1 {
+				if dst, ok := n.Args[1].(*parser.StringLiteral); ok {
+					known[dst.Val] = true
+				}
+			}
 		case *parser.AggregateExpr:
 			grouping = append(grouping, n.Grouping...)
 		case *parser.BinaryExpr:
@@ -637,6 +653,7 @@ func TestExpand(t *testing.T) {
 		{in: `x{instance=~"${instance:regex}"} / [[bandwidth]]`, want: `x{instance=~".*"} / 1000000`},
 		{in: `x{instance=~"$instanse"}`, err: "undefined variable $instanse"},
 		{in: `x`, want: `x`},
+		{in: `label_replace(x, "site", "$1", "peer", "([^/]+)/.+")`, want: `label_replace(x, "site", "$1", "peer", "([^/]+)/.+")`},
 	} {
 		got, err := expand(tc.in, values)
 		if tc.err != "" {

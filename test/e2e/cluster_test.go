@@ -411,7 +411,7 @@ func TestFirstLine(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	base := options{image: "drip:dev", load: loadAuto, mesh: defaultMesh(), bench: defaultBench(), ramp: defaultRamp(), restart: defaultRestart()}
+	base := options{image: "drip:dev", load: loadAuto, scenario: scenarioMesh, mesh: defaultMesh(), bench: defaultBench(), multiSite: defaultMultiSite(), ramp: defaultRamp(), restart: defaultRestart()}
 	require.NoError(t, base.validate())
 	assert.Equal(t, loadKind, base.loadMode(), "a created cluster needs the image loaded")
 	withKC := base
@@ -427,6 +427,9 @@ func TestOptionsValidate(t *testing.T) {
 		"bad bench":                func(o *options) { o.bench.Rate = -1 },
 		"bad ramp":                 func(o *options) { o.ramp.Factor = 0.5 },
 		"bad restart":              func(o *options) { o.restart.Duration = 0 },
+		"unknown scenario":         func(o *options) { o.scenario = "everything" },
+		"one site":                 func(o *options) { o.multiSite.Sites = 1 },
+		"too many site brokers":    func(o *options) { o.multiSite.Brokers = siteRouterIDs + 1 },
 	}
 	for name, mutate := range bad {
 		o := base

@@ -7,7 +7,10 @@
 // converges, that its `helm test` hook passes, that the Carzaniga09 §5.1.4
 // workload run by `drip bench` as a Job is delivered exactly (Carzaniga09 §3:
 // Bloom false positives cost bandwidth but never reach a client) and nearly
-// completely, and what the nodes' kernel could not emulate.
+// completely, and what the nodes' kernel could not emulate. TestMultiSite
+// (-scenario multisite) installs several releases in namespaces of their
+// own as the sites of one mesh across clusters, linked only at external
+// addresses with a shared CA, and deletes and reinstalls one under load.
 //
 // The cluster is either one that -kubeconfig names, or a kind cluster the
 // suite creates (and deletes) with kind's Go API, which needs a Docker engine.

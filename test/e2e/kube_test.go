@@ -144,6 +144,13 @@ func (c *cluster) scrape(ctx context.Context, ns, pod string, port int) (metrics
 // waitConverged waits until every broker's link-state database reaches
 // every router (Carzaniga09 §2.2: the unicast routes B-DRP forwards on).
 func (c *cluster) waitConverged(ctx context.Context, ns string, n int, timeout time.Duration) error {
+	return c.waitRoutersKnown(ctx, ns, n, n, timeout)
+}
+
+// waitRoutersKnown waits until each of the n brokers of ns knows routers
+// routers: those of its mesh, which in a mesh across clusters are more than
+// the namespace's.
+func (c *cluster) waitRoutersKnown(ctx context.Context, ns string, n, routers int, timeout time.Duration) error {
 	var last []string
 	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		last = last[:0]
@@ -153,8 +160,8 @@ func (c *cluster) waitConverged(ctx context.Context, ns string, n int, timeout t
 				last = append(last, err.Error())
 				continue
 			}
-			if known, _ := m.value("drip_routers_known", nil); int(known) != n {
-				last = append(last, fmt.Sprintf("%s knows %d of %d routers", brokerName(i), int(known), n))
+			if known, _ := m.value("drip_routers_known", nil); int(known) != routers {
+				last = append(last, fmt.Sprintf("%s knows %d of %d routers", brokerName(i), int(known), routers))
 			}
 		}
 		return len(last) == 0, nil

@@ -34,8 +34,12 @@ type options struct {
 	kindName     string
 	kindImage    string
 
-	mesh  meshSpec
-	bench benchSpec
+	// scenario selects the cluster tests: mesh (TestMesh), multisite
+	// (TestMultiSite) or all.
+	scenario  string
+	mesh      meshSpec
+	bench     benchSpec
+	multiSite multiSiteSpec
 
 	maxConvergence time.Duration // -max-convergence
 	ramp           rampSpec
@@ -46,7 +50,7 @@ type options struct {
 	results        string // -results: where the suite keeps its JSON and plot
 }
 
-var opts = options{mesh: defaultMesh(), bench: defaultBench(), maxConvergence: 5 * time.Second,
+var opts = options{scenario: scenarioMesh, mesh: defaultMesh(), bench: defaultBench(), multiSite: defaultMultiSite(), maxConvergence: 5 * time.Second,
 	ramp: defaultRamp(), doRamp: true, rampPlain: true, restart: defaultRestart(), doRestart: true}
 
 func init() {
@@ -59,6 +63,12 @@ func init() {
 	flag.StringVar(&opts.imageArchive, "image-archive", "", "image archive `file` for -load ctr; empty: produce one with the image archiver (docker build and save by default)")
 	flag.StringVar(&opts.kindName, "kind-name", "", "name of the kind cluster to create, or to load the image into with -kubeconfig and -load kind (default: a fresh drip-e2e-* to create, or the kubeconfig's kind-NAME context)")
 	flag.StringVar(&opts.kindImage, "kind-image", "", "kind node image `ref`; empty: kind's default")
+
+	flag.StringVar(&opts.scenario, "scenario", opts.scenario, "cluster tests to run: mesh (TestMesh: one release), multisite (TestMultiSite: a mesh of releases in separate namespaces, one site each), or all")
+	ms := &opts.multiSite
+	flag.IntVar(&ms.Sites, "sites", ms.Sites, "multisite: sites, one release and namespace each (the last is deleted and reinstalled under load)")
+	flag.IntVar(&ms.Brokers, "site-brokers", ms.Brokers, "multisite: brokers per site")
+	flag.DurationVar(&ms.Survive, "site-loss-duration", ms.Survive, "multisite: sending time of the bench among the other sites while the last is deleted and reinstalled; must outlast both")
 
 	m, b := &opts.mesh, &opts.bench
 	flag.IntVar(&m.Brokers, "brokers", m.Brokers, "brokers in the mesh")
@@ -102,6 +112,14 @@ func (o *options) validate() error {
 	if o.kubeconfig == "" && o.load == loadNone {
 		return errors.New("-load none with a kind cluster the suite creates: the fresh cluster has no drip image; use -load kind")
 	}
+	switch o.scenario {
+	case scenarioMesh, scenarioMultiSite, scenarioAll:
+	default:
+		return fmt.Errorf("-scenario %q: want mesh, multisite or all", o.scenario)
+	}
+	if err := o.multiSite.validate(); err != nil {
+		return err
+	}
 	if _, err := parseImageRef(o.image); err != nil {
 		return fmt.Errorf("-image: %w", err)
 	}
@@ -115,6 +133,18 @@ func (o *options) validate() error {
 		return err
 	}
 	return o.bench.validate()
+}
+
+// The scenarios -scenario selects.
+const (
+	scenarioMesh      = "mesh"
+	scenarioMultiSite = "multisite"
+	scenarioAll       = "all"
+)
+
+// runs says whether -scenario selects scenario.
+func (o *options) runs(scenario string) bool {
+	return o.scenario == scenarioAll || o.scenario == scenario
 }
 
 // loadMode resolves loadAuto.

@@ -30,6 +30,9 @@ func (c *cluster) helm(ctx context.Context, args ...string) ([]byte, error) {
 // sidecar could not emulate. Teardown (uninstall, namespace) is the
 // suite's Finish; on failure the namespace's state goes to the test log.
 func TestMesh(t *testing.T) {
+	if !opts.runs(scenarioMesh) {
+		t.Skipf("e2e: -scenario %s", opts.scenario)
+	}
 	c := theSuite.cluster(t)
 	m, b := opts.mesh, opts.bench
 	ns := "drip-e2e-" + randomSuffix()
