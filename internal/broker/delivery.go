@@ -24,7 +24,7 @@ type deliverySender struct {
 	stream  dripv1.Broker_SubscribeServer
 	sub     *node.Subscription
 	batches bool
-	batch   [][]byte
+	batch   []wire.Published
 	budget  *node.Budget
 	// conn counts the events gRPC holds until its connection writes
 	// them (connMeter). Without it (a listener the meter does not wrap)
@@ -54,10 +54,10 @@ func (d *deliverySender) close() {
 func (d *deliverySender) send(first node.Queued) error {
 	d.sub.Dequeued(first)
 	if !d.batches {
-		return d.raw(wire.AppendDelivery(d.buffer(wire.DeliverySize(first.Published)), first.Published))
+		return d.raw(wire.AppendDelivery(d.buffer(wire.DeliverySize(&first.Published)), &first.Published))
 	}
 	d.batch = append(d.batch[:0], first.Published)
-	size := len(first.Published)
+	size := first.Size()
 	limit := maxBatchBytes
 	if b := d.budget; b.Limit() > 0 && b.Used() > b.Limit()/2 {
 		limit = tightBatchBytes
@@ -69,11 +69,11 @@ func (d *deliverySender) send(first node.Queued) error {
 		}
 		d.sub.Dequeued(q)
 		d.batch = append(d.batch, q.Published)
-		size += len(q.Published)
+		size += q.Size()
 	}
 	var b []byte
 	if len(d.batch) == 1 {
-		b = wire.AppendDelivery(d.buffer(wire.DeliverySize(d.batch[0])), d.batch[0])
+		b = wire.AppendDelivery(d.buffer(wire.DeliverySize(&d.batch[0])), &d.batch[0])
 	} else {
 		b = wire.AppendDeliveryBatch(d.buffer(wire.DeliveryBatchSize(d.batch)), d.batch)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/qos"
+	"github.com/dripmesh/drip/internal/wire"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -42,7 +43,7 @@ func addSub(t *testing.T, s *subscriptionTable) *Subscription {
 func delivery(id uint64, size int) Queued {
 	b := make([]byte, size-queuedOverhead)
 	binary.BigEndian.PutUint64(b, id)
-	return Queued{Published: b}
+	return Queued{wire.NewPublished(b, wire.PublishedHeader{})}
 }
 
 // refSub is the reference model of one subscriber's queue.
@@ -160,7 +161,7 @@ func TestBudgetAgainstReference(t *testing.T) {
 					q, ok := sub.Take()
 					require.True(t, ok)
 					sub.Dequeued(q)
-					require.Equal(t, r.ids[0], binary.BigEndian.Uint64(q.Published), "step %d: FIFO order", step)
+					require.Equal(t, r.ids[0], binary.BigEndian.Uint64(q.Msg), "step %d: FIFO order", step)
 					r.ids, r.sizes = r.ids[1:], r.sizes[1:]
 					check(step, "dequeue")
 				case op == 8:
@@ -232,7 +233,7 @@ func TestBudgetShedsTheSlowSubscriber(t *testing.T) {
 	// What it still holds is the newest: the oldest were shed.
 	q, ok := slow.Take()
 	require.True(t, ok)
-	assert.Equal(t, uint64(total-held), binary.BigEndian.Uint64(q.Published))
+	assert.Equal(t, uint64(total-held), binary.BigEndian.Uint64(q.Msg))
 	slow.Dequeued(q)
 
 	// Closing the subscriptions gives their bytes back.
@@ -264,7 +265,7 @@ func TestOfferToAClosedSubscription(t *testing.T) {
 	sub.Close()
 	done := make(chan struct{})
 	go func() {
-		sub.offer(delivery(1, 100))
+		sub.offer(delivery(1, queuedOverhead+8))
 		close(done)
 	}()
 	select {

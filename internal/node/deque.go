@@ -1,18 +1,23 @@
 package node
 
-import "sync"
+import (
+	"sync"
 
-// Queued is one delivery waiting for its subscriber: a drip.v1.Published
-// in its wire form, encoded once for every subscriber it goes to.
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// Queued is one delivery waiting for its subscriber: the message's wire
+// form, shared by every subscriber it goes to, and its header, encoded
+// into the subscriber's stream as it leaves.
 type Queued struct {
-	Published []byte
+	wire.Published
 }
 
-// queuedOverhead is what a queued delivery costs beyond its bytes, for the
-// queue's byte bound.
-const queuedOverhead = 32
+// queuedOverhead is what a queued delivery costs beyond its message's
+// bytes, for the queue's byte bound: its slot, the header inline.
+const queuedOverhead = 96
 
-func (q Queued) size() int { return len(q.Published) + queuedOverhead }
+func (q Queued) size() int { return len(q.Msg) + queuedOverhead }
 
 // deque is a subscription's queue: a slice that grows with what is queued
 // and is let go when it empties, so that an idle subscription costs no

@@ -224,7 +224,7 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, h bundleHeader) 
 	if len(f.targets) == 0 {
 		return 0
 	}
-	published := wire.AppendPublished(make([]byte, 0, len(raw)+publishedOverhead), raw, wire.PublishedHeader{
+	published := wire.NewPublished(raw, wire.PublishedHeader{
 		Ingress: h.stamp.Origin, PublishedAt: h.publishedAt, Hops: h.hops,
 		Epoch: h.stamp.Epoch, Seq: h.stamp.Seq, Elapsed: int64(h.elapsed),
 	})
@@ -233,14 +233,11 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, h bundleHeader) 
 			sub.missed.Add(1)
 			n.m.deadlineMissed.Inc()
 		}
-		sub.offer(Queued{Published: published})
+		sub.offer(Queued{published})
 		f.targets[i] = nil
 	}
 	return len(f.targets)
 }
-
-// publishedOverhead bounds what a Published adds to its message's bytes.
-const publishedOverhead = 64
 
 // countDrops counts the destinations a decision dropped, and logs a few
 // of those without a route: which routers, and which message (its ingress

@@ -20,7 +20,8 @@ type countingPool struct {
 func (p *countingPool) Put(b *[]byte) { p.put = append(p.put, *b) }
 
 func TestCodecRaw(t *testing.T) {
-	payload := wire.AppendDelivery(nil, []byte("published"))
+	pub := wire.NewPublished([]byte("message"), wire.PublishedHeader{})
+	payload := wire.AppendDelivery(nil, &pub)
 	for _, tc := range []struct {
 		name   string
 		pooled bool

@@ -326,11 +326,52 @@ type PublishedHeader struct {
 	Elapsed int64
 }
 
+// Published is a delivery before it is encoded: the message in its wire
+// form (the ingress bytes, unchanged, shared by every subscriber it goes
+// to) and its header's fields in theirs, held inline so that queuing a
+// delivery allocates nothing. It is encoded as a drip.v1.Published
+// straight into the buffer the delivery leaves in, so that a message is
+// copied once on its way out.
+type Published struct {
+	Msg     []byte
+	head    [maxPublishedHead]byte
+	headLen uint8
+}
+
+// maxPublishedHead bounds the header fields of a Published: a tag and a
+// varint of ten bytes at most for each, a fixed64 for the epoch.
+const maxPublishedHead = 56
+
+// NewPublished is the delivery of msg with header h.
+func NewPublished(msg []byte, h PublishedHeader) Published {
+	p := Published{Msg: msg}
+	p.headLen = uint8(len(AppendPublishedHeader(p.head[:0], h)))
+	return p
+}
+
+// Size is the size of p's wire form.
+func (p *Published) Size() int {
+	return protowire.SizeTag(fieldPublishedMessage) + protowire.SizeBytes(len(p.Msg)) + int(p.headLen)
+}
+
+// Append appends p's wire form, a drip.v1.Published.
+func (p *Published) Append(dst []byte) []byte {
+	dst = protowire.AppendTag(dst, fieldPublishedMessage, protowire.BytesType)
+	dst = protowire.AppendBytes(dst, p.Msg)
+	return append(dst, p.head[:p.headLen]...)
+}
+
 // AppendPublished appends the wire form of a drip.v1.Published carrying
 // the message whose wire form is msg.
 func AppendPublished(dst, msg []byte, h PublishedHeader) []byte {
 	dst = protowire.AppendTag(dst, fieldPublishedMessage, protowire.BytesType)
 	dst = protowire.AppendBytes(dst, msg)
+	return AppendPublishedHeader(dst, h)
+}
+
+// AppendPublishedHeader appends the fields of a drip.v1.Published other
+// than its message.
+func AppendPublishedHeader(dst []byte, h PublishedHeader) []byte {
 	if h.Ingress != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedIngress, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(h.Ingress))
@@ -359,40 +400,42 @@ func AppendPublished(dst, msg []byte, h PublishedHeader) []byte {
 }
 
 // AppendDelivery appends the wire form of a drip.v1.Delivery carrying one
-// Published, given in its wire form.
-func AppendDelivery(dst, published []byte) []byte {
+// Published.
+func AppendDelivery(dst []byte, p *Published) []byte {
 	dst = protowire.AppendTag(dst, fieldDeliveryMessage, protowire.BytesType)
-	return protowire.AppendBytes(dst, published)
+	dst = protowire.AppendVarint(dst, uint64(p.Size()))
+	return p.Append(dst)
 }
 
 // DeliverySize is the size of the drip.v1.Delivery AppendDelivery
-// appends for published.
-func DeliverySize(published []byte) int {
-	return protowire.SizeTag(fieldDeliveryMessage) + protowire.SizeBytes(len(published))
+// appends for p.
+func DeliverySize(p *Published) int {
+	return protowire.SizeTag(fieldDeliveryMessage) + protowire.SizeBytes(p.Size())
 }
 
 // DeliveryBatchSize is the size of a drip.v1.Delivery carrying a
-// DeliveryBatch of the given Published wire forms.
-func DeliveryBatchSize(published [][]byte) int {
+// DeliveryBatch of ps.
+func DeliveryBatchSize(ps []Published) int {
+	return protowire.SizeTag(fieldDeliveryBatch) + protowire.SizeBytes(batchInner(ps))
+}
+
+func batchInner(ps []Published) int {
 	inner := 0
-	for _, p := range published {
-		inner += protowire.SizeTag(fieldBatchMessages) + protowire.SizeBytes(len(p))
+	for i := range ps {
+		inner += protowire.SizeTag(fieldBatchMessages) + protowire.SizeBytes(ps[i].Size())
 	}
-	return protowire.SizeTag(fieldDeliveryBatch) + protowire.SizeBytes(inner)
+	return inner
 }
 
 // AppendDeliveryBatch appends the wire form of a drip.v1.Delivery carrying
-// a DeliveryBatch of the given Published wire forms, in order.
-func AppendDeliveryBatch(dst []byte, published [][]byte) []byte {
-	inner := 0
-	for _, p := range published {
-		inner += protowire.SizeTag(fieldBatchMessages) + protowire.SizeBytes(len(p))
-	}
+// a DeliveryBatch of ps, in order.
+func AppendDeliveryBatch(dst []byte, ps []Published) []byte {
 	dst = protowire.AppendTag(dst, fieldDeliveryBatch, protowire.BytesType)
-	dst = protowire.AppendVarint(dst, uint64(inner))
-	for _, p := range published {
+	dst = protowire.AppendVarint(dst, uint64(batchInner(ps)))
+	for i := range ps {
 		dst = protowire.AppendTag(dst, fieldBatchMessages, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, p)
+		dst = protowire.AppendVarint(dst, uint64(ps[i].Size()))
+		dst = ps[i].Append(dst)
 	}
 	return dst
 }

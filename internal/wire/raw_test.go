@@ -171,20 +171,24 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	msg := &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: val("x")}}, Payload: []byte{1, 2}}
 	raw := marshal(t, msg)
-	var pubs [][]byte
+	var pubs []wire.Published
 	var want []*dripv1.Published
 	for range 5 {
 		p := &dripv1.Published{Message: msg, IngressRouter: rng.Uint32N(4), PublishedUnixNano: rng.Int64(), Hops: rng.Uint32N(3),
 			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3), ElapsedNs: rng.Int64N(3) - 1}
-		b := wire.AppendPublished(nil, raw, wire.PublishedHeader{Ingress: p.IngressRouter, PublishedAt: p.PublishedUnixNano, Hops: p.Hops,
+		pub := wire.NewPublished(raw, wire.PublishedHeader{Ingress: p.IngressRouter, PublishedAt: p.PublishedUnixNano, Hops: p.Hops,
 			Epoch: p.IngressEpoch, Seq: p.Seq, Elapsed: p.ElapsedNs})
+		b := pub.Append(nil)
+		require.Len(t, b, pub.Size())
 		var back dripv1.Published
 		require.NoError(t, proto.Unmarshal(b, &back))
 		require.True(t, proto.Equal(p, &back), "%v != %v", p, &back)
-		pubs, want = append(pubs, b), append(want, p)
+		pubs, want = append(pubs, pub), append(want, p)
 	}
 	var one dripv1.Delivery
-	require.NoError(t, proto.Unmarshal(wire.AppendDelivery(nil, pubs[0]), &one))
+	d := wire.AppendDelivery(nil, &pubs[0])
+	require.Len(t, d, wire.DeliverySize(&pubs[0]))
+	require.NoError(t, proto.Unmarshal(d, &one))
 	assert.True(t, proto.Equal(want[0], one.GetMessage()))
 	batch := wire.AppendDeliveryBatch(nil, pubs)
 	assert.Len(t, batch, wire.DeliveryBatchSize(pubs))
@@ -194,6 +198,22 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 	for i, p := range many.GetBatch().GetMessages() {
 		assert.True(t, proto.Equal(want[i], p))
 	}
+}
+
+// TestPublishedHeaderFitsInline: the largest header (every field at its
+// widest varint) fits the space a Published holds inline, and decodes.
+func TestPublishedHeaderFitsInline(t *testing.T) {
+	h := wire.PublishedHeader{Ingress: math.MaxUint32, PublishedAt: math.MinInt64, Hops: math.MaxUint32,
+		Epoch: math.MaxUint64, Seq: math.MaxUint64, Elapsed: math.MinInt64}
+	msg := marshal(t, &dripv1.Message{Payload: []byte{1}})
+	pub := wire.NewPublished(msg, h)
+	b := pub.Append(nil)
+	require.Len(t, b, pub.Size())
+	assert.Equal(t, wire.AppendPublished(nil, msg, h), b)
+	var back dripv1.Published
+	require.NoError(t, proto.Unmarshal(b, &back))
+	assert.Equal(t, uint64(math.MaxUint64), back.GetSeq())
+	assert.Equal(t, int64(math.MinInt64), back.GetElapsedNs())
 }
 
 func BenchmarkDecodeMessage(b *testing.B) {

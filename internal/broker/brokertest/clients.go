@@ -209,7 +209,7 @@ func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 			}
 			c.sub.Dequeued(q)
 			p := new(dripv1.Published)
-			if err := proto.Unmarshal(q.Published, p); err != nil {
+			if err := proto.Unmarshal(q.Append(nil), p); err != nil {
 				s.errs = append(s.errs, fmt.Errorf("subscriber %d: undecodable delivery: %w", sub.idx, err))
 				continue
 			}
