@@ -105,6 +105,13 @@ type heldMessage struct {
 	deadline time.Duration
 }
 
+// requestScratch is what a publish stream reuses from one request to the
+// next: the decoded messages and the space of their attributes.
+type requestScratch struct {
+	held []heldMessage
+	dec  wire.Decoder
+}
+
 // accept publishes the messages of one request, in its wire form, in
 // order, and says whether they came as a batch. An invalid message is an
 // InvalidArgument naming its index on the stream; the ones before it were
@@ -112,19 +119,19 @@ type heldMessage struct {
 // (PublishStream) or one (Publish, whose clients predate batches). The
 // request is decoded whole before anything is published, so that under an
 // authorization rule one message outside it makes the request
-// PermissionDenied with none of it published; held is the stream's buffer
-// for the decoded messages.
-func (c clientService) accept(fwd *node.Forwarder, g grant, req []byte, counts *publishCounts, batches bool, held *[]heldMessage) (bool, error) {
-	msgs := (*held)[:0]
+// PermissionDenied with none of it published; scratch is the stream's.
+func (c clientService) accept(fwd *node.Forwarder, g grant, req []byte, counts *publishCounts, batches bool, scratch *requestScratch) (bool, error) {
+	msgs := scratch.held[:0]
 	defer func() {
 		clear(msgs) // hold no request's bytes beyond it
-		*held = msgs[:0]
+		scratch.held = msgs[:0]
+		scratch.dec.Reset()
 	}()
 	batched, err := wire.PublishRequestMessages(req, func(raw []byte) error {
 		if !batches && len(msgs) == 1 {
 			return status.Error(codes.InvalidArgument, "Publish takes one message per request; send batches with PublishStream")
 		}
-		m, deadline, err := wire.DecodeMessageDeadline(raw, c.b.cfg.Messages)
+		m, deadline, err := scratch.dec.Decode(raw, c.b.cfg.Messages)
 		if err == nil && deadline > node.MaxDeadline {
 			err = fmt.Errorf("message deadline is %v, at most %v", deadline, node.MaxDeadline)
 		}
@@ -172,8 +179,8 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 	}
 	fwd := c.n.NewForwarder()
 	var (
-		counts publishCounts
-		held   []heldMessage
+		counts  publishCounts
+		scratch requestScratch
 	)
 	for {
 		var req rawcodec.Raw
@@ -189,7 +196,7 @@ func (c clientService) Publish(stream dripv1.Broker_PublishServer) error {
 			// summary says exactly how much was.
 			return stream.SendAndClose(&dripv1.PublishSummary{Accepted: counts.accepted, Unmatched: counts.unmatched})
 		}
-		if _, err := c.accept(fwd, g, req.B, &counts, false, &held); err != nil {
+		if _, err := c.accept(fwd, g, req.B, &counts, false, &scratch); err != nil {
 			return err
 		}
 	}
@@ -236,7 +243,7 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 	var (
 		mu      sync.Mutex // serialises publishing and sending
 		counts  publishCounts
-		held    []heldMessage
+		scratch requestScratch
 		moved   bool
 		pending int // requests since the last acknowledgement
 		sendErr error
@@ -286,7 +293,7 @@ func (c clientService) PublishStream(stream dripv1.Broker_PublishStreamServer) e
 			mu.Unlock()
 			continue
 		}
-		batched, err := c.accept(fwd, g, req.B, &counts, true, &held)
+		batched, err := c.accept(fwd, g, req.B, &counts, true, &scratch)
 		if err != nil {
 			mu.Unlock()
 			return err

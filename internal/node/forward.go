@@ -27,8 +27,9 @@ type Forwarder struct {
 	words   []uint64      // their words
 	ids     []match.SubscriberID
 	targets []*Subscription
-	qos     qosPlan // scratch for messages with deadlines or two paths
-	count   uint64  // messages handled, for sampling the latency histograms
+	qos     qosPlan      // scratch for messages with deadlines or two paths
+	dec     wire.Decoder // decodes the messages of bundles to deliver here
+	count   uint64       // messages handled, for sampling the latency histograms
 	// rerouting says bundles decided for links this broker has finished
 	// are being decided again (Forwarder.reroute).
 	rerouting bool
@@ -186,7 +187,8 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 
 func (f *Forwarder) deliverRemote(from Link, b wire.Bundle, h bundleHeader) {
 	n := f.n
-	m, err := wire.DecodeMessage(b.Message, n.cfg.Messages)
+	f.dec.Reset()
+	m, _, err := f.dec.Decode(b.Message, n.cfg.Messages)
 	if err != nil {
 		n.m.malformedBundles.Inc()
 		n.log.Debug("invalid message in bundle", zap.String("peer", from.Name()), zap.Error(err))

@@ -56,7 +56,7 @@ var ErrTruncated = errors.New("malformed protobuf: truncated or invalid field")
 // errors, and what protobuf decoding checks (well-formed fields, UTF-8
 // strings).
 func DecodeMessage(b []byte, l MessageLimits) (content.Message, error) {
-	m, _, err := decodeMessage(b, l)
+	m, _, _, err := decodeMessage(nil, b, l)
 	return m, err
 }
 
@@ -64,11 +64,36 @@ func DecodeMessage(b []byte, l MessageLimits) (content.Message, error) {
 // the publisher set (Message.deadline_ns; 0: none), and refuses a
 // negative one.
 func DecodeMessageDeadline(b []byte, l MessageLimits) (content.Message, time.Duration, error) {
-	m, d, err := decodeMessage(b, l)
-	if err == nil && d < 0 {
-		return content.Message{}, 0, fmt.Errorf("message deadline is %v, want a positive duration or none", time.Duration(d))
+	var d Decoder
+	return d.Decode(b, l)
+}
+
+// Decoder decodes messages as DecodeMessageDeadline does, into attribute
+// space it reuses: a stream that decodes every message of a request
+// allocates nothing per message once the space has grown to a request's
+// worth. The messages it returns alias that space, and are valid until
+// Reset.
+type Decoder struct {
+	attrs []content.Attribute
+}
+
+// Decode decodes the wire form of a drip.v1.Message.
+func (d *Decoder) Decode(b []byte, l MessageLimits) (content.Message, time.Duration, error) {
+	m, dl, attrs, err := decodeMessage(d.attrs, b, l)
+	if err == nil && dl < 0 {
+		return content.Message{}, 0, fmt.Errorf("message deadline is %v, want a positive duration or none", time.Duration(dl))
 	}
-	return m, time.Duration(d), err
+	if err == nil {
+		d.attrs = attrs
+	}
+	return m, time.Duration(dl), err
+}
+
+// Reset lets the space of the messages decoded so far be reused: they are
+// invalid from now on.
+func (d *Decoder) Reset() {
+	clear(d.attrs) // hold no request's bytes beyond it
+	d.attrs = d.attrs[:0]
 }
 
 // MaxCongestionHeader bounds the congestion-control header a message may
@@ -76,27 +101,33 @@ func DecodeMessageDeadline(b []byte, l MessageLimits) (content.Message, time.Dur
 // without reading: k = 5 records of 64 bytes and a few tags take ~450.
 const MaxCongestionHeader = 4 << 10
 
-func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
+// decodeMessage decodes b into attributes appended to space, which it
+// returns grown; a message whose attributes do not fit takes a new array,
+// so that those of the messages before it stay where they are.
+func decodeMessage(space []content.Attribute, b []byte, l MessageLimits) (content.Message, int64, []content.Attribute, error) {
 	var deadline int64
 	n := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, k := ConsumeTag(rest)
 		if k < 0 {
-			return content.Message{}, 0, ErrTruncated
+			return content.Message{}, 0, space, ErrTruncated
 		}
 		if num == fieldMessageAttributes && typ == protowire.BytesType {
 			n++
 		}
 		rest = rest[k:]
 		if k = protowire.ConsumeFieldValue(num, typ, rest); k < 0 {
-			return content.Message{}, 0, ErrTruncated
+			return content.Message{}, 0, space, ErrTruncated
 		}
 		rest = rest[k:]
 	}
 	if l.MaxAttributes > 0 && n > l.MaxAttributes {
-		return content.Message{}, 0, fmt.Errorf("message has %d attributes, over the limit of %d", n, l.MaxAttributes)
+		return content.Message{}, 0, space, fmt.Errorf("message has %d attributes, over the limit of %d", n, l.MaxAttributes)
 	}
-	attrs := make([]content.Attribute, 0, n)
+	if cap(space)-len(space) < n {
+		space = make([]content.Attribute, 0, max(2*cap(space), n, 16))
+	}
+	attrs := space[len(space) : len(space) : len(space)+n]
 	var payload []byte
 	for len(b) > 0 {
 		num, typ, k := ConsumeTag(b)
@@ -107,7 +138,7 @@ func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 			b = b[k:]
 			a, err := decodeAttribute(v, len(attrs), l)
 			if err != nil {
-				return content.Message{}, 0, err
+				return content.Message{}, 0, space, err
 			}
 			attrs = append(attrs, a)
 		case num == fieldMessagePayload && typ == protowire.BytesType:
@@ -118,7 +149,7 @@ func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 			v, k := protowire.ConsumeBytes(b)
 			b = b[k:]
 			if len(v) > MaxCongestionHeader {
-				return content.Message{}, 0, fmt.Errorf("message congestion header is %d bytes, over the limit of %d", len(v), MaxCongestionHeader)
+				return content.Message{}, 0, space, fmt.Errorf("message congestion header is %d bytes, over the limit of %d", len(v), MaxCongestionHeader)
 			}
 		case num == fieldMessageDeadline && typ == protowire.VarintType:
 			v, k := protowire.ConsumeVarint(b)
@@ -129,10 +160,13 @@ func decodeMessage(b []byte, l MessageLimits) (content.Message, int64, error) {
 		}
 	}
 	if l.MaxPayload > 0 && len(payload) > l.MaxPayload {
-		return content.Message{}, 0, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(payload), l.MaxPayload)
+		return content.Message{}, 0, space, fmt.Errorf("message payload is %d bytes, over the limit of %d", len(payload), l.MaxPayload)
 	}
 	m, err := content.NewMessageOwned(attrs, payload)
-	return m, deadline, err
+	if err != nil {
+		return content.Message{}, 0, space, err
+	}
+	return m, deadline, space[:len(space)+len(attrs)], nil
 }
 
 // decodeAttribute decodes attribute i. Its errors match MessageFromProto's,
