@@ -81,6 +81,24 @@ func newID() uint64 {
 
 // contentMessage is m in the data model, for its Bloom filter.
 func contentMessage(m Message) (content.Message, error) {
+	if len(m.Fields) > 0 {
+		attrs := make([]content.Attribute, 0, len(m.Fields))
+		for _, f := range m.Fields {
+			var cv content.Value
+			switch f.kind {
+			case KindString:
+				cv = content.String(f.s)
+			case KindInt:
+				cv = content.Int(f.Int())
+			case KindFloat:
+				cv = content.Float(f.Float())
+			case KindBool:
+				cv = content.Bool(f.Bool())
+			}
+			attrs = append(attrs, content.Attribute{Name: f.Name, Value: cv})
+		}
+		return content.NewMessage(attrs, nil)
+	}
 	attrs := make([]content.Attribute, 0, len(m.Attrs))
 	for n, v := range m.Attrs {
 		var cv content.Value
@@ -267,7 +285,7 @@ func (p *Publisher) publishControlled(m Message) error {
 			// callers reuse their buffers; one held for later must not
 			// alias them either.
 			m.Payload = slices.Clone(m.Payload)
-			m.Attrs = maps.Clone(m.Attrs)
+			m.Attrs, m.Fields = maps.Clone(m.Attrs), m.Fields.Clone()
 			cc.held[id] = m
 			p.sent++
 			cc.poke()

@@ -8,9 +8,12 @@ import (
 // float64 or bool; delivered messages carry int64 for every integer.
 type Attrs map[string]any
 
-// Message is what publishers send and subscribers receive.
+// Message is what publishers send and subscribers receive. Its attributes
+// are Attrs or Fields, not both: a delivered message has Attrs, or Fields
+// on a subscription WithFields.
 type Message struct {
 	Attrs   Attrs
+	Fields  Fields
 	Payload []byte // opaque to the mesh; no predicate reads it
 	// Deadline, if not zero, is the delivery deadline the publisher sets,
 	// from when the ingress broker accepts the message (at most an hour):

@@ -72,6 +72,8 @@ type Subscription struct {
 	// for its life.
 	deadline time.Duration
 	twoPaths bool
+	// fields says deliveries carry Fields, not an Attrs map (WithFields).
+	fields bool
 }
 
 // SubscribeOption asks something of a subscription's delivery.
@@ -94,6 +96,13 @@ func WithDeadline(d time.Duration) SubscribeOption {
 // at the cost of the second copy's bytes on every link it crosses.
 func WithTwoPaths() SubscribeOption {
 	return func(s *Subscription) { s.twoPaths = true }
+}
+
+// WithFields has deliveries carry their attributes as Fields, not as an
+// Attrs map: a subscriber that reads them so allocates no map and boxes no
+// value per message.
+func WithFields() SubscribeOption {
+	return func(s *Subscription) { s.fields = true }
 }
 
 // subStream is one Subscribe stream to one broker; a subscription has one,
@@ -298,7 +307,7 @@ func (s *Subscription) recv(st *subStream) streamEvent {
 	if err := st.grpc.RecvMsg(&raw); err != nil {
 		return streamEvent{st: st, err: err}
 	}
-	msgs, ok, err := deliveriesFromWire(raw.B, nil)
+	msgs, ok, err := deliveriesFromWire(raw.B, nil, s.fields)
 	switch {
 	case err != nil:
 		return streamEvent{st: st, err: &protocolError{fmt.Sprintf("broker %s sent a malformed delivery: %v", st.addr, err)}}
@@ -313,13 +322,22 @@ func (s *Subscription) recv(st *subStream) streamEvent {
 		// Not in the form the fast path reads (an unusual encoder):
 		// decode it field by field from protobuf's bytes.
 		b, _ := proto.Marshal(m)
-		one, err := deliveryFromWire(b)
+		one, err := deliveryFromWire(b, s.fieldSpace())
 		if err != nil {
 			return streamEvent{st: st, err: &protocolError{fmt.Sprintf("broker %s sent a malformed delivery: %v", st.addr, err)}}
 		}
 		return streamEvent{st: st, msgs: []Delivery{one}}
 	}
 	return streamEvent{st: st, d: d}
+}
+
+// fieldSpace is where the fields of a delivery are decoded: nil for an
+// Attrs map.
+func (s *Subscription) fieldSpace() *Fields {
+	if !s.fields {
+		return nil
+	}
+	return &Fields{}
 }
 
 // receive hands a stream's events to run, one at a time, so that a reader

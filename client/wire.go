@@ -45,6 +45,9 @@ const maxDeadline = time.Hour
 // congestion-control header cc if not nil. names is scratch space,
 // returned for reuse. On error nothing is appended.
 func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte, []string, error) {
+	if len(m.Fields) > 0 {
+		return appendFieldsEntry(dst, m, cc, names)
+	}
 	names, size, err := messageSize(m, names)
 	if err != nil {
 		return dst, names, err
@@ -67,6 +70,12 @@ func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte,
 		dst = protowire.AppendVarint(dst, uint64(vs))
 		dst = appendValue(dst, v)
 	}
+	return appendMessageTail(dst, m, cc), names, nil
+}
+
+// appendMessageTail appends what follows a message's attributes: its
+// payload, deadline and congestion header.
+func appendMessageTail(dst []byte, m Message, cc []byte) []byte {
 	if len(m.Payload) > 0 {
 		dst = protowire.AppendTag(dst, fieldMessagePayload, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, m.Payload)
@@ -79,7 +88,109 @@ func appendBatchEntry(dst []byte, m Message, cc []byte, names []string) ([]byte,
 		dst = protowire.AppendTag(dst, fieldMessageCongestion, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, cc)
 	}
-	return dst, names, nil
+	return dst
+}
+
+// tailSize is the size of what appendMessageTail appends, and checks the
+// deadline.
+func tailSize(m Message, cc []byte) (int, error) {
+	size := 0
+	if len(m.Payload) > 0 {
+		size += protowire.SizeTag(fieldMessagePayload) + protowire.SizeBytes(len(m.Payload))
+	}
+	if m.Deadline < 0 || m.Deadline > maxDeadline {
+		return 0, fmt.Errorf("deadline %v: want 0 (none) or a duration up to %v", m.Deadline, maxDeadline)
+	}
+	if m.Deadline != 0 {
+		size += protowire.SizeTag(fieldMessageDeadline) + protowire.SizeVarint(uint64(m.Deadline))
+	}
+	if cc != nil {
+		size += protowire.SizeTag(fieldMessageCongestion) + protowire.SizeBytes(len(cc))
+	}
+	return size, nil
+}
+
+// appendFieldsEntry is appendBatchEntry for a message of Fields, in their
+// order: the broker sorts what it needs sorted. names is scratch space for
+// the check that no name is given twice, returned for reuse.
+func appendFieldsEntry(dst []byte, m Message, cc []byte, names []string) ([]byte, []string, error) {
+	if len(m.Attrs) > 0 {
+		return dst, names, fmt.Errorf("message has both Attrs and Fields; give one")
+	}
+	size, err := tailSize(m, cc)
+	if err != nil {
+		return dst, names, err
+	}
+	names = names[:0]
+	for _, f := range m.Fields {
+		if f.Name == "" {
+			return dst, names, fmt.Errorf("attribute with an empty name")
+		}
+		// Brokers refuse names and strings that are not UTF-8; saying so
+		// here names the attribute and sends nothing.
+		if !utf8.ValidString(f.Name) {
+			return dst, names, fmt.Errorf("attribute %q: name is not valid UTF-8", f.Name)
+		}
+		if f.kind == KindString && !utf8.ValidString(f.s) {
+			return dst, names, fmt.Errorf("attribute %q: string value is not valid UTF-8", f.Name)
+		}
+		if f.kind < KindString || f.kind > KindBool {
+			return dst, names, fmt.Errorf("attribute %q: value is unset; give it with Str, Int, Float or Bool", f.Name)
+		}
+		size += protowire.SizeTag(fieldMessageAttributes) + protowire.SizeBytes(fieldSize(f))
+		names = append(names, f.Name)
+	}
+	slices.Sort(names)
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			return dst, names, fmt.Errorf("attribute %q given twice", names[i])
+		}
+	}
+	dst = protowire.AppendTag(dst, fieldRequestBatch, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(size))
+	for _, f := range m.Fields {
+		dst = protowire.AppendTag(dst, fieldMessageAttributes, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(fieldSize(f)))
+		dst = protowire.AppendTag(dst, fieldAttributeName, protowire.BytesType)
+		dst = protowire.AppendString(dst, f.Name)
+		dst = protowire.AppendTag(dst, fieldAttributeValue, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(fieldValueSize(f)))
+		switch f.kind {
+		case KindString:
+			dst = protowire.AppendTag(dst, fieldValueString, protowire.BytesType)
+			dst = protowire.AppendString(dst, f.s)
+		case KindInt:
+			dst = protowire.AppendTag(dst, fieldValueInt, protowire.VarintType)
+			dst = protowire.AppendVarint(dst, protowire.EncodeZigZag(int64(f.bits)))
+		case KindFloat:
+			dst = protowire.AppendTag(dst, fieldValueFloat, protowire.Fixed64Type)
+			dst = protowire.AppendFixed64(dst, f.bits)
+		case KindBool:
+			dst = protowire.AppendTag(dst, fieldValueBool, protowire.VarintType)
+			dst = protowire.AppendVarint(dst, f.bits)
+		}
+	}
+	return appendMessageTail(dst, m, cc), names, nil
+}
+
+// fieldSize is the size of a drip.v1.Attribute holding f.
+func fieldSize(f Field) int {
+	return protowire.SizeTag(fieldAttributeName) + protowire.SizeBytes(len(f.Name)) +
+		protowire.SizeTag(fieldAttributeValue) + protowire.SizeBytes(fieldValueSize(f))
+}
+
+// fieldValueSize is the size of a drip.v1.Value holding f's value.
+func fieldValueSize(f Field) int {
+	switch f.kind {
+	case KindString:
+		return protowire.SizeTag(fieldValueString) + protowire.SizeBytes(len(f.s))
+	case KindInt:
+		return protowire.SizeTag(fieldValueInt) + protowire.SizeVarint(protowire.EncodeZigZag(int64(f.bits)))
+	case KindFloat:
+		return protowire.SizeTag(fieldValueFloat) + protowire.SizeFixed64()
+	default:
+		return protowire.SizeTag(fieldValueBool) + protowire.SizeVarint(f.bits)
+	}
 }
 
 // messageSize checks m as brokers will and returns the size of its
@@ -113,16 +224,11 @@ func messageSize(m Message, names []string) ([]string, int, error) {
 			protowire.SizeTag(fieldAttributeValue) + protowire.SizeBytes(vs)
 		size += protowire.SizeTag(fieldMessageAttributes) + protowire.SizeBytes(attr)
 	}
-	if len(m.Payload) > 0 {
-		size += protowire.SizeTag(fieldMessagePayload) + protowire.SizeBytes(len(m.Payload))
+	tail, err := tailSize(m, nil)
+	if err != nil {
+		return names, 0, err
 	}
-	if m.Deadline < 0 || m.Deadline > maxDeadline {
-		return names, 0, fmt.Errorf("deadline %v: want 0 (none) or a duration up to %v", m.Deadline, maxDeadline)
-	}
-	if m.Deadline != 0 {
-		size += protowire.SizeTag(fieldMessageDeadline) + protowire.SizeVarint(uint64(m.Deadline))
-	}
-	return names, size, nil
+	return names, size + tail, nil
 }
 
 // valueSize is the size of a drip.v1.Value holding v. A oneof member is
@@ -170,8 +276,13 @@ func appendValue(dst []byte, v any) []byte {
 // deliveriesFromWire decodes the deliveries of a Delivery event in its wire
 // form: none when it is another event (acknowledgement, loss, draining),
 // which the caller then decodes with protobuf. Strings and payloads alias
-// b, which the caller hands over for good.
-func deliveriesFromWire(b []byte, into []Delivery) ([]Delivery, bool, error) {
+// b, which the caller hands over for good. With fields, each message's
+// attributes are Fields, all of one event's in one space, not a map.
+func deliveriesFromWire(b []byte, into []Delivery, fields bool) ([]Delivery, bool, error) {
+	var space *Fields
+	if fields {
+		space = &Fields{}
+	}
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || typ != protowire.BytesType {
 		return into, false, nil
@@ -183,7 +294,7 @@ func deliveriesFromWire(b []byte, into []Delivery) ([]Delivery, bool, error) {
 	}
 	switch num {
 	case fieldDeliveryMessage:
-		d, err := deliveryFromWire(body)
+		d, err := deliveryFromWire(body, space)
 		if err != nil {
 			return into, true, err
 		}
@@ -207,7 +318,7 @@ func deliveriesFromWire(b []byte, into []Delivery) ([]Delivery, bool, error) {
 				return into, true, errMalformed
 			}
 			body = body[n:]
-			d, err := deliveryFromWire(p)
+			d, err := deliveryFromWire(p, space)
 			if err != nil {
 				return into, true, err
 			}
@@ -220,8 +331,9 @@ func deliveriesFromWire(b []byte, into []Delivery) ([]Delivery, bool, error) {
 
 var errMalformed = fmt.Errorf("malformed protobuf")
 
-// deliveryFromWire decodes a drip.v1.Published.
-func deliveryFromWire(b []byte) (Delivery, error) {
+// deliveryFromWire decodes a drip.v1.Published: its attributes into an
+// Attrs map, or appended to space if not nil.
+func deliveryFromWire(b []byte, space *Fields) (Delivery, error) {
 	d := Delivery{size: len(b)}
 	var msg []byte
 	hasMsg := false
@@ -282,14 +394,16 @@ func deliveryFromWire(b []byte) (Delivery, error) {
 	if !hasMsg {
 		return d, fmt.Errorf("message is missing")
 	}
-	m, cc, err := messageFromWire(msg)
+	m, cc, err := messageFromWire(msg, space)
 	d.Message, d.congestion = m, cc
 	return d, err
 }
 
 // messageFromWire decodes a delivered drip.v1.Message, rejecting what no
-// broker should send, and returns its congestion header undecoded.
-func messageFromWire(b []byte) (Message, []byte, error) {
+// broker should send, and returns its congestion header undecoded. Its
+// attributes go into an Attrs map, or are appended to space if not nil,
+// the message's Fields then a part of space that later appends leave be.
+func messageFromWire(b []byte, space *Fields) (Message, []byte, error) {
 	count := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, n := protowire.ConsumeTag(rest)
@@ -305,7 +419,16 @@ func messageFromWire(b []byte) (Message, []byte, error) {
 		}
 		rest = rest[n:]
 	}
-	m := Message{Attrs: make(Attrs, count)}
+	var m Message
+	start := 0
+	if space == nil {
+		m.Attrs = make(Attrs, count)
+	} else {
+		if cap(*space)-len(*space) < count {
+			*space = make(Fields, 0, max(2*cap(*space), count, 16))
+		}
+		start = len(*space)
+	}
 	var cc []byte
 	i := 0
 	for len(b) > 0 {
@@ -322,13 +445,21 @@ func messageFromWire(b []byte) (Message, []byte, error) {
 			case name == "":
 				return Message{}, nil, fmt.Errorf("attribute %d has an empty name", i)
 			}
-			if _, dup := m.Attrs[name]; dup {
-				return Message{}, nil, fmt.Errorf("attribute %q given twice", name)
-			}
-			if value == nil {
+			if value.kind == 0 {
 				return Message{}, nil, fmt.Errorf("attribute %q has no value", name)
 			}
-			m.Attrs[name] = value
+			if space == nil {
+				if _, dup := m.Attrs[name]; dup {
+					return Message{}, nil, fmt.Errorf("attribute %q given twice", name)
+				}
+				m.Attrs[name] = value.Value()
+			} else {
+				if _, dup := (*space)[start:].Get(name); dup {
+					return Message{}, nil, fmt.Errorf("attribute %q given twice", name)
+				}
+				value.Name = name
+				*space = append(*space, value)
+			}
 			i++
 		case num == fieldMessagePayload && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
@@ -343,45 +474,50 @@ func messageFromWire(b []byte) (Message, []byte, error) {
 			b = b[protowire.ConsumeFieldValue(num, typ, b):]
 		}
 	}
+	if space != nil {
+		m.Fields = (*space)[start:len(*space):len(*space)]
+	}
 	return m, cc, nil
 }
 
-func attributeFromWire(b []byte) (string, any, error) {
+// attributeFromWire decodes a drip.v1.Attribute: its name, and its value
+// as a Field without a name (kind 0: unset).
+func attributeFromWire(b []byte) (string, Field, error) {
 	var name string
-	var value any
+	var value Field
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", nil, errMalformed
+			return "", Field{}, errMalformed
 		}
 		b = b[n:]
 		switch {
 		case num == fieldAttributeName && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return "", nil, errMalformed
+				return "", Field{}, errMalformed
 			}
 			if !utf8.Valid(v) {
-				return "", nil, fmt.Errorf("attribute name is not valid UTF-8")
+				return "", Field{}, fmt.Errorf("attribute name is not valid UTF-8")
 			}
 			b, name = b[n:], alias(v)
 		case num == fieldAttributeValue && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return "", nil, errMalformed
+				return "", Field{}, errMalformed
 			}
 			b = b[n:]
 			x, err := valueFromWire(v)
 			if err != nil {
-				return "", nil, fmt.Errorf("attribute %q: %w", name, err)
+				return "", Field{}, fmt.Errorf("attribute %q: %w", name, err)
 			}
-			if x != nil {
+			if x.kind != 0 {
 				value = x
 			}
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return "", nil, errMalformed
+				return "", Field{}, errMalformed
 			}
 			b = b[n:]
 		}
@@ -389,46 +525,51 @@ func attributeFromWire(b []byte) (string, any, error) {
 	return name, value, nil
 }
 
-func valueFromWire(b []byte) (any, error) {
-	var v any
+// valueFromWire decodes a drip.v1.Value as a Field without a name (kind
+// 0: unset).
+func valueFromWire(b []byte) (Field, error) {
+	var v Field
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, errMalformed
+			return Field{}, errMalformed
 		}
 		b = b[n:]
 		switch {
 		case num == fieldValueString && typ == protowire.BytesType:
 			s, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return nil, errMalformed
+				return Field{}, errMalformed
 			}
 			if !utf8.Valid(s) {
-				return nil, fmt.Errorf("string value is not valid UTF-8")
+				return Field{}, fmt.Errorf("string value is not valid UTF-8")
 			}
-			b, v = b[n:], alias(s)
+			b, v = b[n:], Field{kind: KindString, s: alias(s)}
 		case num == fieldValueInt && typ == protowire.VarintType:
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return nil, errMalformed
+				return Field{}, errMalformed
 			}
-			b, v = b[n:], protowire.DecodeZigZag(x)
+			b, v = b[n:], Field{kind: KindInt, bits: uint64(protowire.DecodeZigZag(x))}
 		case num == fieldValueFloat && typ == protowire.Fixed64Type:
 			x, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
-				return nil, errMalformed
+				return Field{}, errMalformed
 			}
-			b, v = b[n:], math.Float64frombits(x)
+			b, v = b[n:], Field{kind: KindFloat, bits: x}
 		case num == fieldValueBool && typ == protowire.VarintType:
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return nil, errMalformed
+				return Field{}, errMalformed
 			}
-			b, v = b[n:], protowire.DecodeBool(x)
+			b, v = b[n:], Field{kind: KindBool}
+			if protowire.DecodeBool(x) {
+				v.bits = 1
+			}
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return nil, errMalformed
+				return Field{}, errMalformed
 			}
 			b = b[n:]
 		}

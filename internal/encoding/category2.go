@@ -73,6 +73,26 @@ func appendNodePayload(dst []byte, n node) []byte {
 	return strconv.AppendUint(dst, uint64(n.prefix), 16)
 }
 
+// fnvNode continues h with a trie node's payload as appendNodePayload
+// writes it, without writing it: every numeric attribute of every message
+// hashes keyBits of them.
+func fnvNode(h uint64, n node) uint64 {
+	if n.level >= 10 {
+		h = fnvByte(h, '0'+n.level/10)
+	}
+	h = fnvByte(fnvByte(h, '0'+n.level%10), '/')
+	shift := 12 // a prefix is 16 bits: at most four hex digits
+	for shift > 0 && n.prefix>>shift == 0 {
+		shift -= 4
+	}
+	for ; shift >= 0; shift -= 4 {
+		h = fnvByte(h, hexDigits[n.prefix>>shift&0xf])
+	}
+	return h
+}
+
+const hexDigits = "0123456789abcdef"
+
 // gramWindows returns the parts of a string whose bytes and pairs it
 // inserts, and whether it is long.
 func gramWindows(s string) (head, tail string, long bool) {

@@ -346,3 +346,15 @@ func FuzzFilterCategories(f *testing.F) {
 		t.Fatalf("%v matches %v, but none of %q is in %q", filter, m, sets, SchemeCatV2.Categories(m))
 	})
 }
+
+// TestFnvNodeIsTheHashOfThePayload: fnvNode hashes exactly the bytes
+// appendNodePayload writes, for every node of every level.
+func TestFnvNodeIsTheHashOfThePayload(t *testing.T) {
+	for l := 0; l <= keyBits; l++ {
+		for _, k := range []uint16{0, 1, 0x7fff, 0x8000, 0xabcd, 0xffff, 0x1234, 0x0f0f} {
+			n := keyNode(k, l)
+			want := fnvAdd(fnvOffset64, appendNodePayload(nil, n))
+			require.Equal(t, want, fnvNode(fnvOffset64, n), "node %+v", n)
+		}
+	}
+}

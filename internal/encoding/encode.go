@@ -122,9 +122,8 @@ func (p Params) addFineAttribute(b *Bloom, a content.Attribute, scratch []byte) 
 			return
 		}
 		h := head(classNode)
-		var payload [16]byte
 		for l := 1; l <= keyBits; l++ {
-			p.addFine(b, fnvAdd(h, appendNodePayload(payload[:0], keyNode(k, l))))
+			p.addFine(b, fnvNode(h, keyNode(k, l)))
 		}
 	}
 }
