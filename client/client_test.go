@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -1000,4 +1001,44 @@ func TestLargeMessages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Attrs["big"])
 	assert.Equal(t, payload, d.Payload)
+}
+
+// TestPublishAndReceiveFields: a message of Fields reaches a subscription
+// WithFields as Fields, and one without as an Attrs map, through a real
+// broker; each subscription matches on the values as typed.
+func TestPublishAndReceiveFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := line(t, 1, nil)
+		c := dialAt(t, cl, 0)
+		ctx := testContext(t)
+		typed, err := c.Subscribe(ctx, `symbol = "DRIP" && price > 10`, WithFields())
+		require.NoError(t, err)
+		mapped, err := c.Subscribe(ctx, `symbol = "DRIP"`)
+		require.NoError(t, err)
+		converged(t, cl)
+		p, err := c.NewPublisher(ctx)
+		require.NoError(t, err)
+		var fs Fields
+		for _, price := range []float64{5, 12.5} {
+			fs.Reset()
+			fs.Str("symbol", "DRIP").Float("price", price).Int("volume", 5000).Bool("open", true)
+			require.NoError(t, p.Publish(Message{Fields: fs, Payload: []byte("p")}))
+		}
+		_, err = p.Close()
+		require.NoError(t, err)
+
+		d, err := typed.Next(ctx)
+		require.NoError(t, err)
+		assert.Nil(t, d.Attrs)
+		price, _ := d.Fields.Get("price")
+		assert.Equal(t, 12.5, price.Float(), "only the message over 10")
+		assert.Equal(t, Attrs{"symbol": "DRIP", "price": 12.5, "volume": int64(5000), "open": true}, d.Fields.Attrs())
+		assert.Equal(t, []byte("p"), d.Payload)
+		for _, want := range []float64{5, 12.5} {
+			d, err := mapped.Next(ctx)
+			require.NoError(t, err)
+			assert.Nil(t, d.Fields)
+			assert.Equal(t, want, d.Attrs["price"])
+		}
+	})
 }
