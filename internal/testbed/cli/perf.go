@@ -31,6 +31,7 @@ loopback and measure them with their own clients, interleaved (drip, NATS, drip,
 NATS, ...), the median of --reps repetitions:
 
   one-to-one       1 publisher → 1 subscriber, max rate, 16-byte payloads
+  one-to-one-maps  the same, drip's clients with a fresh attribute map per message
   fan-out          1 publisher → --fan-out subscribers (20)
   two-brokers      publisher on one broker, subscriber on the other; drip with
                    --peer-compression=false (and once with compression, the default)

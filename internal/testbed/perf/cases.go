@@ -27,7 +27,7 @@ func (h *harness) plainPlan(t *target, pred string, nSubs int, rate float64, lat
 				case sysActiveMQ:
 					subs[i], err = amqSubscribe(ctx, t.dep, t.last().Site, pred, clk)
 				default:
-					subs[i], err = dripSubscribe(ctx, t.last().Client, pred, clk, lat)
+					subs[i], err = dripSubscribe(ctx, t.last().Client, pred, clk, lat, t.system != sysDripMaps)
 				}
 				return err
 			})
@@ -43,6 +43,8 @@ func (h *harness) plainPlan(t *target, pred string, nSubs int, rate float64, lat
 				return newNATSPub(t.first().Client, stream{})
 			case sysActiveMQ:
 				return newAMQPub(ctx, t.first().Client)
+			case sysDripMaps:
+				return newDripMapPub(ctx, t.first().Client)
 			default:
 				return newDripPub(ctx, t.first().Client, stream{})
 			}

@@ -106,7 +106,7 @@ func openSubscribers(ctx context.Context, spec SubscribersSpec) (localSubs, erro
 		var err error
 		switch spec.System {
 		case sysDrip:
-			subs[i], err = dripSubscribe(ctx, spec.Addr, spec.Predicates[i], Clock{run: spec.Run}, nil)
+			subs[i], err = dripSubscribe(ctx, spec.Addr, spec.Predicates[i], Clock{run: spec.Run}, nil, true)
 		case sysNATS:
 			subs[i], err = natsFilteringSubscribe(spec.Addr, preds[i], spec.Run)
 		default:

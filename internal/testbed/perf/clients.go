@@ -169,13 +169,19 @@ func dripDial(ctx context.Context, addr string, opts ...client.Option) (*client.
 
 // dripSubscribe opens a subscriber with predicate pred on its own
 // connection to addr.
-func dripSubscribe(ctx context.Context, addr, pred string, clk Clock, lat *latencies) (*sub, error) {
+// connection to addr; with fields its deliveries come as client.Fields,
+// else as Attrs maps.
+func dripSubscribe(ctx context.Context, addr, pred string, clk Clock, lat *latencies, fields bool) (*sub, error) {
 	c, err := dripDial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s, err := c.Subscribe(sctx, pred)
+	var opts []client.SubscribeOption
+	if fields {
+		opts = append(opts, client.WithFields())
+	}
+	s, err := c.Subscribe(sctx, pred, opts...)
 	if err != nil {
 		cancel()
 		c.Close()
@@ -218,8 +224,9 @@ type dripPub struct {
 	cancel context.CancelFunc // aborts the publisher
 	p      *client.Publisher
 	st     stream
-	attrs  client.Attrs   // the plain stream's, reused: Publish encodes before it returns
-	pre    []client.Attrs // a workload's, converted once
+	fields client.Fields   // the plain stream's, reused: Publish encodes before it returns
+	pre    []client.Fields // a workload's, converted once
+	maps   bool            // a fresh Attrs map per message instead (sysDripMaps)
 }
 
 func newDripPub(ctx context.Context, addr string, st stream) (*dripPub, error) {
@@ -234,21 +241,33 @@ func newDripPub(ctx context.Context, addr string, st stream) (*dripPub, error) {
 		c.Close()
 		return nil, fmt.Errorf("drip: opening a publisher at %s: %w", addr, err)
 	}
-	dp := &dripPub{c: c, cancel: cancel, p: p, st: st, attrs: client.Attrs{"symbol": "DRIP", "n": int64(0), "class": int64(0)}}
+	dp := &dripPub{c: c, cancel: cancel, p: p, st: st}
 	for _, m := range st.msgs {
-		dp.pre = append(dp.pre, attrsOf(m))
+		dp.pre = append(dp.pre, fieldsOf(m))
 	}
 	return dp, nil
 }
 
-func (d *dripPub) publish(seq uint64, payload []byte) error {
-	attrs := d.attrs
-	if d.pre != nil {
-		attrs = d.pre[seq%uint64(len(d.pre))]
-	} else {
-		attrs["n"] = int64(uint32(seq))
+// newDripMapPub is a publisher of the plain stream that builds a fresh
+// Attrs map for every message (sysDripMaps).
+func newDripMapPub(ctx context.Context, addr string) (*dripPub, error) {
+	dp, err := newDripPub(ctx, addr, stream{})
+	if err == nil {
+		dp.maps = true
 	}
-	return d.p.Publish(client.Message{Attrs: attrs, Payload: payload})
+	return dp, err
+}
+
+func (d *dripPub) publish(seq uint64, payload []byte) error {
+	switch {
+	case d.maps:
+		return d.p.Publish(client.Message{Attrs: client.Attrs{"symbol": "DRIP", "n": int64(uint32(seq)), "class": int64(0)}, Payload: payload})
+	case d.pre != nil:
+		return d.p.Publish(client.Message{Fields: d.pre[seq%uint64(len(d.pre))], Payload: payload})
+	}
+	d.fields.Reset()
+	d.fields.Str("symbol", "DRIP").Int("n", int64(uint32(seq))).Int("class", 0)
+	return d.p.Publish(client.Message{Fields: d.fields, Payload: payload})
 }
 
 func (d *dripPub) close(ctx context.Context) (uint64, error) {
@@ -260,22 +279,22 @@ func (d *dripPub) close(ctx context.Context) (uint64, error) {
 	}, d.cancel)
 }
 
-// attrsOf converts a workload message for the drip client.
-func attrsOf(m content.Message) client.Attrs {
-	attrs := make(client.Attrs, m.Len())
+// fieldsOf converts a workload message for the drip client.
+func fieldsOf(m content.Message) client.Fields {
+	var fs client.Fields
 	for _, a := range m.Attributes() {
 		switch a.Value.Kind() {
 		case content.KindString:
-			attrs[a.Name] = a.Value.Str()
+			fs.Str(a.Name, a.Value.Str())
 		case content.KindInt:
-			attrs[a.Name] = a.Value.Int()
+			fs.Int(a.Name, a.Value.Int())
 		case content.KindFloat:
-			attrs[a.Name] = a.Value.Float()
+			fs.Float(a.Name, a.Value.Float())
 		case content.KindBool:
-			attrs[a.Name] = a.Value.Bool()
+			fs.Bool(a.Name, a.Value.Bool())
 		}
 	}
-	return attrs
+	return fs
 }
 
 // natsConnect connects to one nats-server. Errors the connection reports

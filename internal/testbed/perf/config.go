@@ -14,6 +14,7 @@ import (
 // first three and summarised as a table of its own (CaseCPU).
 const (
 	CaseOneToOne   = "one-to-one"
+	CaseMaps       = "one-to-one-maps"
 	CaseFanOut     = "fan-out"
 	CaseTwoBrokers = "two-brokers"
 	CaseCPU        = "cpu-per-delivery"
@@ -25,7 +26,7 @@ const (
 
 // CaseNames are the cases that can be selected, in order.
 func CaseNames() []string {
-	return []string{CaseOneToOne, CaseFanOut, CaseTwoBrokers, CaseLatency, CaseInert, CaseContent, CaseHenjes}
+	return []string{CaseOneToOne, CaseMaps, CaseFanOut, CaseTwoBrokers, CaseLatency, CaseInert, CaseContent, CaseHenjes}
 }
 
 // Config is one invocation of the harness.

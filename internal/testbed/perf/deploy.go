@@ -24,6 +24,11 @@ import (
 const (
 	sysDrip         = "drip"
 	sysDripNoDeflat = "drip-uncompressed"
+	// sysDripMaps is drip's brokers with clients written as most users
+	// write them: a fresh Attrs map for every message published, and
+	// deliveries decoded into Attrs maps. The other drip systems' clients
+	// reuse client.Fields and subscribe WithFields.
+	sysDripMaps = "drip-maps"
 	sysNATS         = "nats"
 	sysActiveMQ     = "activemq"
 )
@@ -47,7 +52,7 @@ const startTimeout = 2 * time.Minute
 func (h *harness) deploy(ctx context.Context, name, system string, n int) (*target, error) {
 	var sys systems.System
 	switch system {
-	case sysDrip, sysDripNoDeflat:
+	case sysDrip, sysDripNoDeflat, sysDripMaps:
 		sys = systems.NewDrip(systems.DripOptions{Binary: h.cfg.DripBinary, Env: h.cfg.DripEnv, NoPeerCompression: system == sysDripNoDeflat})
 	case sysNATS:
 		sys = systems.NewNATS(systems.NATSOptions{})
@@ -149,7 +154,7 @@ func (t *target) dropped(ctx context.Context) (uint64, error) {
 		var n uint64
 		var err error
 		switch t.system {
-		case sysDrip, sysDripNoDeflat:
+		case sysDrip, sysDripNoDeflat, sysDripMaps:
 			n, err = t.dripDrops(ctx, s.Monitor)
 		case sysNATS:
 			n, err = t.natsSlowConsumers(ctx, s.Monitor)

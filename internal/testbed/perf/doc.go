@@ -39,7 +39,10 @@
 //
 // # Cases
 //
-//  1. one-to-one: 1 publisher → 1 subscriber, max rate;
+//  1. one-to-one: 1 publisher → 1 subscriber, max rate, drip's clients on
+//     their allocation-free path (client.Fields, WithFields); beside it
+//     one-to-one-maps, the same with a fresh Attrs map per message, as
+//     most users write it;
 //  2. fan-out: 1 → 20 subscribers;
 //  3. two-brokers: publisher on one broker, subscriber on the other, drip
 //     with --peer-compression=false, and once with compression (the

@@ -152,6 +152,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			func(ctx context.Context, cr *CaseResult) error {
 				return h.caseMaxRate(ctx, cr, 1, 1, sysDrip, atLeast("≥ 0.33 (aim 0.5)", 0.33))
 			}},
+		{CaseMaps, "1 publisher → 1 subscriber, max rate, a fresh attribute map per message",
+			"As one-to-one, with drip's clients written as most users write them (drip-maps): the publisher builds a new client.Attrs map for every message, and the subscriber's deliveries are decoded into Attrs maps. one-to-one's drip clients reuse one client.Fields and subscribe WithFields, drip's allocation-free path.",
+			func(ctx context.Context, cr *CaseResult) error {
+				return h.caseMaxRate(ctx, cr, 1, 1, sysDripMaps, nil)
+			}},
 		{CaseFanOut, fmt.Sprintf("1 publisher → %d subscribers, max rate", cfg.FanOut),
 			fmt.Sprintf("As one-to-one with %d subscribers, each on its own connection; delivered counts every subscriber's deliveries.", cfg.FanOut),
 			func(ctx context.Context, cr *CaseResult) error {
