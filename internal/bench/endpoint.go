@@ -48,9 +48,11 @@ type Publisher interface {
 }
 
 // DripEndpoint adapts a drip client connection; its subscriptions are made
-// with opts (a deadline, two paths).
+// with opts (a deadline, two paths). Its publishers send client.Fields and
+// its subscribers take client.Fields (WithFields): the bench reads only
+// payloads, and a map per message would cost the machine what it measures.
 func DripEndpoint(c *client.Client, opts ...client.SubscribeOption) Endpoint {
-	return dripEndpoint{c, opts}
+	return dripEndpoint{c, append([]client.SubscribeOption{client.WithFields()}, opts...)}
 }
 
 type dripEndpoint struct {
@@ -71,7 +73,7 @@ func (e dripEndpoint) NewPublisher(ctx context.Context) (Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dripPublisher{p}, nil
+	return &dripPublisher{p: p}, nil
 }
 
 func (e dripEndpoint) Close() error { return e.c.Close() }
@@ -89,19 +91,23 @@ func (s dripSubscriber) Lost() uint64 { return s.s.Lost() }
 func (s dripSubscriber) Duplicates() uint64 { return s.s.Duplicates() }
 func (s dripSubscriber) Close() error       { return s.s.Close() }
 
-type dripPublisher struct{ p *client.Publisher }
-
-func (p dripPublisher) Publish(m content.Message, payload []byte) error {
-	return p.p.Publish(client.Message{Attrs: attrsOf(m), Payload: payload})
+type dripPublisher struct {
+	p      *client.Publisher
+	fields client.Fields // reused: Publish encodes before it returns
 }
 
-func (p dripPublisher) Close() (client.Summary, error) { return p.p.Close() }
+func (p *dripPublisher) Publish(m content.Message, payload []byte) error {
+	p.fields = AppendFields(p.fields[:0], m)
+	return p.p.Publish(client.Message{Fields: p.fields, Payload: payload})
+}
+
+func (p *dripPublisher) Close() (client.Summary, error) { return p.p.Close() }
 
 // InFlightLost is how many messages were in flight to brokers that failed.
-func (p dripPublisher) InFlightLost() uint64 { return p.p.InFlightLost() }
+func (p *dripPublisher) InFlightLost() uint64 { return p.p.InFlightLost() }
 
 // Congestion is what congestion control did for the publisher.
-func (p dripPublisher) Congestion() client.CongestionStats { return p.p.Congestion() }
+func (p *dripPublisher) Congestion() client.CongestionStats { return p.p.Congestion() }
 
 // Congestion is what congestion control did for the subscription.
 func (s dripSubscriber) Congestion() client.CongestionStats { return s.s.Congestion() }

@@ -423,21 +423,22 @@ func (r *runner) publish(ctx context.Context, i int, p Publisher, wc workload.Co
 	}
 }
 
-func attrsOf(m content.Message) client.Attrs {
-	attrs := make(client.Attrs, m.Len())
+// AppendFields appends m's attributes to fs, as the drip client publishes
+// them without a map per message.
+func AppendFields(fs client.Fields, m content.Message) client.Fields {
 	for _, a := range m.Attributes() {
 		switch a.Value.Kind() {
 		case content.KindString:
-			attrs[a.Name] = a.Value.Str()
+			fs.Str(a.Name, a.Value.Str())
 		case content.KindInt:
-			attrs[a.Name] = a.Value.Int()
+			fs.Int(a.Name, a.Value.Int())
 		case content.KindFloat:
-			attrs[a.Name] = a.Value.Float()
+			fs.Float(a.Name, a.Value.Float())
 		case content.KindBool:
-			attrs[a.Name] = a.Value.Bool()
+			fs.Bool(a.Name, a.Value.Bool())
 		}
 	}
-	return attrs
+	return fs
 }
 
 // read classifies subscriber j's deliveries until ctx ends.

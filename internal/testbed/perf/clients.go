@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dripmesh/drip/client"
+	"github.com/dripmesh/drip/internal/bench"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/testbed/stomp"
 	"github.com/dripmesh/drip/internal/testbed/systems"
@@ -243,7 +244,7 @@ func newDripPub(ctx context.Context, addr string, st stream) (*dripPub, error) {
 	}
 	dp := &dripPub{c: c, cancel: cancel, p: p, st: st}
 	for _, m := range st.msgs {
-		dp.pre = append(dp.pre, fieldsOf(m))
+		dp.pre = append(dp.pre, bench.AppendFields(nil, m))
 	}
 	return dp, nil
 }
@@ -277,24 +278,6 @@ func (d *dripPub) close(ctx context.Context) (uint64, error) {
 		sum, err := d.p.Close()
 		return sum.Accepted, err
 	}, d.cancel)
-}
-
-// fieldsOf converts a workload message for the drip client.
-func fieldsOf(m content.Message) client.Fields {
-	var fs client.Fields
-	for _, a := range m.Attributes() {
-		switch a.Value.Kind() {
-		case content.KindString:
-			fs.Str(a.Name, a.Value.Str())
-		case content.KindInt:
-			fs.Int(a.Name, a.Value.Int())
-		case content.KindFloat:
-			fs.Float(a.Name, a.Value.Float())
-		case content.KindBool:
-			fs.Bool(a.Name, a.Value.Bool())
-		}
-	}
-	return fs
 }
 
 // natsConnect connects to one nats-server. Errors the connection reports
