@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/workload"
 	"github.com/stretchr/testify/require"
 )
@@ -136,4 +137,52 @@ func BenchmarkWireForm(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMessageEncoder is BenchmarkEncodeMessage through a
+// MessageEncoder, as a broker's publish stream encodes (cat-v2 only; cat-v1
+// has no fine categories to remember). stream is the perf harness's
+// messages: a fixed symbol and class, a counter.
+func BenchmarkMessageEncoder(b *testing.B) {
+	p := DefaultParams()
+	for _, w := range benchWorkloads {
+		b.Run(w.name+"/"+benchName(p), func(b *testing.B) {
+			g, err := workload.New(w.cfg)
+			require.NoError(b, err)
+			msgs := g.Messages(256)
+			e := NewMessageEncoder(p)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				e.Encode(msgs[i%len(msgs)])
+				i++
+			}
+		})
+	}
+	stream := func(seq int) content.Message {
+		return content.MessageFrom(map[string]content.Value{
+			"symbol": content.String("DRIP"), "n": content.Int(int64(seq)), "class": content.Int(0),
+		})
+	}
+	msgs := make([]content.Message, 4096)
+	for i := range msgs {
+		msgs[i] = stream(1_000_000 + i)
+	}
+	b.Run("stream/params", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			p.EncodeMessage(msgs[i%len(msgs)])
+			i++
+		}
+	})
+	b.Run("stream/encoder", func(b *testing.B) {
+		e := NewMessageEncoder(p)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			e.Encode(msgs[i%len(msgs)])
+			i++
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/match"
 	"github.com/dripmesh/drip/internal/qos"
@@ -29,7 +30,8 @@ type Forwarder struct {
 	targets []*Subscription
 	qos     qosPlan      // scratch for messages with deadlines or two paths
 	dec     wire.Decoder // decodes the messages of bundles to deliver here
-	count   uint64       // messages handled, for sampling the latency histograms
+	enc     *encoding.MessageEncoder
+	count   uint64 // messages handled, for sampling the latency histograms
 	// rerouting says bundles decided for links this broker has finished
 	// are being decided again (Forwarder.reroute).
 	rerouting bool
@@ -45,7 +47,7 @@ func (n *Node) NewForwarder() *Forwarder {
 	if err != nil {
 		panic(err) // cfg.DRP was validated by NewNode
 	}
-	return &Forwarder{n: n, fwd: fwd}
+	return &Forwarder{n: n, fwd: fwd, enc: encoding.NewMessageEncoder(n.cfg.Encoding)}
 }
 
 // Publish routes a message accepted from a local publisher (Carzaniga09
@@ -78,7 +80,7 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 	if sample {
 		start = n.clock.Now()
 	}
-	bm := n.cfg.Encoding.EncodeMessage(m)
+	bm := f.enc.Encode(m)
 	f.dest.ClearAll()
 	preds.Match(bm, &f.dest)
 	f.dest.Clear(uint(n.cfg.ID))
