@@ -28,7 +28,7 @@ func TestMessageEncoderMatchesEncodeMessage(t *testing.T) {
 	for range 2000 {
 		attrs := map[string]content.Value{
 			strings.Repeat("n", 1+r.IntN(50)): randomNumber(r),
-			advNames[r.IntN(len(advNames))]: long(),
+			advNames[r.IntN(len(advNames))]:   long(),
 		}
 		msgs = append(msgs, content.MessageFrom(attrs))
 	}

@@ -29,8 +29,8 @@ const (
 	// deliveries decoded into Attrs maps. The other drip systems' clients
 	// reuse client.Fields and subscribe WithFields.
 	sysDripMaps = "drip-maps"
-	sysNATS         = "nats"
-	sysActiveMQ     = "activemq"
+	sysNATS     = "nats"
+	sysActiveMQ = "activemq"
 )
 
 // target is a system deployed for a case: its servers, one process each,
