@@ -259,7 +259,7 @@ func referenceRelease(p *Publisher, now time.Time) []Released {
 func TestReleaseMatchesReference(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxQueue = 64
-	for seed := range uint64(100) {
+	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 9))
 		fast, err := NewPublisher(1, cfg)
 		require.NoError(t, err)
@@ -292,8 +292,10 @@ func TestReleaseMatchesReference(t *testing.T) {
 				require.Equal(t, v1, v2)
 				require.Equal(t, h1, h2)
 			}
-			require.Equal(t, ref.Queued(), fast.Queued())
-			require.Equal(t, ref.Stats(), fast.Stats())
+			if ref.Queued() != fast.Queued() || ref.Stats() != fast.Stats() {
+				require.Equal(t, ref.Stats(), fast.Stats(), "seed %d, step %d", seed, i)
+				require.Equal(t, ref.Queued(), fast.Queued(), "seed %d, step %d", seed, i)
+			}
 		}
 		require.Positive(t, released, "seed %d released nothing: the comparison saw no release", seed)
 	}
