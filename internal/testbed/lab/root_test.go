@@ -287,26 +287,37 @@ func TestLabLine(t *testing.T) {
 func udpProbe(t *testing.T, l *Lab, from, to string, n int) int {
 	t.Helper()
 	ctx := context.Background()
+	before, err := l.Status(ctx)
+	require.NoError(t, err)
 	addr := siteAddr(t, l, to, 6000)
 	rx, err := l.ListenPacket(ctx, to, "udp", addr)
 	require.NoError(t, err)
 	defer rx.Close()
+	// Room for every datagram in the socket: the default buffer holds
+	// about 270 of these, and a receiver that a loaded machine did not
+	// run for a few hundred milliseconds lost the rest there, outside
+	// the lab (1000 sent, 37 lost on the link, 286 more in the socket).
+	// SO_RCVBUFFORCE passes rmem_max; the test runs as root.
+	raw, err := rx.(syscall.Conn).SyscallConn()
+	require.NoError(t, err)
+	var sockErr error
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		sockErr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 8<<20)
+	}))
+	require.NoError(t, sockErr)
 	tx, err := l.DialContext(ctx, from, "udp", addr)
 	require.NoError(t, err)
 	defer tx.Close()
 	got := make(chan int)
-	sent := make(chan struct{})
+	settled := make(chan struct{})
 	go func() {
 		buf := make([]byte, 2048)
 		count := 0
-		// Count until everything is sent and 300 ms pass without a
-		// datagram: a loaded machine may hold the emulator up for longer
-		// than that while the sender still runs.
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-			_ = rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		for {
+			_ = rx.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 			if _, _, err := rx.ReadFrom(buf); err != nil {
 				select {
-				case <-sent:
+				case <-settled:
 					got <- count
 					return
 				default:
@@ -315,7 +326,6 @@ func udpProbe(t *testing.T, l *Lab, from, to string, n int) int {
 			}
 			count++
 		}
-		got <- count
 	}()
 	msg := make([]byte, 100)
 	for i := range n {
@@ -323,8 +333,29 @@ func udpProbe(t *testing.T, l *Lab, from, to string, n int) int {
 		require.NoError(t, err, "datagram %d", i)
 		time.Sleep(time.Millisecond)
 	}
-	close(sent)
+	// Count until the daemon has taken every datagram from the site and
+	// nothing is left on the links: then whatever arrives has arrived. (A
+	// spell of 300 ms without a datagram stood for that, and a loaded
+	// machine that held the daemon up longer cut the count short: 430 of
+	// 1000 counted, 26 lost on the link.)
+	require.Eventually(t, func() bool {
+		st, err := l.Status(ctx)
+		return err == nil && offered(st, from)-offered(before, from) >= uint64(n) && st.InFlight == 0
+	}, time.Minute, 10*time.Millisecond, "the lab took the %d datagrams from %s off its links", n, from)
+	close(settled)
 	return <-got
+}
+
+// offered counts the packets the links leaving site from were offered:
+// each was accepted or dropped, for one reason.
+func offered(st *Status, from string) uint64 {
+	var n uint64
+	for _, ls := range st.Links {
+		if ls.From == from {
+			n += ls.Packets + ls.Loss + ls.Queue + ls.Cut
+		}
+	}
+	return n
 }
 
 // TestLabCrashCleanup kills a lab's daemon with SIGKILL and checks that
