@@ -123,7 +123,7 @@ func checkPredicates(t *testing.T, nw *Network) {
 		for _, id := range comp {
 			// maps.EqualFunc first: require's reflection over every
 			// router's table of 256-byte Blooms, for each of 200 routers,
-			// was a sixth of the package's time under -race.
+			// was a twentieth of the package's time under -race.
 			if got := nw.PredicateTable(id); !sameTables(want, got) {
 				require.Equal(t, normal(want), normal(got), "router %d, from updates", id)
 			}
