@@ -18,6 +18,23 @@ import (
 // alternatives share and taken by the alternatives.
 var coarseFilter = Filter{ID: 1, Bloom: bits(1), Alternatives: []encoding.Bloom{bits(1, 2)}}
 
+// history is a publisher's recent messages, from which a header's record
+// of the last five is cut. It keeps a few thousand, not all of a run's
+// 200,000: appending to one slice of 256-byte Blooms until it held 51 MB
+// was most of these tests' time under -race (copying as it grew).
+type history struct{ b []encoding.Bloom }
+
+func (h *history) add(m encoding.Bloom) {
+	if len(h.b) == cap(h.b) && len(h.b) >= 4096 {
+		// A new array: the records cut from the old one stay as they were.
+		h.b = append(make([]encoding.Bloom, 0, 4096), h.b[len(h.b)-5:]...)
+	}
+	h.b = append(h.b, m)
+}
+
+// record is the last five messages (fewer at the start).
+func (h *history) record() []encoding.Bloom { return h.b[len(h.b)-min(len(h.b), 5):] }
+
 // TestShareOfACoarseFlow checks the share a subscriber estimates from
 // the publication records against the truth: of the publisher's messages
 // that the flow's Bloom filter matches (a fraction inFlow of all), a
@@ -32,7 +49,7 @@ func TestShareOfACoarseFlow(t *testing.T) {
 			t.Run(fmt.Sprintf("%.0f%% in the flow, %.0f%% of it taken", 100*inFlow, 100*share), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(100*share), uint64(100*inFlow)))
 				s := newSub(t, coarseFilter)
-				var hist []encoding.Bloom
+				var hist history
 				now := epoch
 				for seq := uint64(1); seq <= 200_000; seq++ {
 					m := elsewhere
@@ -44,10 +61,9 @@ func TestShareOfACoarseFlow(t *testing.T) {
 					}
 					now = now.Add(time.Millisecond)
 					if m == taken {
-						record := hist[len(hist)-min(len(hist), 5):]
-						s.Receive(&Header{Publisher: 1, Seq: seq, SentAt: now, Rate: 1000, Record: record}, m, now)
+						s.Receive(&Header{Publisher: 1, Seq: seq, SentAt: now, Rate: 1000, Record: hist.record()}, m, now)
 					}
-					hist = append(hist, m)
+					hist.add(m)
 				}
 				e := s.sessions[1].entries[1]
 				require.NotNil(t, e)
@@ -63,17 +79,16 @@ func TestShareOfACoarseFlow(t *testing.T) {
 // asks for what it measures, unscaled, whatever the records show.
 func TestShareIsOneForAnExactFlow(t *testing.T) {
 	s := newSub(t, Filter{ID: 1, Bloom: bits(1)})
-	var hist []encoding.Bloom
+	var hist history
 	for seq := uint64(1); seq <= 1000; seq++ {
 		m := bits(1, int(seq%7)+2)
 		if seq%3 == 0 {
 			m = bits(4)
 		}
 		if m.Has(1) {
-			record := hist[len(hist)-min(len(hist), 5):]
-			s.Receive(&Header{Publisher: 1, Seq: seq, SentAt: epoch, Rate: 1000, Record: record}, m, epoch)
+			s.Receive(&Header{Publisher: 1, Seq: seq, SentAt: epoch, Rate: 1000, Record: hist.record()}, m, epoch)
 		}
-		hist = append(hist, m)
+		hist.add(m)
 	}
 	assert.Equal(t, 1.0, s.sessions[1].entries[1].share(100))
 }
@@ -149,7 +164,7 @@ func TestCoarseFiltersMeasureLossOnTheExactOnes(t *testing.T) {
 				subs[name] = s
 			}
 			rng := rand.New(rand.NewPCG(1, uint64(1000*loss)))
-			var hist []encoding.Bloom
+			var hist history
 			received, receivedExact := 0, 0
 			now := epoch
 			for seq := uint64(1); seq <= 200_000; seq++ {
@@ -170,12 +185,12 @@ func TestCoarseFiltersMeasureLossOnTheExactOnes(t *testing.T) {
 					if m == exactMsg {
 						receivedExact++
 					}
-					h := &Header{Publisher: 1, Seq: seq, SentAt: now, Rate: 100, Record: hist[len(hist)-min(len(hist), 5):]}
+					h := &Header{Publisher: 1, Seq: seq, SentAt: now, Rate: 100, Record: hist.record()}
 					for _, s := range subs {
 						s.Receive(h, m, now)
 					}
 				}
-				hist = append(hist, m)
+				hist.add(m)
 			}
 			events := func(name string) float64 { return float64(subs[name].sessions[1].loss.events) }
 			if loss == 0 {

@@ -60,6 +60,12 @@ type Publisher struct {
 	echoes []pendingEcho
 	held   []heldMessage
 	pass   uint64
+	// matchedGen is the flows' gen at the end of the last full release
+	// pass: then every held message matched a flow, and every message
+	// held since did when it was offered (Offer holds only those). While
+	// the flows' gen stays, a release pass may stop once every flow is
+	// blocked: no message behind can leave.
+	matchedGen uint64
 	// sweep is when requests are next checked for expiry.
 	sweep   time.Time
 	scratch []*request
@@ -153,7 +159,23 @@ func (p *Publisher) Release(now time.Time) []Released {
 	p.pass++
 	var out []Released
 	kept := p.held[:0]
-	for _, h := range p.held {
+	blocked := 0 // flows marked blocked in this pass
+	for i, h := range p.held {
+		// Once every flow is blocked, a message can leave only if no flow
+		// matches it (its flows expired). Without that check this loop
+		// matched each of thousands of held messages against every flow
+		// each time the caller looked, to release none: the client's pacer
+		// looks at every publication and feedback.
+		if blocked > 0 && blocked == len(p.flows.active) {
+			if p.matchedGen == p.flows.gen {
+				kept = append(kept, p.held[i:]...)
+				break
+			}
+			if p.flows.matchesAny(h.bloom) {
+				kept = append(kept, h)
+				continue
+			}
+		}
 		flows := p.flows.match(p.scratch[:0], h.bloom)
 		p.scratch = flows
 		ready := true
@@ -165,7 +187,10 @@ func (p *Publisher) Release(now time.Time) []Released {
 		}
 		if !ready {
 			for _, r := range flows {
-				r.pass = p.pass
+				if r.pass != p.pass {
+					r.pass = p.pass
+					blocked++
+				}
 			}
 			kept = append(kept, h)
 			continue
@@ -181,6 +206,7 @@ func (p *Publisher) Release(now time.Time) []Released {
 	}
 	clear(p.held[len(kept):])
 	p.held = kept
+	p.matchedGen = p.flows.gen
 	return out
 }
 

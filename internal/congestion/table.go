@@ -63,6 +63,9 @@ type table struct {
 	byKey  map[key]*request
 	all    []*request
 	active []*request
+	// gen counts the rebuilds of active: a held message matched at one gen
+	// matches the same flows while it lasts.
+	gen uint64
 }
 
 func newTable() table { return table{byKey: map[key]*request{}} }
@@ -141,6 +144,7 @@ func (t *table) expire(cutoff time.Time) {
 
 // reindex rebuilds the flows from the domination counts.
 func (t *table) reindex() {
+	t.gen++
 	t.active = t.active[:0]
 	for _, r := range t.all {
 		if r.dominators == 0 {
@@ -163,6 +167,16 @@ func (t *table) match(dst []*request, m encoding.Bloom) []*request {
 		}
 	}
 	return dst
+}
+
+// matchesAny reports whether m belongs to a flow.
+func (t *table) matchesAny(m encoding.Bloom) bool {
+	for _, r := range t.active {
+		if r.bloom.SubsetOf(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // refill adds the tokens earned since the last refill; a bucket holds

@@ -69,7 +69,11 @@ func TestTableLimitMatchesEveryRequest(t *testing.T) {
 					if fs := tb.match(nil, m); len(fs) > 0 {
 						got = fs[0].quota
 					}
-					require.Equal(t, want, got, "step %d, message %06b", step, mask)
+					// Compared before require: its reflection on each of
+					// 1.1 million answers was half the test's time.
+					if got != want {
+						require.Equal(t, want, got, "step %d, message %06b", step, mask)
+					}
 				}
 				var wantActive []key
 				for k := range ref {

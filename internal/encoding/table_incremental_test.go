@@ -68,7 +68,11 @@ func checkSnapshot(t *testing.T, r *rand.Rand, p Params, snap *Snapshot, ref map
 	for _, id := range snap.Routers() {
 		got, _ := snap.Filters(id)
 		want, _ := fullSnap.Filters(id)
-		require.Equal(t, want, got, "%s router %d", where, id)
+		// slices.Equal first: require.Equal's reflection over every
+		// router's 256-byte Blooms was a sixth of the test's time.
+		if !slices.Equal(want, got) {
+			require.Equal(t, want, got, "%s router %d", where, id)
+		}
 	}
 	for range 20 {
 		bm := randomBloom(r, m, r.IntN(m))
@@ -94,14 +98,18 @@ func checkSnapshot(t *testing.T, r *rand.Rand, p Params, snap *Snapshot, ref map
 			snap.force = force
 			got := pre.Clone()
 			snap.Match(bm, got)
-			require.Equal(t, setBits(want), setBits(got), "%s path %d (delta %v): Match", where, force, snap.delta != nil)
+			if got.SymmetricDifferenceCardinality(want) != 0 {
+				require.Equal(t, setBits(want), setBits(got), "%s path %d (delta %v): Match", where, force, snap.delta != nil)
+			}
 		}
 		snap.force = pathByCost
 		lin, fullGot := pre.Clone(), pre.Clone()
 		snap.MatchLinear(bm, lin)
 		fullSnap.Match(bm, fullGot)
-		require.Equal(t, setBits(want), setBits(lin), "%s: MatchLinear", where)
-		require.Equal(t, setBits(want), setBits(fullGot), "%s: full build", where)
+		if lin.SymmetricDifferenceCardinality(want) != 0 || fullGot.SymmetricDifferenceCardinality(want) != 0 {
+			require.Equal(t, setBits(want), setBits(lin), "%s: MatchLinear", where)
+			require.Equal(t, setBits(want), setBits(fullGot), "%s: full build", where)
+		}
 	}
 }
 

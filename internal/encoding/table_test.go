@@ -180,10 +180,15 @@ func TestMatchMatchesLinearOnRandomTables(t *testing.T) {
 	for i := range 200 {
 		tab, msgs := randomTable(r)
 		snap := tab.Snapshot()
+		// The definition's answer once per message, not once per path.
+		wants := make([][]uint, len(msgs))
+		for j, bm := range msgs {
+			wants[j] = matchBrute(tab, bm)
+		}
 		for _, force := range []matchPath{pathByCost, pathLeft, pathIndex} {
 			snap.force = force
-			for _, bm := range msgs {
-				want := matchBrute(tab, bm)
+			for j, bm := range msgs {
+				want := wants[j]
 				lin, idx := bitset.New(0), bitset.New(0)
 				snap.MatchLinear(bm, lin)
 				snap.Match(bm, idx)
@@ -207,9 +212,17 @@ func TestMatchAddsToDst(t *testing.T) {
 // paths, and no router with an exact match is missing from D (eq. 1).
 func TestMatchOnPaperWorkload(t *testing.T) {
 	for _, cfg := range []workload.Config{workload.Default(), workload.SingleConstraint(), workload.Ranges()} {
+		const routers = 60
+		// One mesh per workload, encoded with each of the parameters.
+		mesh := newPaperMesh(t, cfg, routers, 5, 200)
+		exactly := make([][]bool, len(mesh.messages)) // message → broker → an exact match
+		for i, m := range mesh.messages {
+			exactly[i] = make([]bool, routers)
+			for b := range routers {
+				exactly[i][b] = mesh.exact(b, m)
+			}
+		}
 		for _, p := range []Params{DefaultParams(), DefaultParamsV1(), {M: 192, K: 7}, {Scheme: SchemeCatV2, M: 256, K: 3}} {
-			const routers = 60
-			mesh := newPaperMesh(t, cfg, routers, 5, 200)
 			tab := NewTable(p)
 			for b := range routers {
 				tab.Set(uint32(b), mesh.filters(p, b))
@@ -217,7 +230,7 @@ func TestMatchOnPaperWorkload(t *testing.T) {
 			snap := tab.Snapshot()
 			name := fmt.Sprintf("names=%d M=%d K=%d", cfg.Names, p.M, p.K)
 			exact := 0
-			for _, m := range mesh.messages {
+			for i, m := range mesh.messages {
 				bm := p.EncodeMessage(m)
 				lin := bitset.New(routers)
 				snap.MatchLinear(bm, lin)
@@ -228,7 +241,7 @@ func TestMatchOnPaperWorkload(t *testing.T) {
 					require.True(t, lin.Equal(idx), "%s: %v vs %v", name, lin, idx)
 				}
 				for b := range routers {
-					if mesh.exact(b, m) {
+					if exactly[i][b] {
 						exact++
 						require.True(t, lin.Test(uint(b)), "%s: broker %d matches %v exactly but is not in D", name, b, m)
 					}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -198,42 +199,55 @@ func serverCA(t *testing.T, e *EndpointSlices) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: resp.TLS.PeerCertificates[0].Raw})
 }
 
+// handlerTransport serves requests with a handler in memory: no sockets,
+// so that a test can run the client in a synctest bubble.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	return rec.Result(), nil
+}
+
 // TestResolverWaitsForAPod: a pod listed a moment after the lookup began
-// is found by that lookup; one that stays unlisted fails after WaitFor.
+// is found by that lookup, at the first poll after it is listed; one that
+// stays unlisted fails after WaitFor, or when the caller's context ends.
+// In virtual time (testing/synctest), so that the waits are exact and a
+// loaded machine cannot stretch them past a bound.
 func TestResolverWaitsForAPod(t *testing.T) {
-	var listed atomic.Bool
-	var requests atomic.Int32
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
-		if !listed.Load() {
-			_, _ = w.Write([]byte(`{"items":[]}`))
-			return
-		}
-		_, _ = w.Write([]byte(slices))
-	}))
-	t.Cleanup(srv.Close)
-	e := &EndpointSlices{Service: "drip-headless", Namespace: "ns", Server: srv.URL, Client: srv.Client(), Token: func() (string, error) { return "t", nil }}
-	r := &Resolver{Slices: e, Fallback: &fakeDNS{}, WaitFor: 2 * time.Second, Poll: 20 * time.Millisecond}
-	time.AfterFunc(200*time.Millisecond, func() { listed.Store(true) })
-	start := time.Now()
-	got, err := r.LookupNetIP(t.Context(), "ip", "drip-0.drip-headless.ns.svc.cluster.local")
-	require.NoError(t, err)
-	assert.Equal(t, addrs("10.244.0.5"), got)
-	assert.Less(t, time.Since(start), time.Second, "found when listed, not at the end of WaitFor")
-	assert.Greater(t, requests.Load(), int32(2), "asked again while waiting")
+	synctest.Test(t, func(t *testing.T) {
+		var listed atomic.Bool
+		var requests atomic.Int32
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			requests.Add(1)
+			if !listed.Load() {
+				_, _ = w.Write([]byte(`{"items":[]}`))
+				return
+			}
+			_, _ = w.Write([]byte(slices))
+		})
+		e := &EndpointSlices{Service: "drip-headless", Namespace: "ns", Server: "https://api.invalid", Client: &http.Client{Transport: handlerTransport{h}}, Token: func() (string, error) { return "t", nil }}
+		r := &Resolver{Slices: e, Fallback: &fakeDNS{}, WaitFor: 2 * time.Second, Poll: 20 * time.Millisecond}
+		time.AfterFunc(190*time.Millisecond, func() { listed.Store(true) })
+		start := time.Now()
+		got, err := r.LookupNetIP(t.Context(), "ip", "drip-0.drip-headless.ns.svc.cluster.local")
+		require.NoError(t, err)
+		assert.Equal(t, addrs("10.244.0.5"), got)
+		assert.Equal(t, 200*time.Millisecond, time.Since(start), "found at the first poll after it was listed, not at the end of WaitFor")
+		assert.Equal(t, int32(11), requests.Load(), "asked at once and at each of 10 polls")
 
-	r.WaitFor = 100 * time.Millisecond
-	start = time.Now()
-	_, err = r.LookupNetIP(t.Context(), "ip", "drip-9.drip-headless.ns.svc.cluster.local")
-	require.ErrorIs(t, err, ErrNotFound)
-	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
-	assert.Less(t, time.Since(start), time.Second)
+		r.WaitFor = 100 * time.Millisecond
+		start = time.Now()
+		_, err = r.LookupNetIP(t.Context(), "ip", "drip-9.drip-headless.ns.svc.cluster.local")
+		require.ErrorIs(t, err, ErrNotFound)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "gave up after WaitFor")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	r.WaitFor = time.Minute
-	start = time.Now()
-	_, err = r.LookupNetIP(ctx, "ip", "drip-9.drip-headless.ns.svc.cluster.local")
-	require.Error(t, err)
-	assert.Less(t, time.Since(start), time.Second, "the caller's context bounds the wait")
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		r.WaitFor = time.Minute
+		start = time.Now()
+		_, err = r.LookupNetIP(ctx, "ip", "drip-9.drip-headless.ns.svc.cluster.local")
+		require.Error(t, err)
+		assert.Equal(t, 50*time.Millisecond, time.Since(start), "the caller's context bounds the wait")
+	})
 }

@@ -55,9 +55,16 @@ func TestRunOnLoopback(t *testing.T) {
 	assert.Zero(t, slices.Max(r.Variants[1].Groups[0].Allowed), "no loss: eq. 1 allows any rate, recorded as 0")
 	require.NotEmpty(t, r.Findings)
 	assert.Equal(t, "losses without control / with control", r.Findings[len(r.Findings)-2].Name)
-	// Loopback loses nothing, so control holds nothing back: the two
-	// variants deliver what they send, which differs only by timing.
-	assert.InDelta(t, 1, r.Findings[len(r.Findings)-1].Value, 0.05, "as many delivered with control as without")
+	// Loopback loses nothing, so control holds nothing back: no message
+	// waits for tokens, and each variant delivers what it sent (above).
+	// How much each sent is not compared: a publisher that a loaded
+	// machine does not run for a tenth of a second skips what its
+	// schedule moved past, in either variant, and the deliveries' ratio
+	// then says how busy the machine was, not what control did.
+	on := r.Variants[1].Publishers[0]
+	assert.Zero(t, on.Held, "control held messages back on a lossless path")
+	assert.Zero(t, on.WaitedMs)
+	assert.Equal(t, "deliveries with control / without", r.Findings[len(r.Findings)-1].Name)
 	require.NoError(t, Plot(r, t.TempDir()+"/fig7.png"))
 }
 

@@ -1,10 +1,13 @@
 package experiment
 
 import (
+	"context"
 	"image/png"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -219,4 +222,80 @@ func TestSummariseSaturation(t *testing.T) {
 	assert.Nil(t, s.AtTwiceSaturation)
 	// Over the whole sending time: (4·5·(1+…+12) + 8·240) / (4·5·(1+…+20)).
 	assert.InDelta(t, 3480.0/4200, s.BeforeSaturation, 1e-9, "over the whole sending time")
+}
+
+// trafficCounter counts 1000 bytes a second on one link direction during
+// the first 3 s of sending (from sendStart), and takes slow to answer its
+// first read after sendStart (it reads the counts as the read begins, the
+// worst case for dating the read), then fast for the others.
+type trafficCounter struct {
+	mu        sync.Mutex
+	sendStart time.Time
+	reads     int
+	slow      time.Duration
+}
+
+func (c *trafficCounter) LinkBytes(ctx context.Context) (map[systems.Direction]uint64, error) {
+	now := time.Now()
+	sent := min(max(now.Sub(c.sendStart), 0), 3*time.Second)
+	c.mu.Lock()
+	started := !c.sendStart.IsZero() && !now.Before(c.sendStart)
+	first := started && c.reads == 0
+	if started {
+		c.reads++
+	}
+	c.mu.Unlock()
+	if first {
+		select {
+		case <-time.After(c.slow):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var n uint64
+	if started {
+		n = uint64(sent.Seconds() * 1000)
+	}
+	return map[systems.Direction]uint64{{From: "a", To: "b"}: n, {From: "b", To: "a"}: 0}, nil
+}
+
+// TestLinkSamplerSpansTheRun: in virtual time, a run that sends for 3 s
+// and drains until 6.3 s, with the first read of the link counters taking
+// no time, 1.5 s or 6 s (as reading three in-process brokers' metrics did
+// on a loaded 2-core machine, when TestSmoke found no traffic on any link).
+// However long the reads, the samples hold all the traffic (from the
+// baseline before sending to the read after the run) and some second of the
+// run sees it.
+func TestLinkSamplerSpansTheRun(t *testing.T) {
+	for _, slow := range []time.Duration{0, 1500 * time.Millisecond, 6 * time.Second} {
+		t.Run(slow.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &trafficCounter{slow: slow}
+				s := &linkSampler{counter: c}
+				time.Sleep(time.Second) // routing settles
+				s.baseline(t.Context())
+				time.Sleep(200 * time.Millisecond) // warm-up
+				c.mu.Lock()
+				c.sendStart = time.Now()
+				c.mu.Unlock()
+				s.start(t.Context())
+				time.Sleep(6300 * time.Millisecond) // sending and the drain
+				samples, err := s.stop(t.Context())
+				require.NoError(t, err)
+				require.NotEmpty(t, samples)
+				assert.GreaterOrEqual(t, len(samples), 3, "the baseline, a read a second and the last read")
+				ab := systems.Direction{From: "a", To: "b"}
+				first, last := samples[0], samples[len(samples)-1]
+				assert.Negative(t, first.at, "the baseline is read before sending")
+				assert.Equal(t, uint64(3000), last.bytes[ab]-first.bytes[ab], "the samples hold all the traffic")
+				busy := 0
+				for s, b := range busiestPerSecond(samples, nil) {
+					if s >= 0 && s <= 6 && b.rate > 0 {
+						busy++
+					}
+				}
+				assert.Positive(t, busy, "samples %v", samples)
+			})
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -83,6 +84,10 @@ type Config struct {
 	HelloInterval    time.Duration `json:"hello_interval_ns"`
 	DeadInterval     time.Duration `json:"dead_interval_ns"`
 	BestPathInterval time.Duration `json:"best_path_interval_ns"`
+	// CostFloor, when positive, is the least RTT a measured link cost
+	// advertises (linkstate.Config.CostFloor; zero keeps drip's 1 ms).
+	// RTTs below it are taken as equal, and a delay budget as kept.
+	CostFloor time.Duration `json:"cost_floor_ns,omitempty"`
 	// DialBackoffMax bounds how long a broker waits before it dials a
 	// neighbour again after the link failed: how soon a healed link is
 	// back in routes.
@@ -172,6 +177,9 @@ func (c Config) system(v Variant) systems.System {
 		if v.BestPath {
 			b.LinkState.CostMode = linkstate.CostRTT
 			b.LinkState.CostInterval = c.BestPathInterval
+			if c.CostFloor > 0 {
+				b.LinkState.CostFloor = uint32(min(c.CostFloor.Microseconds(), math.MaxUint32))
+			}
 		}
 		// Budgets follow the traffic within a hello or two.
 		b.DelayBudgetInterval = c.HelloInterval
