@@ -219,19 +219,24 @@ func (n *Node) receive(nb *neighbor, in *entry) error {
 // storm of jumps that outlived the forger.
 const MaxSeq uint64 = math.MaxUint64
 
-// nextSeq is the sequence number of a new own entry, past minSeq and the
-// current copy's cur; ok is false when none is left below MaxSeq.
-func nextSeq(minSeq, cur uint64) (seq uint64, ok bool) {
-	if last := max(minSeq, cur); last < MaxSeq {
+// nextSeq is the sequence number of a new own entry, past minSeq, the
+// current copy's cur and the start of this incarnation's numbers
+// (Config.Incarnation); ok is false when none is left below MaxSeq.
+func (n *Node) nextSeq(minSeq, cur uint64) (seq uint64, ok bool) {
+	if last := max(minSeq, cur, n.seqBase()); last < MaxSeq {
 		return last + 1, true
 	}
 	return 0, false
 }
 
+// seqBase is the number before this incarnation's first sequence number.
+func (n *Node) seqBase() uint64 { return n.cfg.Incarnation << IncarnationShift }
+
 // flushOwn removes the own entry of key, which has reached MaxSeq, from
 // every router: it floods a copy with MaxSeq aged MaxAge, which removes
 // the copies held with that number (receive), and forgets its own, so that
-// the next origination starts at sequence number 1 — OSPF's premature
+// the next origination starts again at its incarnation's first number
+// (1 without one) — OSPF's premature
 // aging at MaxSequenceNumber (RFC 2328 §12.1.6, §14.1). A router that held
 // an older copy sends it back, and the origin jumps past it as usual.
 func (n *Node) flushOwn(key Key) {
@@ -251,9 +256,9 @@ func (n *Node) flushOwn(key Key) {
 
 // jump re-originates an own entry with a sequence number past seq.
 func (n *Node) jump(kind Kind, seq uint64) {
-	next, ok := nextSeq(seq, 0)
+	next, ok := n.nextSeq(seq, 0)
 	if !ok {
-		next = 1 // after a flush (flushOwn)
+		next = n.seqBase() + 1 // after a flush (flushOwn)
 	}
 	n.events = append(n.events, Event{Type: EventSeqJump, Peer: n.cfg.ID, Kind: kind, Seq: next})
 	if kind == KindRouter {
@@ -317,10 +322,10 @@ func (n *Node) originateLSA() {
 	if cur != nil {
 		curSeq = cur.seq
 	}
-	seq, ok := nextSeq(n.lsaMinSeq, curSeq)
+	seq, ok := n.nextSeq(n.lsaMinSeq, curSeq)
 	if !ok {
 		n.flushOwn(Key{KindRouter, n.cfg.ID})
-		n.lsaMinSeq, seq = 0, 1
+		n.lsaMinSeq, seq = 0, n.seqBase()+1
 	}
 	a.Seq = seq
 	n.lsaDirty, n.lsaForce = false, false
@@ -342,10 +347,10 @@ func (n *Node) originatePred(filters []encoding.Bloom, classes []QoSClass, minSe
 	if cur := n.lsdb[key]; cur != nil {
 		curSeq = cur.seq
 	}
-	seq, ok := nextSeq(minSeq, curSeq)
+	seq, ok := n.nextSeq(minSeq, curSeq)
 	if !ok {
 		n.flushOwn(key)
-		seq = 1
+		seq = n.seqBase() + 1
 	}
 	p.Seq = seq
 	e := newPredEntry(p, n.now)
