@@ -219,14 +219,21 @@ type Table struct {
 
 	mu       sync.Mutex
 	children map[uint32][]uint32 // TreeChildren cache per source
-	// rpf is, per source index, Self's neighbour on the shortest path from
-	// the source (ReversePath), filled in as sources are asked for: 0 not
-	// yet computed, 1 none, else the neighbour's index + 2.
-	rpf []atomic.Int32
+	// from is, per source index, what Self's checks of the source's
+	// bundles need of the shortest paths from it (ReversePath, Closer),
+	// filled in as sources are asked for.
+	from []atomic.Pointer[sourcePaths]
+}
+
+// sourcePaths is what one source's shortest-path tree says of Self's
+// neighbours.
+type sourcePaths struct {
+	reverse int32   // the neighbour on the path to Self, −1 if none
+	closer  []int32 // the neighbours closer to the source than Self, ascending
 }
 
 func newTable(self uint32, g *graph) *Table {
-	t := &Table{self: self, g: g, root: g.index(self), rpf: make([]atomic.Int32, len(g.ids))}
+	t := &Table{self: self, g: g, root: g.index(self), from: make([]atomic.Pointer[sourcePaths], len(g.ids))}
 	t.tree = g.dijkstra(t.root)
 	t.first = make([]int32, len(g.ids))
 	t.hops = make([]int32, len(g.ids))
@@ -353,22 +360,49 @@ func (t *Table) Incarnation(id uint32) (inc uint64, ok bool) {
 // false when source is Self or unreachable. Each source costs one Dijkstra
 // run per Table, the first time it is asked for; after that it is a load.
 func (t *Table) ReversePath(source uint32) (neighbor uint32, ok bool) {
+	sp := t.sourcePaths(source)
+	if sp == nil || sp.reverse < 0 {
+		return 0, false
+	}
+	return t.g.ids[sp.reverse], true
+}
+
+// Closer reports whether neighbor, a neighbour of Self, is closer to
+// source than Self is (by the lexicographic weight of doc.go): a router
+// from which a bundle of source's may still come on its way to Self while
+// routers disagree, since each hop of a path some router chose brings it
+// closer to its destination. ReversePath's neighbour is one.
+func (t *Table) Closer(source, neighbor uint32) bool {
+	sp := t.sourcePaths(source)
+	if sp == nil {
+		return false
+	}
+	_, found := slices.BinarySearch(sp.closer, t.g.index(neighbor))
+	return found
+}
+
+// sourcePaths returns what the shortest paths from source say of Self's
+// neighbours, computing it the first time; nil when source is Self or
+// unknown.
+func (t *Table) sourcePaths(source uint32) *sourcePaths {
 	s := t.g.index(source)
 	if s < 0 || s == t.root {
-		return 0, false
+		return nil
 	}
-	v := t.rpf[s].Load()
-	if v == 0 {
-		v = 1
-		if t.tree.dist[s] != infinite {
-			if p := t.g.dijkstra(s).parent[t.root]; p >= 0 {
-				v = p + 2
+	if sp := t.from[s].Load(); sp != nil {
+		return sp
+	}
+	sp := &sourcePaths{reverse: -1}
+	if t.tree.dist[s] != infinite {
+		tree := t.g.dijkstra(s)
+		sp.reverse = tree.parent[t.root]
+		self := tree.dist[t.root]
+		for e := t.g.off[t.root]; e < t.g.off[t.root+1]; e++ {
+			if v := t.g.to[e]; tree.dist[v].less(self) {
+				sp.closer = append(sp.closer, v) // links are in ascending order
 			}
 		}
-		t.rpf[s].Store(v)
 	}
-	if v == 1 {
-		return 0, false
-	}
-	return t.g.ids[v-2], true
+	t.from[s].Store(sp)
+	return sp
 }

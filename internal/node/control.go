@@ -170,7 +170,7 @@ func (n *Node) flush() {
 		n.setLocalPredicate()
 	}
 	n.advanceDrain()
-	n.processReady()
+	n.processReady(now)
 	switch {
 	case n.building != nil:
 		// One build at a time: the changes since it was planned wait for
@@ -185,7 +185,7 @@ func (n *Node) flush() {
 	}
 }
 
-func (n *Node) processReady() {
+func (n *Node) processReady(now time.Time) {
 	for n.ls.HasReady() {
 		rd := n.ls.Ready()
 		n.sendControl(rd.Messages)
@@ -194,6 +194,7 @@ func (n *Node) processReady() {
 		// their way.
 		if rd.RoutesChanged && !n.withdrawn {
 			t := n.ls.Routes()
+			n.retire(n.routes.Load(), now)
 			n.routes.Store(t)
 			n.m.routersKnown.Set(float64(t.Known()))
 		}

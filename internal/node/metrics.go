@@ -51,6 +51,7 @@ type metrics struct {
 	dedupWindows             prometheus.Gauge
 	dedupBytes               prometheus.Gauge
 	malformedBundles         prometheus.Counter
+	bundlesRefused           *prometheus.CounterVec // reason
 	// Deadlines and two paths (docs/design.md §11).
 	deadlineBundles prometheus.Counter
 	deadlineMissed  prometheus.Counter
@@ -66,6 +67,13 @@ const (
 	bounceRerouted = "rerouted"  // held until the routes changed, then sent on
 	bounceReturned = "returned"  // held bounceHoldFor (or until the broker stopped), then sent as the routes said
 	bounceSentBack = "sent_back" // not held: sent back at once
+)
+
+// Reasons a bundle from a neighbour is refused, the values of
+// drip_bundles_refused_total's label.
+const (
+	refusedReversePath = "reverse_path"
+	refusedEpoch       = "epoch"
 )
 
 // routeDropMatchAll is the drip_route_dropped_destinations_total reason of
@@ -123,6 +131,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
 		adsRefused:       f.counterVec("advertisements_refused_total", "Router and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
+		bundlesRefused: f.counterVec("bundles_refused_total",
+			"Bundles from neighbours dropped because they could not have come that way, by reason: reverse_path (the neighbour is neither the bundle's source nor on the source's shortest path to this broker), "+
+				"epoch (a boot epoch later than the source's incarnation in the link-state database).", []string{"reason"}),
 		deadlineBundles: f.counter("deadline_bundles_total",
 			"Bundles this broker sent with a delivery deadline, queued by urgency (the part of the latency margin they may spend per link)."),
 		deadlineMissed: f.counter("deadline_missed_total",
@@ -134,6 +145,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 	}
 	for _, v := range []string{"duplicate", "stale"} {
 		m.duplicates.WithLabelValues(v)
+	}
+	for _, r := range []string{refusedReversePath, refusedEpoch} {
+		m.bundlesRefused.WithLabelValues(r)
 	}
 	// Every label value the code uses exists from the start at zero, so
 	// that dashboards and rate() see a healthy mesh's zeros instead of no

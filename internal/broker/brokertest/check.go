@@ -82,6 +82,7 @@ func (s *Sim) Check(delta time.Duration) Report {
 		{"drip_link_dropped_bundles_total", "reason", "link_dropped:"},
 		{"drip_duplicates_suppressed_total", "verdict", "suppressed:"},
 		{"drip_malformed_bundles_total", "", "malformed"},
+		{"drip_bundles_refused_total", "reason", "refused:"},
 		{"drip_false_positives_total", "", "bloom_false_positives"},
 	} {
 		for k, v := range s.Counters(c.name, c.label) {

@@ -1,0 +1,90 @@
+package brokertest
+
+import (
+	"fmt"
+
+	"github.com/bits-and-blooms/bitset"
+
+	"google.golang.org/protobuf/proto"
+
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/clientapi"
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// A compromised broker is one of the simulated brokers — it runs the
+// brokers' code, holds its identity (its signing key when Options.Auth is
+// set) and keeps its adjacencies — which also sends frames of its own
+// making on its links: Inject hands one to the neighbour as if it came
+// over the wire. The neighbour's link parses it as every frame.
+
+// Inject delivers frame, a drip.v1.Frame in its wire form, to router to
+// over its link from router from, now, as if from had sent it. The link
+// must be up; a frame the receiving end refuses ends the link, as it
+// would in production, and Inject returns why.
+func (s *Sim) Inject(from, to uint32, frame []byte) error {
+	l := s.link(from, to)
+	if l == nil || l.ends[0] == nil {
+		return fmt.Errorf("brokertest: no link up between %d and %d", from, to)
+	}
+	side := l.side(s.index[from])
+	if err := l.ends[1-side].Deliver(frame); err != nil {
+		s.disconnect(l, err)
+		return err
+	}
+	s.dirty = true
+	s.settle()
+	return nil
+}
+
+// BundleFrame is a frame of one bundle for the routers dest, with the
+// stamp s, carrying message m; the bundle's source is s.Origin.
+func BundleFrame(s dedup.Stamp, dest []uint32, m content.Message) []byte {
+	raw, err := proto.Marshal(clientapi.MessageToProto(m))
+	if err != nil {
+		panic(err) // a message of valid attributes always encodes
+	}
+	return RawBundleFrame(s, dest, raw)
+}
+
+// RawBundleFrame is BundleFrame for a message in its wire form.
+func RawBundleFrame(s dedup.Stamp, dest []uint32, raw []byte) []byte {
+	var d bitset.BitSet
+	for _, id := range dest {
+		d.Set(uint(id))
+	}
+	b := wire.AppendBundle(nil, drp.Bundle{Source: s.Origin, Dest: &d, HopsLeft: 8}, s, 1, 0, raw)
+	frame, err := transport.AppendFrame(nil, nil, [][]byte{b})
+	if err != nil {
+		panic(err) // no control message to fail
+	}
+	return frame
+}
+
+// ControlFrame is a frame of link-state messages, each whole (never a
+// delta).
+func ControlFrame(msgs ...linkstate.Message) ([]byte, error) {
+	cs := make([]*dripv1.Control, len(msgs))
+	for i, m := range msgs {
+		c, err := transport.ControlToProto(m)
+		if err != nil {
+			return nil, err
+		}
+		cs[i] = c
+	}
+	return transport.AppendFrame(nil, cs, nil)
+}
+
+// Epoch is router id's boot epoch (the stamps it gives), 0 while it
+// is down.
+func (s *Sim) Epoch(id uint32) uint64 {
+	if n := s.nodes[s.index[id]].node; n != nil {
+		return n.Epoch()
+	}
+	return 0
+}

@@ -1,0 +1,125 @@
+package brokertest
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/content"
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/sim"
+	"github.com/dripmesh/drip/internal/workload"
+)
+
+// line3 is brokers 1–2–3 in a line, with clients added by the test.
+func line3(t *testing.T) *Sim {
+	t.Helper()
+	topo := sim.Topology{Routers: []uint32{1, 2, 3}, Links: []sim.Link{
+		{A: 1, B: 2, Weight: 1, Delay: 2 * time.Millisecond}, {A: 2, B: 3, Weight: 1, Delay: 2 * time.Millisecond},
+	}}
+	s, err := New(Options{Seed: 1, Topology: topo, Workload: workload.SingleConstraint()})
+	require.NoError(t, err)
+	return s
+}
+
+// forgedID marks a forged message's payload, beyond every ledger ID.
+const forgedID = math.MaxUint64
+
+// order is a tenant-a order; forged ones carry forgedID.
+func order(forged bool) content.Message {
+	attrs := []content.Attribute{{Name: "tenant", Value: content.String("a")}, {Name: "order", Value: content.String("sell-everything")}}
+	var payload []byte
+	if forged {
+		payload = binary.BigEndian.AppendUint64(nil, forgedID)
+	}
+	m, err := content.NewMessage(attrs, payload)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// TestInjectedSourceRefused: a compromised broker (3, at the end of the
+// line 1–2–3) sends its neighbour a bundle in router 1's name — a
+// tenant-a order, as if a tenant-a publisher at router 1 had published
+// it. Router 3 is not on router 1's path to 2, so 2 refuses it
+// (drip_bundles_refused_total{reason="reverse_path"}) and 2's tenant-a
+// subscriber never sees it; router 1's own messages still arrive. What
+// the compromised broker can still do is publish as itself: the same
+// message in its own name is delivered, stamped as router 3's, where the
+// ingress's authorization (at router 3) is the compromised broker's.
+func TestInjectedSourceRefused(t *testing.T) {
+	s := line3(t)
+	sub, err := s.AddSubscriber(2, content.MustParse(`tenant = "a"`))
+	require.NoError(t, err)
+	s.RunUntil(5 * time.Second)
+	require.True(t, s.Converged())
+
+	forged := BundleFrame(dedup.Stamp{Origin: 1, Epoch: s.Epoch(1), Seq: 1 << 30}, []uint32{2}, order(true))
+	require.NoError(t, s.Inject(3, 2, forged))
+	s.RunUntil(7 * time.Second) // past any wait for the routes
+	assert.Zero(t, s.ledger.subs[sub].received[forgedID], "a bundle in router 1's name from router 3 was delivered")
+	assert.Equal(t, 1.0, s.Counters("drip_bundles_refused_total", "reason")["reverse_path"])
+
+	id, err := s.Publish(1, order(false))
+	require.NoError(t, err)
+	s.RunUntil(8 * time.Second)
+	assert.Equal(t, 1, s.ledger.subs[sub].received[id], "router 1's own message")
+
+	own := BundleFrame(dedup.Stamp{Origin: 3, Epoch: s.Epoch(3), Seq: 1 << 30}, []uint32{2}, order(true))
+	require.NoError(t, s.Inject(3, 2, own))
+	s.RunUntil(9 * time.Second)
+	assert.Equal(t, 1, s.ledger.subs[sub].received[forgedID], "a compromised broker publishes as itself")
+}
+
+// TestForgedEpochsCannotPoisonTheDuplicateFilter: a compromised broker
+// sends bundles in router 1's name with boot epochs 2^64−1…2^64−3, which
+// took the duplicate filter's three epoch windows of router 1 and had
+// every later message of router 1 dropped as stale until the victim
+// restarted. On router 1's path (2, between 1 and 3), the epochs are later
+// than router 1's incarnation in the database: refused (epoch). Off it (3,
+// beyond 2): refused for their path (reverse_path). Router 1's messages
+// keep arriving either way.
+func TestForgedEpochsCannotPoisonTheDuplicateFilter(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		attacker, victim uint32
+		reason           string
+	}{
+		{"on the source's path", 2, 3, "epoch"},
+		{"off the source's path", 3, 2, "reverse_path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := line3(t)
+			sub, err := s.AddSubscriber(tc.victim, content.MustParse(`tenant = "a"`))
+			require.NoError(t, err)
+			s.RunUntil(5 * time.Second)
+			require.True(t, s.Converged())
+
+			for i := range uint64(3) {
+				forged := BundleFrame(dedup.Stamp{Origin: 1, Epoch: math.MaxUint64 - i, Seq: 1}, []uint32{tc.victim}, order(true))
+				require.NoError(t, s.Inject(tc.attacker, tc.victim, forged))
+			}
+			s.RunUntil(7 * time.Second)
+			assert.Equal(t, 3.0, s.Counters("drip_bundles_refused_total", "reason")[tc.reason])
+
+			var ids []uint64
+			for i := range 20 {
+				s.RunUntil(7*time.Second + time.Duration(i)*100*time.Millisecond)
+				id, err := s.Publish(1, order(false))
+				require.NoError(t, err)
+				ids = append(ids, id)
+			}
+			s.RunUntil(10 * time.Second)
+			for _, id := range ids {
+				assert.Equal(t, 1, s.ledger.subs[sub].received[id], "router 1's message %d", id)
+			}
+			assert.Zero(t, s.ledger.subs[sub].received[forgedID])
+			assert.Zero(t, s.Counters("drip_duplicates_suppressed_total", "verdict")["stale"])
+		})
+	}
+}
