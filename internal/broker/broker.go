@@ -155,6 +155,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		b.open.Compression = []string{transport.CompressionDeflate}
 	}
 	b.open.PredicateDeltas = cfg.PeerPredicateDeltas
+	b.open.SparseDestinations = true
 	n.SetWake(func() {
 		select {
 		case b.wakeCh <- struct{}{}:

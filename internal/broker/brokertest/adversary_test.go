@@ -123,3 +123,49 @@ func TestForgedEpochsCannotPoisonTheDuplicateFilter(t *testing.T) {
 		})
 	}
 }
+
+// TestBytesPerMessageFollowDestinations: a peer with router ID 65,534,
+// below --max-router-id, subscribing to everything made every bundle
+// towards it carry a destination bitset of 8 KiB: the uncompressed bytes
+// per message on its neighbour's link grew 52 times. Destinations travel
+// as a list when that is shorter, so a message costs about what it costs
+// to router 2. A neighbour older than the list (DenseOnly) still gets the
+// bitset, and the message.
+func TestBytesPerMessageFollowDestinations(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		far       uint32
+		denseOnly []uint32
+		limit     float64 // bytes per message on 0's link to 1
+	}{
+		{"small IDs", 2, nil, 256},
+		{"router 65534", 65534, nil, 256},
+		{"router 65534 behind an older broker", 65534, []uint32{1}, 9 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := sim.Topology{Routers: []uint32{0, 1, tc.far}, Links: []sim.Link{
+				{A: 0, B: 1, Weight: 1, Delay: time.Millisecond}, {A: 1, B: tc.far, Weight: 1, Delay: time.Millisecond},
+			}}
+			s, err := New(Options{Seed: 1, Topology: topo, Workload: workload.SingleConstraint(), DenseOnly: tc.denseOnly})
+			require.NoError(t, err)
+			sub, err := s.AddSubscriber(tc.far, content.MustParse(`tenant exists`))
+			require.NoError(t, err)
+			s.RunUntil(5 * time.Second)
+			require.True(t, s.Converged())
+			sent := func() float64 {
+				return s.CountersOf(0, "drip_link_sent_uncompressed_bytes_total", "peer")["b1"]
+			}
+			before := sent()
+			const n = 100
+			for i := range n {
+				id, err := s.Publish(0, order(false))
+				require.NoError(t, err)
+				s.RunUntil(5*time.Second + time.Duration(i+1)*10*time.Millisecond)
+				require.Equal(t, 1, s.ledger.subs[sub].received[id])
+			}
+			perMessage := (sent() - before) / n
+			t.Logf("%.0f bytes per message", perMessage)
+			assert.Less(t, perMessage, tc.limit)
+		})
+	}
+}

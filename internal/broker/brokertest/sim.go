@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,10 @@ type Options struct {
 	Flow func(i int) qos.Flow
 	// Logger receives the brokers' logs (default: none).
 	Logger *zap.Logger
+	// DenseOnly lists routers that offer no sparse destinations in their
+	// Open, as brokers older than them: their neighbours send them
+	// destination bitsets.
+	DenseOnly []uint32
 	// BuildTime is how long each PREDICATES index build takes in virtual
 	// time, beside its broker's control plane (broker.IndexBuilder): the
 	// build runs, and is installed, as an event of its own that long after
@@ -111,6 +116,10 @@ type simNode struct {
 	controlDelay, controlAt time.Duration
 	// release is the data plane that sends held bounced bundles on.
 	release *node.Forwarder
+	reg *prometheus.Registry // the current incarnation's metrics
+	// denseOnly makes the broker's Open offer no sparse destinations, as
+	// a broker older than them (Options.DenseOnly).
+	denseOnly bool
 }
 
 // alive says whether the node runs (it may be leaving).
@@ -177,7 +186,7 @@ func New(opts Options) (*Sim, error) {
 		if opts.Config != nil {
 			opts.Config(&cfg)
 		}
-		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg})
+		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg, denseOnly: slices.Contains(opts.DenseOnly, id)})
 		s.index[id] = i
 		s.group = append(s.group, 0)
 	}
@@ -268,6 +277,7 @@ func (s *Sim) settle() {
 func (s *Sim) boot(n *simNode) error {
 	reg := prometheus.NewRegistry()
 	s.registries = append(s.registries, reg)
+	n.reg = reg
 	nd, err := node.New(n.cfg.Config, node.WithClock(s.clock), node.WithLogger(s.opts.Logger), node.WithRegisterer(reg))
 	if err != nil {
 		return err
@@ -340,6 +350,7 @@ func (s *Sim) open(n *simNode) *dripv1.Open {
 		o.Compression = []string{transport.CompressionDeflate}
 	}
 	o.PredicateDeltas = n.cfg.PeerPredicateDeltas
+	o.SparseDestinations = !n.denseOnly
 	return o
 }
 
@@ -753,8 +764,17 @@ func (c *stepConn) Err() error            { return c.err }
 // value of one label ("" for none): how the brokers account for what they
 // dropped or suppressed.
 func (s *Sim) Counters(name, label string) map[string]float64 {
+	return s.counters(s.registries, name, label)
+}
+
+// CountersOf is Counters of router id's current incarnation alone.
+func (s *Sim) CountersOf(id uint32, name, label string) map[string]float64 {
+	return s.counters([]*prometheus.Registry{s.nodes[s.index[id]].reg}, name, label)
+}
+
+func (s *Sim) counters(regs []*prometheus.Registry, name, label string) map[string]float64 {
 	out := map[string]float64{}
-	for _, reg := range s.registries {
+	for _, reg := range regs {
 		mfs, err := reg.Gather()
 		if err != nil {
 			s.errs = append(s.errs, err)
