@@ -70,7 +70,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 	fwd := b.node.NewForwarder()
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: cfg.LinkQueueBytes, MaxFrameBytes: cfg.MaxFrameBytes,
-		Compression: cfg.PeerCompression, PredicateDeltas: cfg.PeerPredicateDeltas,
+		Compression: cfg.PeerCompression, PredicateDeltas: cfg.PeerPredicateDeltas, MaxAdFilters: cfg.LinkState.MaxFilters,
 		Dialed: dialed, Metrics: b.m.forLink(remote.GetRouterName()),
 		Account:      b.node.Budget().Account,
 		Backpressure: transport.Backpressure{Stalled: cfg.SlowLinks.Stalled, Behind: cfg.SlowLinks.Behind},

@@ -58,6 +58,7 @@ type brokerFlags struct {
 	joinTimeout                time.Duration
 	dedupWindow                int
 	maxRouterID                uint32
+	maxAdFilters               int
 	matchAll                   string
 	pprof                      bool
 
@@ -154,6 +155,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.DurationVar(&f.drainOverlap, "drain-overlap", def.DrainOverlap, "how long a moving subscriber keeps both subscriptions: the time the mesh needs to learn where it went")
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
+	fl.IntVar(&f.maxAdFilters, "max-advertised-filters", def.LinkState.MaxFilters, "bound on the Bloom filters of one broker's predicate advertisement: larger ones from neighbours are refused (drip_advertisements_refused_total{reason=\"limit\"}), this broker's own are merged to fit; every broker of a mesh should use the same (0: none)")
 	fl.StringVar(&f.matchAll, "match-all", def.MatchAll.Mode, "what this broker, as an ingress, does with other brokers' filters that match every message ('k exists' subscriptions, or a peer asking for everything): allow, refuse, or limit:<messages per second per broker>; what it leaves out is counted as drip_route_dropped_destinations_total{reason=\"match_all\"}")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
 	fl.IntVar(&f.memBudget, "memory-budget", def.MemoryBudget, "the broker's memory budget in bytes, also its Go memory limit unless GOMEMLIMIT is set: half bounds what all subscriber and link queues hold together, beyond which the subscribers holding the most lose their oldest deliveries (0: none)")
@@ -266,6 +268,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
 	cfg.SlowLinks.Behind = f.linkWait
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
+	cfg.LinkState.MaxFilters = f.maxAdFilters
 	if cfg.MatchAll, err = node.ParseMatchAllPolicy(f.matchAll); err != nil {
 		return cfg, sc, err // names the policy, as --match-all's help does
 	}

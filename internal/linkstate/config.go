@@ -104,6 +104,18 @@ type Config struct {
 	// of a link in one. Per-message state in the data plane is sized by
 	// the largest ID known, so a peer must not choose it.
 	MaxRouterID uint32
+	// MaxFilters, if not 0, bounds the filters of one predicate
+	// advertisement, its QoS classes' included: a larger one is refused
+	// (LimitError) and neither installed nor flooded, so that no peer can
+	// make every broker hold and index whatever it sends. Every broker of
+	// a mesh should use the same bound; a router's own advertisement must
+	// keep within it (drip coarsens its filters to fit).
+	MaxFilters int
+	// MaxDatabaseFilters, if not 0, bounds the filters of every
+	// predicate advertisement in the database together: one that would
+	// take them past it is refused (LimitError). drip derives it from its
+	// memory budget, which they are charged to.
+	MaxDatabaseFilters int
 	// Incarnation, if not 0, is this run of the router: a number that
 	// grows with every restart (drip passes its boot time in units of
 	// IncarnationUnit). Its advertisements then carry sequence numbers from
@@ -144,8 +156,15 @@ func DefaultConfig(id uint32, name string) Config {
 		CostThreshold:        0.2,
 		CostFloor:            1000,
 		Encoding:             encoding.DefaultParams(),
+		MaxFilters:           DefaultMaxFilters,
 	}
 }
+
+// DefaultMaxFilters is the default bound on the filters of one predicate
+// advertisement: ten times the most a broker was measured to advertise
+// (1,000, at 50 clients of 20 filters; docs/design.md §2), about 10 MB of
+// Blooms and index on every broker.
+const DefaultMaxFilters = 10000
 
 // DefaultWANConfig is for routers across a wide area: RTT costs as in
 // Kim10 §2.1 (EWMA 0.25, 20% hysteresis, 1 ms floor), two-second hellos
@@ -187,6 +206,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("linkstate: Config.CostInterval = %v, want ≥ 0 (0: advertise at the threshold)", c.CostInterval)
 	case c.CostFloor == 0:
 		return errors.New("linkstate: Config.CostFloor = 0, want at least 1 (a zero-cost link makes paths through it free)")
+	case c.MaxFilters < 0 || c.MaxDatabaseFilters < 0:
+		return fmt.Errorf("linkstate: Config.MaxFilters = %d, MaxDatabaseFilters = %d, want ≥ 0 (0: no bound)", c.MaxFilters, c.MaxDatabaseFilters)
 	case c.Incarnation >= 1<<(64-IncarnationShift):
 		return fmt.Errorf("linkstate: Config.Incarnation = %d, want less than 2^%d", c.Incarnation, 64-IncarnationShift)
 	}

@@ -92,9 +92,55 @@ func validatePredAd(p *PredAd) error {
 	return validateClasses(p)
 }
 
+// filters counts an entry's filters, its QoS classes' included.
+func (e *entry) filters() int {
+	if e == nil || e.pred == nil {
+		return 0
+	}
+	k := len(e.pred.Filters)
+	for _, c := range e.pred.Classes {
+		k += len(c.Filters)
+	}
+	return k
+}
+
+// admitFilters refuses a predicate advertisement over Config.MaxFilters, or
+// one that would take the database past Config.MaxDatabaseFilters.
+func (n *Node) admitFilters(in *entry) error {
+	k := in.filters()
+	if m := n.cfg.MaxFilters; m > 0 && k > m {
+		return &LimitError{Origin: in.key.Origin, Seq: in.seq, Err: fmt.Errorf("%d filters, over the limit of %d per advertisement", k, m)}
+	}
+	if m := n.cfg.MaxDatabaseFilters; m > 0 && n.dbFilters-n.lsdb[in.key].filters()+k > m {
+		return &LimitError{Origin: in.key.Origin, Seq: in.seq, Err: fmt.Errorf("%d filters, which would take the database's %d past its limit of %d",
+			k, n.dbFilters, m)}
+	}
+	return nil
+}
+
+// LimitError is a predicate advertisement refused for its size (Config.
+// MaxFilters, MaxDatabaseFilters): neither installed nor flooded. Step
+// returns it wrapped; errors.As finds it.
+type LimitError struct {
+	Origin uint32
+	Seq    uint64
+	Err    error
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("predicate advertisement of router %d seq %d refused: %v", e.Origin, e.Seq, e.Err)
+}
+
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// DatabaseFilters counts the filters of every predicate advertisement in
+// the database, the router's own included.
+func (n *Node) DatabaseFilters() int { return n.dbFilters }
+
 // install stores e, replacing any older copy, and marks what it changes.
 func (n *Node) install(e *entry) {
 	old := n.lsdb[e.key]
+	n.dbFilters += e.filters() - old.filters()
 	if old != nil {
 		n.digest -= summaryHash(old.summary())
 	}
@@ -112,6 +158,7 @@ func (n *Node) install(e *entry) {
 }
 
 func (n *Node) remove(e *entry) {
+	n.dbFilters -= e.filters()
 	n.digest -= summaryHash(e.summary())
 	delete(n.lsdb, e.key)
 	n.markChanged(e.key)
@@ -200,6 +247,9 @@ func (n *Node) receive(nb *neighbor, in *entry) error {
 	}
 	switch {
 	case cur == nil || newer(in.seq, in.sum, cur.seq, cur.sum):
+		if err := n.admitFilters(in); err != nil {
+			return err
+		}
 		if err := n.check(in); err != nil {
 			return err
 		}

@@ -76,6 +76,10 @@ const (
 	refusedEpoch       = "epoch"
 )
 
+// refusedLimit is the drip_advertisements_refused_total reason of an
+// advertisement over the limits of its size (linkstate.LimitError).
+const refusedLimit = "limit"
+
 // routeDropMatchAll is the drip_route_dropped_destinations_total reason of
 // destinations the match-all policy left out.
 const routeDropMatchAll = "match_all"
@@ -126,10 +130,11 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 		duplicates: f.counterVec("duplicates_suppressed_total",
 			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed) "+
 				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
-		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
-		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
-		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
-		adsRefused:       f.counterVec("advertisements_refused_total", "Router and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
+		dedupOrigins: f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
+		dedupWindows: f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
+		dedupBytes:   f.gauge("dedup_bytes", "Memory of the duplicate windows."),
+		adsRefused: f.counterVec("advertisements_refused_total", "Router and predicate advertisements from neighbours refused, neither installed nor flooded, by reason: their origin's signature did not check out "+
+			"(unsigned, signature, certificate, identity; only with peer identity on), or a predicate advertisement was over the limits of its size (limit).", []string{"reason"}),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
 		bundlesRefused: f.counterVec("bundles_refused_total",
 			"Bundles from neighbours dropped because they could not have come that way, by reason: reverse_path (the neighbour is neither the bundle's source nor on the source's shortest path to this broker), "+
@@ -152,7 +157,7 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 	// Every label value the code uses exists from the start at zero, so
 	// that dashboards and rate() see a healthy mesh's zeros instead of no
 	// data until the first failure.
-	for _, r := range linkstate.RefusedReasons {
+	for _, r := range append(linkstate.RefusedReasons, refusedLimit) {
 		m.adsRefused.WithLabelValues(r)
 	}
 	for r := range drp.NumDropReasons {
@@ -181,6 +186,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_streams_bytes",
 		Help: "The part of memory_budget_used_bytes that open client streams stand for: a fixed cost per stream at rest, more for a publisher's flow-control window."},
 		func() float64 { return float64(b.Streams()) }))
+	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_tables_bytes",
+		Help: "The part of memory_budget_used_bytes that the predicate advertisements in the link-state database stand for, with their part of the predicate index: a fixed cost per filter."},
+		func() float64 { return float64(b.Tables()) }))
 	f.gauge("memory_budget_bytes", "The part of the broker's memory budget its subscriber and link send queues may hold: half of --memory-budget (0: none).").Set(float64(b.limit))
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
 	f.must(info)

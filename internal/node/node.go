@@ -106,6 +106,9 @@ type Node struct {
 	// routes to confirm it.
 	refusedBundleLog *rate.Sometimes
 	unverified       unverifiedHold
+	// coarsenLog logs a few of the times the node's own advertisement
+	// was coarsened to fit (withinLimit).
+	coarsenLog *rate.Sometimes
 	// sent remembers this broker's latest messages sent to others, which
 	// it takes back when they return (own.go).
 	sent *sentMessages
@@ -178,8 +181,14 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	// The boot epoch is the incarnation the link-state database tells
 	// every router, in nanoseconds (admitSource).
 	inc := max(now.UnixNano()/int64(linkstate.IncarnationUnit), 1)
+	// The queues get half the budget: the rest is for everything else the
+	// broker holds and for the collector's headroom (docs/design.md §14).
+	queues := &Budget{limit: int64(cfg.MemoryBudget) / 2}
 	lsCfg := cfg.linkStateConfig()
 	lsCfg.Auth, lsCfg.Incarnation = o.auth, uint64(inc)
+	if lsCfg.MaxDatabaseFilters == 0 {
+		lsCfg.MaxDatabaseFilters = maxTableFilters(queues.limit)
+	}
 	ls, err := linkstate.New(lsCfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
@@ -188,9 +197,6 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
-	// The queues get half the budget: the rest is for everything else the
-	// broker holds and for the collector's headroom (docs/design.md §14).
-	queues := &Budget{limit: int64(cfg.MemoryBudget) / 2}
 	n := &Node{
 		cfg:              cfg,
 		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
@@ -209,6 +215,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		refusedLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		bounceLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
 		refusedBundleLog: &rate.Sometimes{First: 5, Interval: time.Minute},
+		coarsenLog:       &rate.Sometimes{First: 1, Interval: time.Minute},
 		classes:          map[uint32][]linkstate.QoSClass{},
 		dups:             dups,
 		sent:             newSentMessages(),

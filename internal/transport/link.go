@@ -60,6 +60,12 @@ type LinkConfig struct {
 	// takes predicate advertisements as deltas, and sends them so if the
 	// neighbour offered too (SendsPredicateDeltas).
 	PredicateDeltas bool
+	// MaxAdFilters bounds the filters of a predicate advertisement the
+	// neighbour sends, its QoS classes' included (0: no bound): the link
+	// counts them before it decodes any, and hands the control plane a
+	// linkstate.OversizedAd for one beyond, which is refused as the
+	// advertisement would be (linkstate.Config.MaxFilters).
+	MaxAdFilters int
 	// Control converts the link-state messages SendControl is given; the
 	// links of one broker share one, so that a flood converts each message
 	// once (nil: the link's own).
@@ -168,7 +174,7 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 		l.clock = clock.RealClock{}
 	}
 	l.made = l.clock.Now()
-	l.ads = NewAdDecoder(cfg.PredicateDeltas)
+	l.ads = NewAdDecoder(cfg.PredicateDeltas, cfg.MaxAdFilters)
 	if l.SendsPredicateDeltas() {
 		l.adEnc = NewAdEncoder()
 	}

@@ -9,8 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/sim"
 	"github.com/dripmesh/drip/internal/workload"
 )
@@ -168,4 +171,71 @@ func TestBytesPerMessageFollowDestinations(t *testing.T) {
 			assert.Less(t, perMessage, tc.limit)
 		})
 	}
+}
+
+// TestOversizedAdvertisementRefused: a compromised broker (3) advertises
+// 100,000 filters in its own name, 2.6 MB in one frame, which took every
+// broker from 27 MB to 150 MB and seconds of index rebuilds. Its
+// neighbour counts the filters in their wire form and refuses the
+// advertisement before it decodes one (drip_advertisements_refused_total
+// {reason="limit"}): nothing enters any database, nothing floods, the
+// memory charged for advertisements does not move, and messages keep
+// arriving. A broker whose own subscriptions encode to more than the
+// bound advertises them merged to fit, and its subscribers miss nothing.
+func TestOversizedAdvertisementRefused(t *testing.T) {
+	s := line3(t)
+	sub, err := s.AddSubscriber(1, content.MustParse(`tenant = "a"`))
+	require.NoError(t, err)
+	s.RunUntil(5 * time.Second)
+	require.True(t, s.Converged())
+	digest, tables := s.Node(1).Inspect().Digest, s.Node(2).Budget().Tables()
+
+	params := s.Node(3).Config().Encoding
+	huge := make([]encoding.Bloom, 100000)
+	for i := range huge {
+		huge[i].Set(i % params.M)
+		huge[i].Set(params.M - 1 - i/params.M)
+	}
+	frame, err := ControlFrame(&linkstate.PredAd{Origin: 3, Seq: math.MaxUint64 - 1, Params: params, Filters: huge})
+	require.NoError(t, err)
+	require.Greater(t, len(frame), 200000)
+	require.NoError(t, s.Inject(3, 2, frame))
+	s.RunUntil(6 * time.Second)
+	assert.Equal(t, 1.0, s.CountersOf(2, "drip_advertisements_refused_total", "reason")["limit"])
+	assert.Equal(t, tables, s.Node(2).Budget().Tables(), "the advertisement was charged")
+	assert.Equal(t, digest, s.Node(1).Inspect().Digest, "the advertisement flooded")
+
+	id, err := s.Publish(3, order(false))
+	require.NoError(t, err)
+	s.RunUntil(7 * time.Second)
+	assert.Equal(t, 1, s.ledger.subs[sub].received[id])
+}
+
+// TestOwnAdvertisementCoarsenedToFit: subscriptions at router 1 that
+// encode to more filters than an advertisement may carry (a bound of 8
+// here) are advertised merged into 8, which every broker takes; every
+// message published at router 2 that a subscription matches still reaches
+// it, and no other.
+func TestOwnAdvertisementCoarsenedToFit(t *testing.T) {
+	topo := sim.Topology{Routers: []uint32{1, 2}, Links: []sim.Link{{A: 1, B: 2, Weight: 1, Delay: time.Millisecond}}}
+	wl := workload.SingleConstraint()
+	wl.Seed = 3
+	s, err := New(Options{Seed: 3, Topology: topo, Workload: wl, Publishers: 2, Rate: 200,
+		ClientBrokers: []uint32{2}, Config: func(c *broker.Config) { c.LinkState.MaxFilters = 8 }})
+	require.NoError(t, err)
+	gen, err := workload.New(wl)
+	require.NoError(t, err)
+	for range 40 {
+		_, err := s.AddSubscriber(1, gen.Predicate())
+		require.NoError(t, err)
+	}
+	s.publishUntil = 10 * time.Second
+	s.watchConvergence(ConvergenceCheckEvery)
+	s.RunUntil(14 * time.Second)
+	in := s.Node(2).Inspect()
+	assert.LessOrEqual(t, in.Predicates[1], 8, "router 1's advertisement as router 2 holds it")
+	assert.Zero(t, s.Counters("drip_advertisements_refused_total", "reason")["limit"])
+	rep := s.Check(DeliveryBound)
+	require.True(t, rep.OK(), "%s", rep)
+	require.Positive(t, rep.Protected)
 }

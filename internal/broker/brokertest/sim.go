@@ -116,7 +116,7 @@ type simNode struct {
 	controlDelay, controlAt time.Duration
 	// release is the data plane that sends held bounced bundles on.
 	release *node.Forwarder
-	reg *prometheus.Registry // the current incarnation's metrics
+	reg     *prometheus.Registry // the current incarnation's metrics
 	// denseOnly makes the broker's Open offer no sparse destinations, as
 	// a broker older than them (Options.DenseOnly).
 	denseOnly bool
@@ -369,7 +369,7 @@ func (s *Sim) connect(l *simLink) {
 		nd, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression,
-			PredicateDeltas: n.cfg.PeerPredicateDeltas, Dialed: side == 0,
+			PredicateDeltas: n.cfg.PeerPredicateDeltas, Dialed: side == 0, MaxAdFilters: n.cfg.LinkState.MaxFilters,
 			Account: nd.Budget().Account,
 			Control: n.control,
 			Metrics: n.linkMetrics(peer.name),
