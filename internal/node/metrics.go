@@ -112,11 +112,12 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
 				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, or until the broker stopped, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
 			[]string{"outcome"}),
-		bouncedHeld:     f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
-		spfRuns:         f.counter("spf_runs_total", "Shortest-path computations."),
-		routersKnown:    f.gauge("routers_known", "Routers reachable from this broker, itself included."),
-		lsdbEntries:     f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
-		matchAllFilters: f.gauge("match_all_filters", "Filters other brokers advertise that match every message (an empty Bloom filter: a subscription to 'k exists', or a peer asking for everything)."),
+		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
+		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
+		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
+		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		matchAllFilters: f.gauge("match_all_filters", "Filters other brokers advertise that match (nearly) every message: an empty Bloom filter (a subscription to 'k exists', or a peer asking for everything), "+
+			"or filters of so few bits that together they match a message Bloom a quarter full with a chance of a half."),
 		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
 			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
 		adPending: f.gauge("advertisement_pending",

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/bits-and-blooms/bitset"
 
@@ -87,4 +88,42 @@ func (s *Sim) Epoch(id uint32) uint64 {
 		return n.Epoch()
 	}
 	return 0
+}
+
+// hideSelf returns frame, for a compromised broker id, without what it
+// says of id: its LSAs and predicate advertisements, and their entries in
+// database summaries and requests. Otherwise the broker would take the
+// advertisements Inject sent in its name, flooded back to it, for an
+// earlier incarnation's and originate past them.
+func hideSelf(frame []byte, id uint32) []byte {
+	var f transport.ParsedFrame
+	if err := transport.ParseFrame(frame, &f); err != nil || f.Compressed() || f.Open {
+		return frame
+	}
+	var kept []*dripv1.Control
+	for _, c := range f.Control {
+		switch m := c.GetMsg().(type) {
+		case *dripv1.Control_Lsa:
+			if m.Lsa.GetOrigin() == id {
+				continue
+			}
+		case *dripv1.Control_PredicateAd:
+			if m.PredicateAd.GetOrigin() == id {
+				continue
+			}
+		case *dripv1.Control_DbSummary:
+			m.DbSummary.Entries = slices.DeleteFunc(m.DbSummary.Entries, func(e *dripv1.EntrySummary) bool { return e.GetOrigin() == id })
+		case *dripv1.Control_DbRequest:
+			m.DbRequest.Keys = slices.DeleteFunc(m.DbRequest.Keys, func(k *dripv1.EntryKey) bool { return k.GetOrigin() == id })
+		}
+		kept = append(kept, c)
+	}
+	out, err := transport.AppendFrame(nil, kept, f.Bundles)
+	if err != nil {
+		return frame
+	}
+	if f.Finished {
+		out = transport.AppendFinishedFrame(out)
+	}
+	return out
 }

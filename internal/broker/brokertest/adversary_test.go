@@ -14,6 +14,7 @@ import (
 	"github.com/dripmesh/drip/internal/dedup"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/sim"
 	"github.com/dripmesh/drip/internal/workload"
 )
@@ -238,4 +239,49 @@ func TestOwnAdvertisementCoarsenedToFit(t *testing.T) {
 	rep := s.Check(DeliveryBound)
 	require.True(t, rep.OK(), "%s", rep)
 	require.Positive(t, rep.Protected)
+}
+
+// TestDenseFiltersAreMatchAll: a compromised broker (3) advertises 2,048
+// one-bit filters, none of them empty, which together match every
+// message: under --match-all refuse it received all the traffic, the
+// match-all gauge did not move and nothing was logged. Judged by their
+// density they are match-all filters: the ingress counts them
+// (drip_match_all_filters), routes nothing to router 3 through them, and
+// counts what it leaves out (drip_route_dropped_destinations_total
+// {reason="match_all"}); router 1's subscriber is served as usual.
+func TestDenseFiltersAreMatchAll(t *testing.T) {
+	topo := sim.Topology{Routers: []uint32{1, 2, 3}, Links: []sim.Link{
+		{A: 1, B: 2, Weight: 1, Delay: 2 * time.Millisecond}, {A: 2, B: 3, Weight: 1, Delay: 2 * time.Millisecond},
+	}}
+	refuse := func(c *broker.Config) { c.MatchAll = node.MatchAllPolicy{Mode: node.MatchAllRefuse} }
+	s, err := New(Options{Seed: 1, Topology: topo, Workload: workload.SingleConstraint(), Compromised: []uint32{3}, Config: refuse})
+	require.NoError(t, err)
+	sub, err := s.AddSubscriber(1, content.MustParse(`tenant = "a"`))
+	require.NoError(t, err)
+	s.RunUntil(5 * time.Second)
+	require.True(t, s.Converged())
+
+	params := s.Node(3).Config().Encoding
+	dense := make([]encoding.Bloom, params.M)
+	for i := range dense {
+		dense[i].Set(i)
+	}
+	seq := s.Epoch(3)/uint64(linkstate.IncarnationUnit)<<linkstate.IncarnationShift + 1000
+	frame, err := ControlFrame(&linkstate.PredAd{Origin: 3, Seq: seq, Params: params, Filters: dense})
+	require.NoError(t, err)
+	require.NoError(t, s.Inject(3, 2, frame))
+	s.RunUntil(6 * time.Second)
+	assert.Equal(t, float64(params.M-2), s.CountersOf(2, "drip_match_all_filters", "")[""], "router 2 counts them")
+
+	received := func() float64 { return s.CountersOf(3, "drip_link_received_bundles_total", "peer")["b2"] }
+	before := received()
+	const n = 50
+	for i := range n {
+		id, err := s.Publish(2, order(false))
+		require.NoError(t, err)
+		s.RunUntil(6*time.Second + time.Duration(i+1)*10*time.Millisecond)
+		require.Equal(t, 1, s.ledger.subs[sub].received[id])
+	}
+	assert.Zero(t, received()-before, "bundles router 3 drew through its filters")
+	assert.Equal(t, float64(n), s.CountersOf(2, "drip_route_dropped_destinations_total", "reason")["match_all"])
 }

@@ -45,6 +45,12 @@ type Options struct {
 	Flow func(i int) qos.Flow
 	// Logger receives the brokers' logs (default: none).
 	Logger *zap.Logger
+	// Compromised lists the compromised brokers (adversary.go): they run
+	// the brokers' code, and what their neighbours send them about
+	// themselves never reaches them, so that what Inject sends in their
+	// name stays what the mesh holds of them. They take frames whole (no
+	// compression, no advertisement deltas).
+	Compromised []uint32
 	// DenseOnly lists routers that offer no sparse destinations in their
 	// Open, as brokers older than them: their neighbours send them
 	// destination bitsets.
@@ -120,6 +126,9 @@ type simNode struct {
 	// denseOnly makes the broker's Open offer no sparse destinations, as
 	// a broker older than them (Options.DenseOnly).
 	denseOnly bool
+	// compromised hides from the broker what its neighbours send about
+	// it (Options.Compromised).
+	compromised bool
 }
 
 // alive says whether the node runs (it may be leaving).
@@ -186,7 +195,11 @@ func New(opts Options) (*Sim, error) {
 		if opts.Config != nil {
 			opts.Config(&cfg)
 		}
-		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg, denseOnly: slices.Contains(opts.DenseOnly, id)})
+		compromised := slices.Contains(opts.Compromised, id)
+		if compromised {
+			cfg.PeerCompression, cfg.PeerPredicateDeltas = false, false
+		}
+		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg, denseOnly: slices.Contains(opts.DenseOnly, id), compromised: compromised})
 		s.index[id] = i
 		s.group = append(s.group, 0)
 	}
@@ -445,6 +458,9 @@ func (s *Sim) deliver(l *simLink, side, gen int, raw []byte) {
 	if s.group[l.a] != s.group[l.b] {
 		l.held[side] = append(l.held[side], heldFrame{gen, raw})
 		return
+	}
+	if to := s.nodes[[2]int{l.a, l.b}[1-side]]; to.compromised {
+		raw = hideSelf(raw, to.id)
 	}
 	if err := l.ends[1-side].Deliver(raw); err != nil {
 		if errors.Is(err, transport.ErrMalformedControl) {
@@ -767,7 +783,8 @@ func (s *Sim) Counters(name, label string) map[string]float64 {
 	return s.counters(s.registries, name, label)
 }
 
-// CountersOf is Counters of router id's current incarnation alone.
+// CountersOf is Counters of router id's current incarnation alone; it
+// reads gauges too.
 func (s *Sim) CountersOf(id uint32, name, label string) map[string]float64 {
 	return s.counters([]*prometheus.Registry{s.nodes[s.index[id]].reg}, name, label)
 }
@@ -791,7 +808,7 @@ func (s *Sim) counters(regs []*prometheus.Registry, name, label string) map[stri
 						key = lp.GetValue()
 					}
 				}
-				out[key] += m.GetCounter().GetValue()
+				out[key] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
