@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,6 +45,12 @@ func (n *Node) LinkDown(l Link) {
 	}
 	delete(n.current, peer)
 	delete(n.heldSeq, peer)
+	// What the protocol measured of the link goes with it, unless another
+	// link carries the name.
+	if !slices.ContainsFunc(slices.Collect(maps.Values(n.current)), func(o Link) bool { return o.Name() == l.Name() }) {
+		n.m.linkRTT.DeleteLabelValues(l.Name())
+		n.m.linkCost.DeleteLabelValues(l.Name())
+	}
 	for r := range n.refusedLogged {
 		if r.peer == peer {
 			delete(n.refusedLogged, r)
