@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -109,6 +110,7 @@ The broker's identity and neighbours come either from a topology file
 					return err
 				}
 			}
+			warnOpen(log, f)
 			srv, err := broker.NewServer(cfg, sc, broker.WithLogger(log))
 			if err != nil {
 				return err
@@ -428,4 +430,27 @@ func setMemoryLimit(budget int, log *zap.Logger) {
 	limit := int64(budget) / 8 * 7
 	debug.SetMemoryLimit(limit)
 	log.Info("memory budget sets the Go memory limit", zap.Int("budget", budget), zap.Int64("limit", limit))
+}
+
+// warnOpen says once, at warn level, that a broker without TLS serves an
+// open mesh, and how to close it: on its own, drip broker listens in
+// plaintext on every interface, where anyone who reaches the peer port
+// joins the mesh as any router.
+func warnOpen(log *zap.Logger, f *brokerFlags) {
+	if f.tlsCert != "" {
+		return
+	}
+	log.Warn("this broker serves without TLS: the mesh is open. Whoever reaches its peer port can join as any router ID, "+
+		"receive every message and inject its own; whoever reaches its client port can publish and subscribe. "+
+		"Close it with --tls-cert, --tls-key and --tls-ca (mutual TLS between brokers), --tls-peer-identity (certificates that name their router, "+
+		"signed advertisements), --tls-client-ca with --tls-client-auth (client certificates) and --authz-policy, or listen only on a private "+
+		"network (--peer-addr, --client-addr); see docs/security.md",
+		zap.String("peer_addr", f.peer), zap.String("client_addr", f.client), zap.Bool("all_interfaces", allInterfaces(f.peer) || allInterfaces(f.client)))
+}
+
+// allInterfaces says whether a listen address names no host: every
+// interface.
+func allInterfaces(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && (host == "" || host == "0.0.0.0" || host == "::")
 }
