@@ -220,16 +220,15 @@ type Table struct {
 	mu       sync.Mutex
 	children map[uint32][]uint32 // TreeChildren cache per source
 	// from is, per source index, what Self's checks of the source's
-	// bundles need of the shortest paths from it (ReversePath, Closer),
-	// filled in as sources are asked for.
+	// bundles need of the shortest paths from it (ReversePath), filled
+	// in as sources are asked for.
 	from []atomic.Pointer[sourcePaths]
 }
 
 // sourcePaths is what one source's shortest-path tree says of Self's
 // neighbours.
 type sourcePaths struct {
-	reverse int32   // the neighbour on the path to Self, −1 if none
-	closer  []int32 // the neighbours closer to the source than Self, ascending
+	reverse int32 // the neighbour on the path to Self, −1 if none
 }
 
 func newTable(self uint32, g *graph) *Table {
@@ -367,20 +366,6 @@ func (t *Table) ReversePath(source uint32) (neighbor uint32, ok bool) {
 	return t.g.ids[sp.reverse], true
 }
 
-// Closer reports whether neighbor, a neighbour of Self, is closer to
-// source than Self is (by the lexicographic weight of doc.go): a router
-// from which a bundle of source's may still come on its way to Self while
-// routers disagree, since each hop of a path some router chose brings it
-// closer to its destination. ReversePath's neighbour is one.
-func (t *Table) Closer(source, neighbor uint32) bool {
-	sp := t.sourcePaths(source)
-	if sp == nil {
-		return false
-	}
-	_, found := slices.BinarySearch(sp.closer, t.g.index(neighbor))
-	return found
-}
-
 // sourcePaths returns what the shortest paths from source say of Self's
 // neighbours, computing it the first time; nil when source is Self or
 // unknown.
@@ -394,14 +379,7 @@ func (t *Table) sourcePaths(source uint32) *sourcePaths {
 	}
 	sp := &sourcePaths{reverse: -1}
 	if t.tree.dist[s] != infinite {
-		tree := t.g.dijkstra(s)
-		sp.reverse = tree.parent[t.root]
-		self := tree.dist[t.root]
-		for e := t.g.off[t.root]; e < t.g.off[t.root+1]; e++ {
-			if v := t.g.to[e]; tree.dist[v].less(self) {
-				sp.closer = append(sp.closer, v) // links are in ascending order
-			}
-		}
+		sp.reverse = t.g.dijkstra(s).parent[t.root]
 	}
 	t.from[s].Store(sp)
 	return sp

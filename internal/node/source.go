@@ -22,18 +22,13 @@ import (
 // filter. What a compromised broker still can, on the paths that run
 // through it, is drop or delay what it forwards, and publish as itself.
 //
-// While link state floods, routers disagree, and a bundle takes paths that
-// no single database gives: a neighbour routes on what has not reached
-// this broker yet, or on a part of what reached it together. So for
-// retiredRoutesFor after this broker's routes changed, a bundle is also
-// taken in on the routes it had before, or from any neighbour closer to
-// the source than this broker (linkstate.Table.Closer), since every hop of
-// a path that some router chose brings the bundle closer to where it goes;
-// and one that nothing confirms waits a little for the routes to change
-// (unverified.go). Only then is it dropped. That much latitude a neighbour
-// has while routes move; an attacker that moves them by flapping its own
-// links gets it as long as it flaps, which every broker's SPF runs and
-// adjacency logs show.
+// While link state floods, routers disagree, and a neighbour routes on
+// what has not reached this broker yet, or on what it left behind: a
+// bundle is also taken in on the routes this broker replaced within
+// retiredRoutesFor, and one that none of them confirms waits a little for
+// the routes to change (unverified.go). Only then is it dropped. A
+// neighbour that was on a source's path lately may therefore still send
+// that source's bundles for as long.
 //
 // The stamp's boot epoch is held to the source's incarnation as its LSA
 // numbers it (linkstate.Config.Incarnation, signed with the LSA where
@@ -50,7 +45,7 @@ func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkst
 	peer, s := from.Peer(), b.Stamp
 	reason := refusedReversePath
 	if s.Origin != n.cfg.ID {
-		if reason = sourceRefusal(peer, s, routes, false); reason == "" {
+		if reason = sourceRefusal(peer, s, routes); reason == "" {
 			return true
 		}
 	}
@@ -61,13 +56,9 @@ func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkst
 		return n.refuseSource(from, s, reason)
 	}
 	now := n.clock.Now()
-	if rs := n.retired.Load(); rs != nil && now.Before((*rs)[0].until) {
-		// The routes changed lately (the latest retired first).
-		if sourceRefusal(peer, s, routes, true) == "" {
-			return true
-		}
+	if rs := n.retired.Load(); rs != nil {
 		for _, r := range *rs {
-			if now.Before(r.until) && sourceRefusal(peer, s, r.routes, true) == "" {
+			if now.Before(r.until) && sourceRefusal(peer, s, r.routes) == "" {
 				return true
 			}
 		}
@@ -93,12 +84,10 @@ func (n *Node) refuseSource(from Link, s dedup.Stamp, reason string) bool {
 }
 
 // sourceRefusal is why routes say a bundle with stamp s cannot come from
-// the neighbour peer ("": it can). unsettled also takes a neighbour closer
-// to the source than this broker.
-func sourceRefusal(peer uint32, s dedup.Stamp, routes *linkstate.Table, unsettled bool) string {
+// the neighbour peer ("": it can).
+func sourceRefusal(peer uint32, s dedup.Stamp, routes *linkstate.Table) string {
 	if s.Origin != peer {
-		rp, ok := routes.ReversePath(s.Origin)
-		if !(ok && rp == peer || unsettled && routes.Closer(s.Origin, peer)) {
+		if rp, ok := routes.ReversePath(s.Origin); !ok || rp != peer {
 			return refusedReversePath
 		}
 	}

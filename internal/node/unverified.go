@@ -75,12 +75,14 @@ func (h *unverifiedHold) take(routes *linkstate.Table, now time.Time, all bool) 
 }
 
 // retiredRoutesFor is how long bundles may still follow routes after this
-// broker replaced them: what a change takes to flood a mesh of tens of
-// brokers across slow links, several times over. A neighbour that was on
-// a source's path may send that source's bundles for as long.
-const retiredRoutesFor = 2 * time.Second
+// broker replaced them: what a change takes to reach every broker of a
+// mesh of tens, across slow links and control planes that fall behind,
+// and for the views of brokers that received its parts in another order
+// to meet again, as when brokers leave in turn.
+const retiredRoutesFor = 10 * time.Second
 
-// maxRetiredRoutes bounds the routes kept for retiredRoutesFor.
+// maxRetiredRoutes bounds the routes kept for retiredRoutesFor: the
+// latest; older ones are forgotten sooner when routes change often.
 const maxRetiredRoutes = 8
 
 // retiredRoutes are routes the node replaced, and until when bundles
