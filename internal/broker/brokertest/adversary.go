@@ -1,7 +1,12 @@
 package brokertest
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/bits-and-blooms/bitset"
@@ -42,6 +47,15 @@ func (s *Sim) Inject(from, to uint32, frame []byte) error {
 	s.settle()
 	return nil
 }
+
+// The payloads of messages no publisher of the ledger published, which
+// say what they are (Check): a Forgery a compromised broker sent in
+// another's name, which no subscriber may receive, or a message it
+// published AsItself, which is its right.
+const (
+	Forgery  = math.MaxUint64
+	AsItself = math.MaxUint64 - 1
+)
 
 // BundleFrame is a frame of one bundle for the routers dest, with the
 // stamp s, carrying message m; the bundle's source is s.Origin.
@@ -127,3 +141,100 @@ func hideSelf(frame []byte, id uint32) []byte {
 	}
 	return out
 }
+
+// SimKeys signs and checks advertisements in the simulator (Options.
+// Signed): a stand-in for internal/peerauth's certificates, with each
+// router's key derived from its ID and a "certificate" that is the ID.
+// Every router knows every key, as every broker trusts the mesh's CA; a
+// router signs only with its own. Deterministic, so runs replay.
+type SimKeys struct{}
+
+// For is router id's authenticator.
+func (SimKeys) For(id uint32) linkstate.Authenticator { return simAuth{id} }
+
+// Seal signs m, an LSA or predicate advertisement, with router signer's
+// key, whatever its origin: what a compromised broker can do, which its
+// neighbours refuse unless signer is the origin.
+func (SimKeys) Seal(signer uint32, m linkstate.Message) linkstate.Message {
+	switch m := m.(type) {
+	case *linkstate.LSA:
+		c := *m
+		c.Seal = linkstate.Seal{Sig: simMAC(signer, c.AppendSigned(nil)), Cert: simCert(signer)}
+		return &c
+	case *linkstate.PredAd:
+		c := *m
+		c.Seal = linkstate.Seal{Sig: simMAC(signer, c.AppendSigned(nil)), Cert: simCert(signer)}
+		return &c
+	}
+	panic(fmt.Sprintf("brokertest: cannot seal %T", m))
+}
+
+type simAuth struct{ id uint32 }
+
+func simCert(id uint32) []byte { return binary.BigEndian.AppendUint32(nil, id) }
+
+func simMAC(signer uint32, b []byte) []byte {
+	h := hmac.New(sha256.New, binary.BigEndian.AppendUint32([]byte("brokertest key of router "), signer))
+	h.Write(b)
+	return h.Sum(nil)
+}
+
+func (a simAuth) Seal(k linkstate.Key, b []byte) (linkstate.Seal, error) {
+	if k.Origin != a.id {
+		return linkstate.Seal{}, fmt.Errorf("router %d cannot sign for %d", a.id, k.Origin)
+	}
+	return linkstate.Seal{Sig: simMAC(a.id, b), Cert: simCert(a.id)}, nil
+}
+
+func (a simAuth) Check(k linkstate.Key, b []byte, s linkstate.Seal) error {
+	switch {
+	case s.IsZero():
+		return &linkstate.AuthError{Reason: linkstate.RefusedUnsigned, Err: errors.New("no seal")}
+	case len(s.Cert) != 4:
+		return &linkstate.AuthError{Reason: linkstate.RefusedCertificate, Err: errors.New("not a certificate")}
+	case binary.BigEndian.Uint32(s.Cert) != k.Origin:
+		return &linkstate.AuthError{Reason: linkstate.RefusedIdentity, Err: errors.New("certificate of another router")}
+	case !hmac.Equal(s.Sig, simMAC(k.Origin, b)):
+		return &linkstate.AuthError{Reason: linkstate.RefusedSignature, Err: errors.New("bad signature")}
+	}
+	return nil
+}
+
+// overheard keeps the advertisements in a frame a compromised broker
+// receives, whole (it takes no deltas), for Heard.
+func (s *Sim) overheard(frame []byte) {
+	var f transport.ParsedFrame
+	if err := transport.ParseFrame(frame, &f); err != nil {
+		return
+	}
+	for _, c := range f.Control {
+		if c.GetLsa() == nil && c.GetPredicateAd() == nil {
+			continue
+		}
+		m, err := transport.ControlFromProto(c)
+		if err != nil {
+			continue
+		}
+		var k linkstate.Key
+		switch m := m.(type) {
+		case *linkstate.LSA:
+			k = linkstate.Key{Kind: linkstate.KindRouter, Origin: m.Origin}
+		case *linkstate.PredAd:
+			k = linkstate.Key{Kind: linkstate.KindPredicate, Origin: m.Origin}
+		}
+		if s.heard == nil {
+			s.heard = map[linkstate.Key][]linkstate.Message{}
+		}
+		if h := s.heard[k]; len(h) >= maxHeard {
+			s.heard[k] = slices.Delete(h, 0, 1)
+		}
+		s.heard[k] = append(s.heard[k], m)
+	}
+}
+
+// maxHeard bounds the advertisements of one origin and kind kept.
+const maxHeard = 16
+
+// Heard returns the advertisements of origin's of kind k that compromised
+// brokers have received so far, oldest first: what they can replay.
+func (s *Sim) Heard(k linkstate.Key) []linkstate.Message { return s.heard[k] }

@@ -30,15 +30,12 @@ func line3(t *testing.T) *Sim {
 	return s
 }
 
-// forgedID marks a forged message's payload, beyond every ledger ID.
-const forgedID = math.MaxUint64
-
-// order is a tenant-a order; forged ones carry forgedID.
+// order is a tenant-a order; forged ones carry Forgery.
 func order(forged bool) content.Message {
 	attrs := []content.Attribute{{Name: "tenant", Value: content.String("a")}, {Name: "order", Value: content.String("sell-everything")}}
 	var payload []byte
 	if forged {
-		payload = binary.BigEndian.AppendUint64(nil, forgedID)
+		payload = binary.BigEndian.AppendUint64(nil, Forgery)
 	}
 	m, err := content.NewMessage(attrs, payload)
 	if err != nil {
@@ -66,7 +63,7 @@ func TestInjectedSourceRefused(t *testing.T) {
 	forged := BundleFrame(dedup.Stamp{Origin: 1, Epoch: s.Epoch(1), Seq: 1 << 30}, []uint32{2}, order(true))
 	require.NoError(t, s.Inject(3, 2, forged))
 	s.RunUntil(7 * time.Second) // past any wait for the routes
-	assert.Zero(t, s.ledger.subs[sub].received[forgedID], "a bundle in router 1's name from router 3 was delivered")
+	assert.Zero(t, s.ledger.subs[sub].received[Forgery], "a bundle in router 1's name from router 3 was delivered")
 	assert.Equal(t, 1.0, s.Counters("drip_bundles_refused_total", "reason")["reverse_path"])
 
 	id, err := s.Publish(1, order(false))
@@ -74,10 +71,10 @@ func TestInjectedSourceRefused(t *testing.T) {
 	s.RunUntil(8 * time.Second)
 	assert.Equal(t, 1, s.ledger.subs[sub].received[id], "router 1's own message")
 
-	own := BundleFrame(dedup.Stamp{Origin: 3, Epoch: s.Epoch(3), Seq: 1 << 30}, []uint32{2}, order(true))
+	own := BundleFrame(dedup.Stamp{Origin: 3, Epoch: s.Epoch(3), Seq: 1 << 30}, []uint32{2}, marked(order(false), AsItself))
 	require.NoError(t, s.Inject(3, 2, own))
 	s.RunUntil(9 * time.Second)
-	assert.Equal(t, 1, s.ledger.subs[sub].received[forgedID], "a compromised broker publishes as itself")
+	assert.Equal(t, 1, s.ledger.subs[sub].received[AsItself], "a compromised broker publishes as itself")
 }
 
 // TestForgedEpochsCannotPoisonTheDuplicateFilter: a compromised broker
@@ -122,7 +119,7 @@ func TestForgedEpochsCannotPoisonTheDuplicateFilter(t *testing.T) {
 			for _, id := range ids {
 				assert.Equal(t, 1, s.ledger.subs[sub].received[id], "router 1's message %d", id)
 			}
-			assert.Zero(t, s.ledger.subs[sub].received[forgedID])
+			assert.Zero(t, s.ledger.subs[sub].received[Forgery])
 			assert.Zero(t, s.Counters("drip_duplicates_suppressed_total", "verdict")["stale"])
 		})
 	}

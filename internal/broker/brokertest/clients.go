@@ -115,11 +115,12 @@ func (s *Sim) nextGap(p *publisher) time.Duration {
 }
 
 // pick returns the broker a client should use now: from preferred on, the
-// first that runs and does not drain, skipping avoid; -1 if none.
+// first that runs and does not drain, skipping avoid and compromised
+// brokers (Options.Compromised); -1 if none.
 func (s *Sim) pick(preferred, avoid int) int {
 	for k := range s.nodes {
 		i := (preferred + k) % len(s.nodes)
-		if i != avoid && s.nodes[i].running() {
+		if i != avoid && s.nodes[i].running() && !s.nodes[i].compromised {
 			return i
 		}
 	}
@@ -223,7 +224,11 @@ func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 				rec.clientSuppressed++
 				continue
 			}
-			id := binary.BigEndian.Uint64(p.GetMessage().GetPayload())
+			payload := p.GetMessage().GetPayload()
+			if len(payload) != 8 {
+				payload = binary.BigEndian.AppendUint64(nil, Forgery) // not a publisher's
+			}
+			id := binary.BigEndian.Uint64(payload)
 			rec.received[id]++
 			if id < uint64(len(s.ledger.msgs)) {
 				at := s.ledger.msgs[id].at
