@@ -7,12 +7,13 @@ import (
 )
 
 // ReleaseHeld takes in again the bundles waiting for the routes to confirm
-// their source (unverified.go), and decides again the held bundles that are due — this broker's
-// routes changed since they bounced, or they waited bounceHoldFor — and
-// sends them; all releases every one (the broker is stopping). A driver
-// calls it from one goroutine of the data plane, with a Forwarder of its
-// own, every TickInterval; with nothing held it returns at once. It may
-// wait for room on a link, as every forwarding does.
+// their source (unverified.go), and decides again the held bundles that
+// are due — this broker's routes changed since they bounced, or they
+// waited bounceHoldFor — and sends them; all releases every one (the
+// broker is stopping). A driver calls it from one goroutine of the data
+// plane, with a Forwarder of its own, every TickInterval; with nothing
+// held it returns at once. It may wait for room on a link, as every
+// forwarding does.
 func (f *Forwarder) ReleaseHeld(all bool) {
 	n := f.n
 	if n.bounces.count.Load() == 0 && n.unverified.count.Load() == 0 {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,8 +20,9 @@ import (
 // link-state database. Without it a neighbour with a valid certificate
 // could inject messages in another broker's name — past that broker's
 // authorization of its publishers — or stamps that poison the duplicate
-// filter. What a compromised broker still can, on the paths that run
-// through it, is drop or delay what it forwards, and publish as itself.
+// filter. What a compromised broker still can is publish as itself, and,
+// on the paths that run through it, drop or delay what it forwards and
+// speak for those paths' sources.
 //
 // While link state floods, routers disagree, and a neighbour routes on
 // what has not reached this broker yet, or on what it left behind: a
@@ -66,7 +68,8 @@ func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkst
 	if until.IsZero() {
 		until = now.Add(unverifiedHoldFor)
 	}
-	if now.Before(until) && n.unverified.add(unverifiedBundle{from: from, raw: raw, routes: routes, until: until}) {
+	// A copy: what aliases the frame would keep all of it alive.
+	if now.Before(until) && n.unverified.add(unverifiedBundle{from: from, raw: bytes.Clone(raw), routes: routes, until: until}) {
 		return false
 	}
 	return n.refuseSource(from, s, reason)
