@@ -208,10 +208,10 @@ func refuseNew(oldDialed, newDialed, lowerDials, oldSilent bool) bool {
 // established says whether l, a neighbour's current link, carries an
 // established adjacency: it has been up for a dead interval, frames have
 // arrived on it, the last within a dead interval. A second link claiming
-// the neighbour's router ID is then refused rather than replace it — an
-// impostor on a plaintext mesh replaced the real link again and again,
-// and lost a quarter of the messages — and a neighbour that restarted or
-// redialled links again once the old link has ended or fallen silent. A
+// the neighbour's router ID is then refused rather than replace it, so
+// that an impostor on a plaintext mesh cannot take the link over, and a
+// neighbour that restarted or redialled links again once the old link
+// has ended or fallen silent. A
 // younger link is not established: of two links racing, as when both
 // sides dial at once, the one the lower router ID dialled wins on both
 // sides (refuseNew), whichever carried frames first.

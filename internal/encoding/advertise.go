@@ -87,8 +87,8 @@ func (b Bloom) lowest() int {
 
 // Coarsen returns filters, in Advertise's order, reduced to at most max
 // Blooms (max ≥ 1) by merging them in pairs: the intersection of two
-// Blooms is contained in every message Bloom either is, so the merged one
-// still matches whatever they matched — a weaker necessary condition,
+// Blooms is contained in every message Bloom that contains either, so the
+// merged one matches whatever they matched — a weaker necessary condition,
 // with more false positives and never a miss. Pairs merge among
 // neighbours in an order that keeps filters sharing their most common
 // bits (an attribute's existence category, a frequent value) together,

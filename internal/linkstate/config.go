@@ -161,9 +161,9 @@ func DefaultConfig(id uint32, name string) Config {
 }
 
 // DefaultMaxFilters is the default bound on the filters of one predicate
-// advertisement: ten times the most a broker was measured to advertise
-// (1,000, at 50 clients of 20 filters; docs/design.md §2), about 10 MB of
-// Blooms and index on every broker.
+// advertisement: an order of magnitude above what brokers of the
+// workloads of docs/design.md §2 advertise, and what every broker of a
+// mesh can afford to hold and index for each of the others.
 const DefaultMaxFilters = 10000
 
 // DefaultWANConfig is for routers across a wide area: RTT costs as in

@@ -15,7 +15,7 @@ import (
 // MaxFilters, or one that would take the database past
 // MaxDatabaseFilters, is refused with a LimitError naming the limit,
 // neither installed nor flooded; one within both is installed, and the
-// database's count follows replacements and expiry. A decoder's stand-in
+// database's count follows replacements. A decoder's stand-in
 // for an advertisement it did not build (OversizedAd) is refused alike.
 func TestAdvertisementLimits(t *testing.T) {
 	limits := func(c *Config) { c.MaxFilters, c.MaxDatabaseFilters = 5, 12 }

@@ -101,8 +101,8 @@ func (b *Budget) holdTables(n int64) {
 
 // filterCost is what one filter of a predicate advertisement is charged
 // to the budget: its Bloom in the link-state database, its part of the
-// PREDICATES index and of the links' delta decoders, about 600 bytes as
-// measured, and the collector's headroom over them.
+// PREDICATES index and of the links' delta decoders, and the collector's
+// headroom over them.
 const filterCost = 1 << 10
 
 // maxTableFilters is how many filters the advertisements in the database

@@ -36,7 +36,7 @@ func newSentMessages() *sentMessages {
 	return &sentMessages{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, sentSlots)}
 }
 
-// key mixes a stamp into a slot index and a value.
+// stampKey mixes a stamp into a slot index and a value.
 func stampKey(s dedup.Stamp) uint64 {
 	return mixStamp(uint64(s.Origin)<<32 ^ s.Seq ^ s.Epoch*0xbf58476d1ce4e5b9)
 }

@@ -8,10 +8,10 @@ import (
 	"github.com/dripmesh/drip/internal/linkstate"
 )
 
-// MaxAdvertisementBytes bounds the filters of an advertisement rebuilt from
-// deltas. It is gRPC's default receive limit, which peer streams keep, so
-// no advertisement a broker could send whole is larger: a peer cannot grow
-// one past it a delta at a time.
+// MaxAdvertisementBytes bounds the filters of an advertisement in their
+// wire form, whole or rebuilt from deltas. It is gRPC's default receive
+// limit, which peer streams keep, so no advertisement a broker could send
+// whole is larger: a peer cannot grow one past it a delta at a time.
 const MaxAdvertisementBytes = 4 << 20
 
 // AdEncoder sends the predicate advertisements of one link, each as a delta
