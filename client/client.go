@@ -27,9 +27,10 @@ import (
 // between its receive goroutine and Next.
 const DefaultBufferSize = 256
 
-// DefaultReadAhead bounds the memory of the deliveries a Subscription
-// reads from its stream ahead of Next (WithReadAhead): gRPC's own largest
-// stream window, which is what a stream could hold unread before.
+// DefaultReadAhead bounds the memory of the deliveries a Client's
+// Subscriptions read from their streams ahead of Next, together
+// (WithReadAhead): gRPC's own largest stream window, which is what one
+// stream could hold unread before.
 const DefaultReadAhead = 16 << 20
 
 // DefaultBufferWait is how long a Subscription whose read-ahead is full
@@ -123,9 +124,10 @@ func WithBufferSize(n int) Option {
 	return func(o *options) { o.bufferSize = max(n, 1) }
 }
 
-// WithReadAhead bounds, in bytes, the deliveries each Subscription reads
-// from its stream ahead of Next, beyond its buffer (WithBufferSize), at
-// their estimated decoded size (default DefaultReadAhead; values below
+// WithReadAhead bounds, in bytes, the deliveries the Client's
+// Subscriptions read from their streams ahead of Next, together, beyond
+// their buffers (WithBufferSize), at their estimated decoded size: each
+// takes an equal share of it (default DefaultReadAhead; values below
 // 64 KiB mean 64 KiB). See the package documentation.
 func WithReadAhead(n int) Option {
 	return func(o *options) { o.readAhead = max(n, 64<<10) }
@@ -192,6 +194,9 @@ type Client struct {
 	cancel   context.CancelFunc
 	feedback feedbackSender
 
+	// readAhead bounds what the subscriptions read ahead, together.
+	readAhead *readAhead
+
 	mu     sync.Mutex
 	addrs  []string
 	conns  map[string]*grpc.ClientConn
@@ -220,7 +225,7 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	if o.token != "" && o.tls == nil && !o.tokenPlaintext {
 		return nil, errors.New("drip client: WithToken needs WithTLS: a bearer token over plaintext can be read by anyone on the path (WithTokenOverPlaintext allows it for loopback tests)")
 	}
-	c := &Client{opts: o, target: target, conns: map[string]*grpc.ClientConn{}}
+	c := &Client{opts: o, target: target, conns: map[string]*grpc.ClientConn{}, readAhead: &readAhead{limit: int64(o.readAhead)}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	addrs, dns, err := parseTarget(target)
 	if err != nil {

@@ -60,7 +60,8 @@
 //
 // One goroutine per subscription receives from the stream ahead of the
 // caller: into a buffer (WithBufferSize) that Next reads, and behind it a
-// read-ahead bounded in bytes (WithReadAhead, 16 MiB). Reading ahead is
+// read-ahead bounded in bytes (WithReadAhead, 16 MiB for all the client's
+// subscriptions together: each reads ahead its share). Reading ahead is
 // what makes losses prompt: a broker that drops a slow subscriber's
 // messages reports them in a Lost event on the same stream, behind
 // whatever it sent before, and a client that read only as fast as its

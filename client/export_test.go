@@ -31,3 +31,7 @@ func StartBroker() (addr string, stop func()) {
 		<-done
 	}
 }
+
+// ReadAheadHeld is what the client's subscriptions have read ahead of
+// Next, together.
+func (c *Client) ReadAheadHeld() int64 { return c.readAhead.used.Load() }

@@ -545,11 +545,13 @@ type runState struct {
 	filter  *dedup.Filter
 	backlog []Delivery
 	// backlogBytes is the backlog's estimated memory (Delivery.cost),
-	// bounded by WithReadAhead. fullSince is when the backlog reached the
+	// bounded by the subscription's share of the client's read-ahead
+	// (WithReadAhead, readAhead). fullSince is when the backlog reached the
 	// bound (zero: below it); once it has stayed there WithBufferWait the
 	// subscription reads on regardless, dropping what does not fit (eager),
 	// until the backlog is down to half the bound.
 	backlogBytes int
+	ra           *readAhead // the client's, which backlogBytes counts in
 	fullSince    time.Time
 	eager        bool
 	dropped      uint64 // deliveries the client dropped itself
@@ -581,7 +583,13 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 	// hand run an event give up.
 	defer s.cancel()
 	defer close(s.out)
-	rs := &runState{streams: []*subStream{first}, filter: filter}
+	rs := &runState{streams: []*subStream{first}, filter: filter, ra: s.c.readAhead}
+	rs.ra.subs.Add(1)
+	defer func() {
+		// What is left of the backlog goes to Next, or nowhere.
+		rs.ra.subs.Add(-1)
+		rs.ra.add(-rs.backlogBytes)
+	}()
 	defer func() {
 		for _, st := range rs.streams {
 			st.cancel()
@@ -640,6 +648,7 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		select {
 		case out <- head:
 			rs.backlogBytes -= head.cost()
+			rs.ra.add(-head.cost())
 			rs.backlog[0] = Delivery{}
 			rs.backlog = rs.backlog[1:]
 		case ev := <-evs:
@@ -677,7 +686,7 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 // slowing the broker further. It turns back once the reader has caught up
 // with half the read-ahead.
 func (s *Subscription) hold(rs *runState, now time.Time) {
-	limit := s.c.opts.readAhead
+	limit := rs.ra.share()
 	switch {
 	case rs.backlogBytes <= limit/2:
 		rs.fullSince, rs.eager = time.Time{}, false
@@ -752,7 +761,7 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 			s.dups.Add(1)
 			continue
 		}
-		if rs.eager && rs.backlogBytes >= s.c.opts.readAhead {
+		if rs.eager && rs.backlogBytes >= rs.ra.share() {
 			// Before congestion control measures it: to the publisher
 			// this is a loss like the brokers'.
 			rs.dropped++
@@ -771,6 +780,7 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		d.Gap, rs.gap = rs.gap, nil
 		rs.backlog = append(rs.backlog, d)
 		rs.backlogBytes += d.cost()
+		rs.ra.add(d.cost())
 	}
 	switch e := ev.d.GetEvent().(type) {
 	case *dripv1.Delivery_Subscribed:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/mem"
 	"k8s.io/utils/clock"
 
@@ -96,6 +97,9 @@ type Broker struct {
 
 	linksMu sync.Mutex
 	links   map[uint32]*transport.Link // every attached link, by neighbour
+	// establishedLog logs a few of the links refused for claiming a
+	// linked neighbour's router ID (attach).
+	establishedLog *rate.Sometimes
 	// detached is closed, and replaced, whenever a link leaves links: a
 	// dial loop waits on it for its neighbour's link to be gone.
 	detached chan struct{}
@@ -139,10 +143,12 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		wakeCh:      make(chan struct{}, 1),
 		built:       make(chan *encoding.Build, 1),
 		links:       map[uint32]*transport.Link{},
-		detached:    make(chan struct{}),
-		coreDone:    make(chan struct{}),
-		stopped:     make(chan struct{}),
-		joined:      make(chan struct{}),
+		// As refused TLS handshakes are: at most three per ten seconds.
+		establishedLog: &rate.Sometimes{First: 3, Interval: 10 * time.Second},
+		detached:       make(chan struct{}),
+		coreDone:       make(chan struct{}),
+		stopped:        make(chan struct{}),
+		joined:         make(chan struct{}),
 		open: &dripv1.Open{
 			ProtocolVersion: transport.ProtocolVersion,
 			RouterId:        cfg.ID,
@@ -155,6 +161,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		b.open.Compression = []string{transport.CompressionDeflate}
 	}
 	b.open.PredicateDeltas = cfg.PeerPredicateDeltas
+	b.open.SparseDestinations = true
 	n.SetWake(func() {
 		select {
 		case b.wakeCh <- struct{}{}:

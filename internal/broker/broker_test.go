@@ -501,7 +501,9 @@ func TestStreamsBeyondTheBudgetAreRefused(t *testing.T) {
 // closing it at once, the bundle below was lost without a count on either
 // side.
 func TestRefusedLinkIsReadToTheEnd(t *testing.T) {
-	m := startMesh(t, 2, [][2]int{{0, 1}}, nil)
+	// A race takes place while the links are young: younger than a dead
+	// interval, which a long one makes the whole test.
+	m := startMesh(t, 2, [][2]int{{0, 1}}, func(c *broker.Config) { c.LinkState.DeadInterval = time.Minute })
 	s0 := m.subscribe(0, content.MustParse(`k exists`))
 	m.waitConverged(m.allReachable())
 	b0 := m.nodes[0].srv.Broker()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 func (b *Broker) HandleLink(c transport.Conn) {
 	l, err := b.attach(c, false)
 	if err != nil {
-		if !b.stopping.Load() {
+		// A claimant of a linked router's ID is logged by attach, a few.
+		if !b.stopping.Load() && !errors.Is(err, errEstablished) {
 			b.log.Warn("refused peer link", zap.String("peer", c.Remote().GetRouterName()),
 				zap.Uint32("peer_router", c.Remote().GetRouterId()), zap.Error(err))
 		}
@@ -46,15 +48,20 @@ func (b *Broker) PeerService() *transport.PeerServer {
 
 var errDuplicate = errors.New("a link to this router already exists")
 
+// errEstablished refuses a link claiming the router ID of a neighbour
+// linked and talking (Broker.established).
+var errEstablished = errors.New("router ID in use")
+
 // replacedDrainTimeout bounds the drain of a link a newer one replaced: a
 // neighbour that restarted will never half-close the old one.
 const replacedDrainTimeout = 5 * time.Second
 
-// attach starts a new link and tells the core. When two links to one
-// neighbour race (both sides dialled), the one dialled by the lower router
-// ID wins on both sides, so exactly one survives; a new link in the same
-// direction as an existing one replaces it (the neighbour restarted or
-// redialled).
+// attach starts a new link and tells the core. A link claiming the router
+// ID of an established one is refused (established). When two links to
+// one neighbour race (both sides dialled), the one dialled by the lower
+// router ID wins on both sides, so exactly one survives; a new link in the
+// same direction as an existing one that carries nothing, or nothing any
+// more, replaces it (the neighbour restarted or redialled).
 func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) {
 	if b.stopping.Load() {
 		return nil, errors.New("broker shutting down")
@@ -70,7 +77,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 	fwd := b.node.NewForwarder()
 	l, err := transport.NewLink(c, transport.LinkConfig{
 		QueueBytes: cfg.LinkQueueBytes, MaxFrameBytes: cfg.MaxFrameBytes,
-		Compression: cfg.PeerCompression, PredicateDeltas: cfg.PeerPredicateDeltas,
+		Compression: cfg.PeerCompression, PredicateDeltas: cfg.PeerPredicateDeltas, MaxAdFilters: cfg.LinkState.MaxFilters,
 		Dialed: dialed, Metrics: b.m.forLink(remote.GetRouterName()),
 		Account:      b.node.Budget().Account,
 		Backpressure: transport.Backpressure{Stalled: cfg.SlowLinks.Stalled, Behind: cfg.SlowLinks.Behind},
@@ -92,6 +99,19 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 	var replaced *transport.Link
 	b.linksMu.Lock()
 	if old := b.links[peer]; old != nil {
+		if b.established(old) {
+			// The neighbour is talking on the link it has: whoever else
+			// claims its router ID is refused, and told why.
+			b.linksMu.Unlock()
+			b.m.linkHandshakeFails.WithLabelValues(refusedEstablished).Inc()
+			err := fmt.Errorf("%w: router %d (%s) has an established link; refused %s claiming its ID", errEstablished, peer, old.Name(), l.Name())
+			b.establishedLog.Do(func() {
+				b.log.Warn("refused a second link claiming a linked neighbour's router ID (more are counted, not logged)",
+					zap.Uint32("peer_router", peer), zap.String("linked", old.Name()), zap.String("claimant", l.Name()), zap.Bool("dialed", dialed))
+			})
+			l.Close(err)
+			return nil, err
+		}
 		lowerDials := cfg.ID < peer
 		if refuseNew(old.Dialed(), dialed, lowerDials, b.silent(old)) {
 			b.linksMu.Unlock()
@@ -142,16 +162,38 @@ func (b *Broker) readRefused(l *transport.Link) {
 
 func (b *Broker) detach(l *transport.Link) {
 	b.linksMu.Lock()
-	if b.links[l.Peer()] == l {
+	current := b.links[l.Peer()] == l
+	if current {
 		delete(b.links, l.Peer())
 		close(b.detached)
 		b.detached = make(chan struct{})
-		b.m.linkUp.WithLabelValues(l.Name()).Set(0)
 	}
+	b.forgetLink(l, current)
 	b.linksMu.Unlock()
 	l.Close(nil) // counts what was still queued
 	b.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()))
 	b.toCore(coreEvent{kind: evLinkDown, link: l})
+}
+
+// forgetLink updates the per-link gauges of l, which has ended: a
+// configured neighbour's link shows 0 while it is down, since it will be
+// dialled again; the series of any other name no current link carries
+// (a neighbour that dialled in and left, a link replaced under another
+// name) go away, rather than show 1 for a peer long gone. Call it with
+// linksMu held.
+func (b *Broker) forgetLink(l *transport.Link, current bool) {
+	name := l.Name()
+	for _, o := range b.links {
+		if o.Name() == name {
+			return
+		}
+	}
+	if current && slices.ContainsFunc(b.cfg.Peers, func(p Peer) bool { return p.ID == l.Peer() }) {
+		b.m.linkUp.WithLabelValues(name).Set(0)
+		return
+	}
+	b.m.linkUp.DeleteLabelValues(name)
+	b.m.linkQueueBytes.DeleteLabelValues(name)
 }
 
 // refuseNew says whether a new link to a neighbour that already has one is
@@ -161,6 +203,20 @@ func (b *Broker) detach(l *transport.Link) {
 // any new link once the old one has gone silent.
 func refuseNew(oldDialed, newDialed, lowerDials, oldSilent bool) bool {
 	return oldDialed != newDialed && oldDialed == lowerDials && !oldSilent
+}
+
+// established says whether l, a neighbour's current link, carries an
+// established adjacency: it has been up for a dead interval, frames have
+// arrived on it, the last within a dead interval. A second link claiming
+// the neighbour's router ID is then refused rather than replace it, so
+// that an impostor on a plaintext mesh cannot take the link over, and a
+// neighbour that restarted or redialled links again once the old link
+// has ended or fallen silent. A
+// younger link is not established: of two links racing, as when both
+// sides dial at once, the one the lower router ID dialled wins on both
+// sides (refuseNew), whichever carried frames first.
+func (b *Broker) established(l *transport.Link) bool {
+	return l.Now() > int64(b.cfg.LinkState.DeadInterval) && l.LastReceived() != 0 && !b.silent(l) && !l.Down()
 }
 
 // silent says whether nothing has arrived on l for a dead interval: its

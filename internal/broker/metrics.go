@@ -41,14 +41,20 @@ const (
 	opSubscribe = "subscribe"
 )
 
+// refusedEstablished is the reason of a link claiming the router ID of a
+// neighbour whose link is up and talking.
+const refusedEstablished = "established"
+
 // handshakeFailureReasons are the reason labels of
 // drip_link_handshake_failures_total: transport.IncompatibleError's reasons
 // (either side's verdict on the Open frames, "refused" when the other side
 // refused ours), "duplicate", a second link to a neighbour already
-// linked, "router_id", a peer whose router ID is beyond MaxRouterID,
+// linked (both sides dialled), "established", a link claiming the router
+// ID of a neighbour whose link is up and talking, "router_id", a peer
+// whose router ID is beyond MaxRouterID,
 // "tls", a TLS handshake the peer listener refused, and "identity", a
 // certificate that does not name the router the peer claims to be.
-var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open", "refused", "duplicate", "router_id", "tls", "identity"}
+var handshakeFailureReasons = []string{"version", "mesh", "bloom", "self", "open", "refused", "duplicate", refusedEstablished, "router_id", "tls", "identity"}
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
@@ -63,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return f.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
 	}
 	m := &metrics{
-		linkUp:             gaugeVec("link_up", "1 while the link to the peer is established, 0 after it went down.", link...),
+		linkUp:             gaugeVec("link_up", "1 while the link to the peer is established; 0 after a configured peer's went down; gone for a peer that dialled in and left.", link...),
 		linkSentBytes:      counterVec("link_sent_bytes_total", "Bytes of frames sent to the peer (protobuf encoded size, after compression).", link...),
 		linkSentPlainBytes: counterVec("link_sent_uncompressed_bytes_total", "Bytes of the frames sent to the peer before compression (equal to link_sent_bytes_total on an uncompressed link).", link...),
 		linkRecvBytes:      counterVec("link_received_bytes_total", "Bytes of frames received from the peer (protobuf encoded size).", link...),
@@ -72,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkSentControl:    counterVec("link_sent_control_total", "Link-state control messages sent to the peer.", link...),
 		linkQueueBytes:     gaugeVec("link_queue_bytes", "Bytes of bundles waiting in the peer's send queue.", link...),
 		linkDropped:        counterVec("link_dropped_bundles_total", "Bundles for the peer dropped, by reason (queue_full, link_down).", "peer", "reason"),
-		linkHandshakeFails: counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, router_id, tls, identity).", "reason"),
+		linkHandshakeFails: counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, established, router_id, tls, identity).", "reason"),
 		controlWait: f.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "control_frame_wait_seconds",
 			Help:    "Time the control messages of each frame from a neighbour waited for the broker's control plane, from their arrival to their processing.",
 			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 10)}),

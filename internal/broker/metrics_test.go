@@ -50,7 +50,8 @@ func TestCountersTheDashboardsQueryStartAtZero(t *testing.T) {
 	slices.Sort(want)
 	assert.Equal(t, want, zeroSeries(t, families, "drip_link_handshake_failures_total", "reason"))
 	assert.Equal(t, []string{"hop_limit", "link_down", "match_all", "no_route"}, zeroSeries(t, families, "drip_route_dropped_destinations_total", "reason"))
-	assert.Equal(t, []string{"certificate", "identity", "signature", "unsigned"}, zeroSeries(t, families, "drip_advertisements_refused_total", "reason"))
+	assert.Equal(t, []string{"certificate", "identity", "limit", "signature", "unsigned"}, zeroSeries(t, families, "drip_advertisements_refused_total", "reason"))
+	assert.Equal(t, []string{"epoch", "reverse_path"}, zeroSeries(t, families, "drip_bundles_refused_total", "reason"))
 	assert.Equal(t, []string{"publish", "subscribe"}, zeroSeries(t, families, "drip_authz_denied_total", "op"))
 }
 

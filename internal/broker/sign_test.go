@@ -154,7 +154,10 @@ func TestForgedAdvertisementsRefusedWithPeerIdentity(t *testing.T) {
 		}
 	}
 	want := map[string]float64{}
-	for _, seq := range []uint64{1 << 20, math.MaxUint64} {
+	// Plausible: past router 1's current number, which counts from its
+	// incarnation (linkstate.Config.Incarnation), as a later run's would.
+	plausible := uint64(time.Now().Add(time.Hour).UnixNano()/int64(linkstate.IncarnationUnit)) << linkstate.IncarnationShift
+	for _, seq := range []uint64{plausible, math.MaxUint64} {
 		h.send(t, forged(seq)...) // unsigned
 		want[linkstate.RefusedUnsigned] += 2
 		var mine, stolen, self []linkstate.Message

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -58,6 +59,7 @@ type brokerFlags struct {
 	joinTimeout                time.Duration
 	dedupWindow                int
 	maxRouterID                uint32
+	maxAdFilters               int
 	matchAll                   string
 	pprof                      bool
 
@@ -108,6 +110,7 @@ The broker's identity and neighbours come either from a topology file
 					return err
 				}
 			}
+			warnOpen(log, f)
 			srv, err := broker.NewServer(cfg, sc, broker.WithLogger(log))
 			if err != nil {
 				return err
@@ -154,6 +157,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.DurationVar(&f.drainOverlap, "drain-overlap", def.DrainOverlap, "how long a moving subscriber keeps both subscriptions: the time the mesh needs to learn where it went")
 	fl.IntVar(&f.dedupWindow, "dedup-window", def.Dedup.Window, "messages per ingress broker remembered to pass each on once; a copy overtaken by more is dropped as stale")
 	fl.Uint32Var(&f.maxRouterID, "max-router-id", def.MaxRouterID, "largest router ID of the mesh; bundles naming a larger one are refused")
+	fl.IntVar(&f.maxAdFilters, "max-advertised-filters", def.LinkState.MaxFilters, "bound on the Bloom filters of one broker's predicate advertisement: larger ones from neighbours are refused (drip_advertisements_refused_total{reason=\"limit\"}), this broker's own are merged to fit; every broker of a mesh should use the same (0: none)")
 	fl.StringVar(&f.matchAll, "match-all", def.MatchAll.Mode, "what this broker, as an ingress, does with other brokers' filters that match every message ('k exists' subscriptions, or a peer asking for everything): allow, refuse, or limit:<messages per second per broker>; what it leaves out is counted as drip_route_dropped_destinations_total{reason=\"match_all\"}")
 	fl.IntVar(&f.subQueue, "subscriber-queue", def.SubscriberQueue, "bound on deliveries queued per subscriber; beyond it they are dropped and reported as lost")
 	fl.IntVar(&f.memBudget, "memory-budget", def.MemoryBudget, "the broker's memory budget in bytes, also its Go memory limit unless GOMEMLIMIT is set: half bounds what all subscriber and link queues hold together, beyond which the subscribers holding the most lose their oldest deliveries (0: none)")
@@ -266,6 +270,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
 	cfg.SlowLinks.Behind = f.linkWait
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
+	cfg.LinkState.MaxFilters = f.maxAdFilters
 	if cfg.MatchAll, err = node.ParseMatchAllPolicy(f.matchAll); err != nil {
 		return cfg, sc, err // names the policy, as --match-all's help does
 	}
@@ -425,4 +430,27 @@ func setMemoryLimit(budget int, log *zap.Logger) {
 	limit := int64(budget) / 8 * 7
 	debug.SetMemoryLimit(limit)
 	log.Info("memory budget sets the Go memory limit", zap.Int("budget", budget), zap.Int64("limit", limit))
+}
+
+// warnOpen says once, at warn level, that a broker without TLS serves an
+// open mesh, and how to close it: on its own, drip broker listens in
+// plaintext on every interface, where anyone who reaches the peer port
+// joins the mesh as any router.
+func warnOpen(log *zap.Logger, f *brokerFlags) {
+	if f.tlsCert != "" {
+		return
+	}
+	log.Warn("this broker serves without TLS: the mesh is open. Whoever reaches its peer port can join as any router ID, "+
+		"receive every message and inject its own; whoever reaches its client port can publish and subscribe. "+
+		"Close it with --tls-cert, --tls-key and --tls-ca (mutual TLS between brokers), --tls-peer-identity (certificates that name their router, "+
+		"signed advertisements), --tls-client-ca with --tls-client-auth (client certificates) and --authz-policy, or listen only on a private "+
+		"network (--peer-addr, --client-addr); see docs/security.md",
+		zap.String("peer_addr", f.peer), zap.String("client_addr", f.client), zap.Bool("all_interfaces", allInterfaces(f.peer) || allInterfaces(f.client)))
+}
+
+// allInterfaces says whether a listen address names no host: every
+// interface.
+func allInterfaces(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && (host == "" || host == "0.0.0.0" || host == "::")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/dripmesh/drip/internal/broker"
 	"github.com/dripmesh/drip/internal/linkstate"
@@ -340,5 +341,36 @@ func TestBrokerPeerNotSentLowat(t *testing.T) {
 		cfg, _, err := brokerConfig(t, append([]string{"--name", "b0"}, tt.args...)...)
 		require.NoError(t, err, "%v", tt.args)
 		assert.Equal(t, tt.want, cfg.PeerNotSentLowat, "%v", tt.args)
+	}
+}
+
+// TestBrokerWarnsWhenOpen: drip broker without TLS says once, at warn
+// level, that the mesh is open — and that it listens on every interface —
+// and names the flags that close it; with TLS it says nothing of it.
+func TestBrokerWarnsWhenOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    brokerFlags
+		warn bool
+	}{
+		{"plaintext, every interface", brokerFlags{peer: ":7100", client: ":7000"}, true},
+		{"plaintext, loopback", brokerFlags{peer: "127.0.0.1:7100", client: "127.0.0.1:7000"}, true},
+		{"TLS", brokerFlags{peer: ":7100", client: ":7000", tlsCert: "c.pem", tlsKey: "k.pem", tlsCA: "ca.pem"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zap.InfoLevel)
+			warnOpen(zap.New(core), &tc.f)
+			if !tc.warn {
+				assert.Zero(t, logs.Len())
+				return
+			}
+			require.Equal(t, 1, logs.Len())
+			e := logs.All()[0]
+			assert.Equal(t, zap.WarnLevel, e.Level)
+			for _, flag := range []string{"--tls-cert", "--tls-ca", "--tls-peer-identity", "--tls-client-auth", "--authz-policy"} {
+				assert.Contains(t, e.Message, flag)
+			}
+			assert.Equal(t, tc.f.peer == ":7100", e.ContextMap()["all_interfaces"])
+		})
 	}
 }

@@ -84,3 +84,73 @@ func (b Bloom) lowest() int {
 	}
 	return MaxBits
 }
+
+// Coarsen returns filters, in Advertise's order, reduced to at most max
+// Blooms (max ≥ 1) by merging them in pairs: the intersection of two
+// Blooms is contained in every message Bloom that contains either, so the
+// merged one matches whatever they matched — a weaker necessary condition,
+// with more false positives and never a miss. Pairs merge among
+// neighbours in an order that keeps filters sharing their most common
+// bits (an attribute's existence category, a frequent value) together,
+// those that share the most bits first, and pairs that share none only
+// when nothing else is left. It is how a broker keeps an advertisement
+// within the bound its neighbours take (linkstate.Config.MaxFilters)
+// however many subscriptions it holds. filters is not modified.
+func Coarsen(filters []Bloom, max int) []Bloom {
+	out := Advertise(filters)
+	for max >= 1 && len(out) > max {
+		// Each Bloom's positions, most frequent first: sorted by those,
+		// Blooms that share frequent bits are neighbours.
+		var freq [MaxBits]int
+		for _, b := range out {
+			for _, p := range b.AppendPositions(nil) {
+				freq[p]++
+			}
+		}
+		type ranked struct {
+			key []int // −frequency·MaxBits + position, ascending
+			b   Bloom
+		}
+		rs := make([]ranked, len(out))
+		for i, b := range out {
+			pos := b.AppendPositions(nil)
+			for j, p := range pos {
+				pos[j] = -freq[p]*MaxBits + p
+			}
+			slices.Sort(pos)
+			rs[i] = ranked{pos, b}
+		}
+		slices.SortFunc(rs, func(x, y ranked) int { return slices.Compare(x.key, y.key) })
+		type pair struct{ i, shared int }
+		pairs := make([]pair, len(rs)-1)
+		for i := range pairs {
+			pairs[i] = pair{i, rs[i].b.And(rs[i+1].b).PopCount()}
+		}
+		slices.SortStableFunc(pairs, func(x, y pair) int { return cmp.Compare(y.shared, x.shared) })
+		merged := make([]bool, len(rs))
+		next := make([]Bloom, 0, len(rs))
+		need := len(rs) - max
+		disjoint := true // only pairs sharing no bit are left
+		for _, p := range pairs {
+			disjoint = disjoint && p.shared == 0
+		}
+		for _, p := range pairs {
+			if need == 0 || p.shared == 0 && !disjoint {
+				break
+			}
+			if merged[p.i] || merged[p.i+1] {
+				continue
+			}
+			merged[p.i], merged[p.i+1] = true, true
+			next = append(next, rs[p.i].b.And(rs[p.i+1].b))
+			need--
+		}
+		for i, r := range rs {
+			if !merged[i] {
+				next = append(next, r.b)
+			}
+		}
+		out = Advertise(next)
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package encoding
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -72,4 +73,42 @@ func TestAdvertiseMatchesReference(t *testing.T) {
 		r.Shuffle(len(filters), func(i, j int) { filters[i], filters[j] = filters[j], filters[i] })
 		require.Equal(t, got, Advertise(filters), "the order of the input does not matter")
 	}
+}
+
+// TestCoarsenNeverMisses: coarsened to at most max Blooms, an
+// advertisement still covers every filter it had — each original Bloom
+// contains one of the result, so every message an original matched, the
+// result matches — and it is in Advertise's order. Filters of shared
+// categories merge before unrelated ones: the merged Blooms keep bits.
+func TestCoarsenNeverMisses(t *testing.T) {
+	p := DefaultParams()
+	rng := rand.New(rand.NewPCG(5, 5))
+	for trial := range 50 {
+		n, max := 1+rng.IntN(300), 1+rng.IntN(40)
+		var in []Bloom
+		for range n {
+			// A filter of an attribute's existence category and one of a
+			// few values, as equality subscriptions encode.
+			var b Bloom
+			p.add(&b, []byte(fmt.Sprintf("∃$attr%d", rng.IntN(4))))
+			p.add(&b, []byte(fmt.Sprintf("$attr=%d", rng.IntN(1000))))
+			in = append(in, b)
+		}
+		out := Coarsen(in, max)
+		require.LessOrEqual(t, len(out), max, "trial %d", trial)
+		require.Equal(t, Advertise(out), out, "in Advertise's order")
+		for _, f := range in {
+			covered := false
+			for _, g := range out {
+				covered = covered || g.SubsetOf(f)
+			}
+			require.True(t, covered, "trial %d: a filter is no longer matched", trial)
+		}
+		if max >= 4 {
+			for _, g := range out {
+				assert.Positive(t, g.PopCount(), "trial %d: filters of four attributes merged into one matching everything", trial)
+			}
+		}
+	}
+	assert.Len(t, Coarsen(make([]Bloom, 3), 1), 1)
 }

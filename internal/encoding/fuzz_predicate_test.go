@@ -18,11 +18,22 @@ const (
 	encodeBudgetPerByte = 8 << 10
 )
 
+// workBudget is what one predicate's encoding may hash: categories, each
+// K hashed positions, at most a fixed part and a part per byte of its
+// text. The hashing is the encoding's time, counted rather than clocked,
+// so that the bound holds on any machine under any load.
+const (
+	workBudgetBase    = 1 << 10
+	workBudgetPerByte = 64
+)
+
 // FuzzEncodePredicate parses untrusted predicate text as a broker does
 // (content.DefaultLimits) and encodes it under both schemes, checking what
-// one input may cost: at most maxDisjuncts Blooms per filter, which bounds
-// the hashing (time), and allocations within encodeBudget (memory). The
-// fuzzer's own hang detector catches an input that never returns.
+// one input may cost: at most maxDisjuncts Blooms per filter, categories
+// to hash within workBudget (time: counted on cat-v2's plans, cat-v1
+// hashing one per constraint), and allocations within encodeBudget
+// (memory). The fuzzer's own hang detector catches an input that never
+// returns.
 func FuzzEncodePredicate(f *testing.F) {
 	terms := func(n int, term string) string {
 		parts := make([]string, n)
@@ -56,6 +67,15 @@ func FuzzEncodePredicate(f *testing.F) {
 			}
 		}
 		runtime.ReadMemStats(&after)
+		work := 0
+		for _, f := range pred {
+			for _, set := range v2FilterPlan(f).expand() {
+				work += len(set)
+			}
+		}
+		if limit := workBudgetBase + workBudgetPerByte*len(in); work > limit {
+			t.Fatalf("encoding %d bytes of predicate hashes %d categories, more than %d", len(in), work, limit)
+		}
 		budget := uint64(encodeBudgetBase + encodeBudgetPerByte*len(in))
 		if used := after.TotalAlloc - before.TotalAlloc; used > budget {
 			t.Fatalf("encoding %d bytes of predicate allocated %d bytes, more than %d", len(in), used, budget)

@@ -127,6 +127,20 @@ func (p Params) ParseFilters(data []byte) ([]Bloom, error) {
 	return out, nil
 }
 
+// CountFilters returns how many filters data, an advertisement's filters
+// in their wire form for p, holds, without decoding them: what a broker
+// checks before it takes the memory of an advertisement from a peer.
+// Malformed data gives some count; ParseFilters refuses it.
+func (p Params) CountFilters(data []byte) int {
+	if p.Scheme == SchemeCatV1 {
+		if size := p.Bytes(); size > 0 {
+			return len(data) / size
+		}
+		return 0
+	}
+	return countFilters(data)
+}
+
 // countFilters returns how many position lists data holds, reading only
 // the counts: a uvarint ends at its first byte below 0x80. Malformed data
 // gives some count, which ParseFilters then refuses.

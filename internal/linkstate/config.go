@@ -104,6 +104,30 @@ type Config struct {
 	// of a link in one. Per-message state in the data plane is sized by
 	// the largest ID known, so a peer must not choose it.
 	MaxRouterID uint32
+	// MaxFilters, if not 0, bounds the filters of one predicate
+	// advertisement, its QoS classes' included: a larger one is refused
+	// (LimitError) and neither installed nor flooded, so that no peer can
+	// make every broker hold and index whatever it sends. Every broker of
+	// a mesh should use the same bound; a router's own advertisement must
+	// keep within it (drip coarsens its filters to fit).
+	MaxFilters int
+	// MaxDatabaseFilters, if not 0, bounds the filters of every
+	// predicate advertisement in the database together: one that would
+	// take them past it is refused (LimitError). drip derives it from its
+	// memory budget, which they are charged to.
+	MaxDatabaseFilters int
+	// Incarnation, if not 0, is this run of the router: a number that
+	// grows with every restart (drip passes its boot time in units of
+	// IncarnationUnit). Its advertisements then carry sequence numbers from
+	// Incarnation<<IncarnationShift + 1 on, so that whatever an earlier run
+	// originated (and signed) is older than the first advertisement of this
+	// one: a copy replayed after a restart, even of the whole mesh, is
+	// answered with the current one instead of being installed, and the
+	// router need not jump past its earlier run's numbers. The database
+	// then tells every router each other's incarnation (Table.Incarnation),
+	// which the data plane holds bundles' boot epochs to. 0: sequence
+	// numbers from 1, as routers before the field.
+	Incarnation uint64
 	// Auth, if not nil, signs the advertisements this router originates
 	// and checks every received one before it is installed, flooded or
 	// acted on, so a neighbour cannot speak for other routers. Nil: no
@@ -132,8 +156,15 @@ func DefaultConfig(id uint32, name string) Config {
 		CostThreshold:        0.2,
 		CostFloor:            1000,
 		Encoding:             encoding.DefaultParams(),
+		MaxFilters:           DefaultMaxFilters,
 	}
 }
+
+// DefaultMaxFilters is the default bound on the filters of one predicate
+// advertisement: an order of magnitude above what brokers of the
+// workloads of docs/design.md §2 advertise, and what every broker of a
+// mesh can afford to hold and index for each of the others.
+const DefaultMaxFilters = 10000
 
 // DefaultWANConfig is for routers across a wide area: RTT costs as in
 // Kim10 §2.1 (EWMA 0.25, 20% hysteresis, 1 ms floor), two-second hellos
@@ -175,9 +206,32 @@ func (c Config) Validate() error {
 		return fmt.Errorf("linkstate: Config.CostInterval = %v, want ≥ 0 (0: advertise at the threshold)", c.CostInterval)
 	case c.CostFloor == 0:
 		return errors.New("linkstate: Config.CostFloor = 0, want at least 1 (a zero-cost link makes paths through it free)")
+	case c.MaxFilters < 0 || c.MaxDatabaseFilters < 0:
+		return fmt.Errorf("linkstate: Config.MaxFilters = %d, MaxDatabaseFilters = %d, want ≥ 0 (0: no bound)", c.MaxFilters, c.MaxDatabaseFilters)
+	case c.Incarnation >= 1<<(64-IncarnationShift):
+		return fmt.Errorf("linkstate: Config.Incarnation = %d, want less than 2^%d", c.Incarnation, 64-IncarnationShift)
 	}
 	if err := c.Encoding.Validate(); err != nil {
 		return fmt.Errorf("linkstate: Config.Encoding: %w", err)
 	}
 	return nil
 }
+
+// IncarnationShift is where a router's incarnation starts in the sequence
+// numbers of its advertisements (Config.Incarnation): the low bits count
+// the advertisements of one run, 16 million of them, more than a router
+// refreshing every half hour and re-advertising at most twice a second
+// originates in three months; one that does overflows into the
+// incarnation, which only makes it look a little later.
+const IncarnationShift = 24
+
+// IncarnationUnit is the unit of time in which drip counts incarnations:
+// a router's incarnation is its boot time, in these units since the Unix
+// epoch, which fits the 40 bits left above IncarnationShift for three
+// centuries. Two runs of a router started within one unit would share an
+// incarnation; a process takes longer to restart.
+const IncarnationUnit = 10 * time.Millisecond
+
+// IncarnationOf is the incarnation a sequence number carries (0 for a
+// router that does not number its advertisements by incarnation).
+func IncarnationOf(seq uint64) uint64 { return seq >> IncarnationShift }

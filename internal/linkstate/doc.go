@@ -39,7 +39,12 @@
 //     adjacent neighbour but the one it came from. An older copy is
 //     answered with ours. A newer copy of our own entry means the mesh
 //     remembers an earlier incarnation of us (we restarted from sequence
-//     number 1): we jump past it and re-originate, as OSPF does.
+//     number 1): we jump past it and re-originate, as OSPF does. A router
+//     given its incarnation (Config.Incarnation, its boot time) numbers its
+//     advertisements from there instead, so that every copy an earlier run
+//     originated — replayed by a neighbour after the whole mesh restarted,
+//     say — is older than this run's first, and the table tells each
+//     router's incarnation to the data plane (Table.Incarnation).
 //   - Database exchange: when an adjacency comes up each side sends a
 //     summary (kind, origin, seq, checksum) of its LSDB and requests what
 //     the other's lists that it lacks or holds older. The link enters the

@@ -92,9 +92,55 @@ func validatePredAd(p *PredAd) error {
 	return validateClasses(p)
 }
 
+// filters counts an entry's filters, its QoS classes' included.
+func (e *entry) filters() int {
+	if e == nil || e.pred == nil {
+		return 0
+	}
+	k := len(e.pred.Filters)
+	for _, c := range e.pred.Classes {
+		k += len(c.Filters)
+	}
+	return k
+}
+
+// admitFilters refuses a predicate advertisement over Config.MaxFilters, or
+// one that would take the database past Config.MaxDatabaseFilters.
+func (n *Node) admitFilters(in *entry) error {
+	k := in.filters()
+	if m := n.cfg.MaxFilters; m > 0 && k > m {
+		return &LimitError{Origin: in.key.Origin, Seq: in.seq, Err: fmt.Errorf("%d filters, over the limit of %d per advertisement", k, m)}
+	}
+	if m := n.cfg.MaxDatabaseFilters; m > 0 && n.dbFilters-n.lsdb[in.key].filters()+k > m {
+		return &LimitError{Origin: in.key.Origin, Seq: in.seq, Err: fmt.Errorf("%d filters, which would take the database's %d past its limit of %d",
+			k, n.dbFilters, m)}
+	}
+	return nil
+}
+
+// LimitError is a predicate advertisement refused for its size (Config.
+// MaxFilters, MaxDatabaseFilters): neither installed nor flooded. Step
+// returns it wrapped; errors.As finds it.
+type LimitError struct {
+	Origin uint32
+	Seq    uint64
+	Err    error
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("predicate advertisement of router %d seq %d refused: %v", e.Origin, e.Seq, e.Err)
+}
+
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// DatabaseFilters counts the filters of every predicate advertisement in
+// the database, the router's own included.
+func (n *Node) DatabaseFilters() int { return n.dbFilters }
+
 // install stores e, replacing any older copy, and marks what it changes.
 func (n *Node) install(e *entry) {
 	old := n.lsdb[e.key]
+	n.dbFilters += e.filters() - old.filters()
 	if old != nil {
 		n.digest -= summaryHash(old.summary())
 	}
@@ -112,6 +158,7 @@ func (n *Node) install(e *entry) {
 }
 
 func (n *Node) remove(e *entry) {
+	n.dbFilters -= e.filters()
 	n.digest -= summaryHash(e.summary())
 	delete(n.lsdb, e.key)
 	n.markChanged(e.key)
@@ -200,6 +247,9 @@ func (n *Node) receive(nb *neighbor, in *entry) error {
 	}
 	switch {
 	case cur == nil || newer(in.seq, in.sum, cur.seq, cur.sum):
+		if err := n.admitFilters(in); err != nil {
+			return err
+		}
 		if err := n.check(in); err != nil {
 			return err
 		}
@@ -219,19 +269,24 @@ func (n *Node) receive(nb *neighbor, in *entry) error {
 // storm of jumps that outlived the forger.
 const MaxSeq uint64 = math.MaxUint64
 
-// nextSeq is the sequence number of a new own entry, past minSeq and the
-// current copy's cur; ok is false when none is left below MaxSeq.
-func nextSeq(minSeq, cur uint64) (seq uint64, ok bool) {
-	if last := max(minSeq, cur); last < MaxSeq {
+// nextSeq is the sequence number of a new own entry, past minSeq, the
+// current copy's cur and the start of this incarnation's numbers
+// (Config.Incarnation); ok is false when none is left below MaxSeq.
+func (n *Node) nextSeq(minSeq, cur uint64) (seq uint64, ok bool) {
+	if last := max(minSeq, cur, n.seqBase()); last < MaxSeq {
 		return last + 1, true
 	}
 	return 0, false
 }
 
+// seqBase is the number before this incarnation's first sequence number.
+func (n *Node) seqBase() uint64 { return n.cfg.Incarnation << IncarnationShift }
+
 // flushOwn removes the own entry of key, which has reached MaxSeq, from
 // every router: it floods a copy with MaxSeq aged MaxAge, which removes
 // the copies held with that number (receive), and forgets its own, so that
-// the next origination starts at sequence number 1 — OSPF's premature
+// the next origination starts again at its incarnation's first number
+// (1 without one) — OSPF's premature
 // aging at MaxSequenceNumber (RFC 2328 §12.1.6, §14.1). A router that held
 // an older copy sends it back, and the origin jumps past it as usual.
 func (n *Node) flushOwn(key Key) {
@@ -251,9 +306,9 @@ func (n *Node) flushOwn(key Key) {
 
 // jump re-originates an own entry with a sequence number past seq.
 func (n *Node) jump(kind Kind, seq uint64) {
-	next, ok := nextSeq(seq, 0)
+	next, ok := n.nextSeq(seq, 0)
 	if !ok {
-		next = 1 // after a flush (flushOwn)
+		next = n.seqBase() + 1 // after a flush (flushOwn)
 	}
 	n.events = append(n.events, Event{Type: EventSeqJump, Peer: n.cfg.ID, Kind: kind, Seq: next})
 	if kind == KindRouter {
@@ -317,10 +372,10 @@ func (n *Node) originateLSA() {
 	if cur != nil {
 		curSeq = cur.seq
 	}
-	seq, ok := nextSeq(n.lsaMinSeq, curSeq)
+	seq, ok := n.nextSeq(n.lsaMinSeq, curSeq)
 	if !ok {
 		n.flushOwn(Key{KindRouter, n.cfg.ID})
-		n.lsaMinSeq, seq = 0, 1
+		n.lsaMinSeq, seq = 0, n.seqBase()+1
 	}
 	a.Seq = seq
 	n.lsaDirty, n.lsaForce = false, false
@@ -342,10 +397,10 @@ func (n *Node) originatePred(filters []encoding.Bloom, classes []QoSClass, minSe
 	if cur := n.lsdb[key]; cur != nil {
 		curSeq = cur.seq
 	}
-	seq, ok := nextSeq(minSeq, curSeq)
+	seq, ok := n.nextSeq(minSeq, curSeq)
 	if !ok {
 		n.flushOwn(key)
-		seq = 1
+		seq = n.seqBase() + 1
 	}
 	p.Seq = seq
 	e := newPredEntry(p, n.now)

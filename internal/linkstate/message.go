@@ -180,6 +180,23 @@ type SummedPredAd struct {
 
 func (*SummedPredAd) isMessage() {}
 
+// OversizedAd stands for a predicate advertisement that a link's decoder
+// did not build, since it carried more filters or bytes than a broker
+// takes (Config.MaxFilters): Step refuses it as it would the
+// advertisement (LimitError), without the memory. It is never sent.
+type OversizedAd struct {
+	Origin  uint32
+	Seq     uint64
+	Filters int // as many as the decoder counted
+	Bytes   int // of the filters' wire form
+	Limit   string
+}
+
+func (*OversizedAd) isMessage() {}
+
+// WireSize implements Message: what it stands for.
+func (o *OversizedAd) WireSize() int { return framed(o.Bytes) }
+
 // WireSize is the advertisement's.
 func (s *SummedPredAd) WireSize() int { return s.Ad.WireSize() }
 

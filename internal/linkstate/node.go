@@ -65,6 +65,7 @@ type Node struct {
 	nbrIDs []uint32 // ascending, so every output order is deterministic
 
 	lsdb       map[Key]*entry
+	dbFilters  int // of the predicate advertisements in lsdb (filters)
 	digest     uint64
 	nextExpiry time.Duration // earliest expiry of another router's entry; 0: none
 
@@ -235,6 +236,8 @@ func (n *Node) Step(from uint32, msg Message, now time.Duration) error {
 		if err == nil {
 			err = n.receive(nb, newPredEntrySum(m.Ad, m.Sum, n.now))
 		}
+	case *OversizedAd:
+		err = &LimitError{Origin: m.Origin, Seq: m.Seq, Err: fmt.Errorf("%d filters in %d bytes, over the limit of %s", m.Filters, m.Bytes, m.Limit)}
 	case *DBSummary:
 		n.stepSummary(nb, n.admitSummary(m))
 	case *DBRequest:
@@ -366,6 +369,9 @@ func (n *Node) SetLocalPredicate(filters []encoding.Bloom, classes ...QoSClass) 
 	ad := &PredAd{Origin: n.cfg.ID, Params: n.cfg.Encoding, Filters: slices.Clone(filters), Classes: cs, Seq: 1}
 	if err := validateClasses(ad); err != nil {
 		return fmt.Errorf("linkstate: SetLocalPredicate: %w", err)
+	}
+	if k := (&entry{pred: ad}).filters(); n.cfg.MaxFilters > 0 && k > n.cfg.MaxFilters {
+		return fmt.Errorf("linkstate: SetLocalPredicate: %d filters, over the limit of %d per advertisement, which other routers would refuse", k, n.cfg.MaxFilters)
 	}
 	if ad.Checksum() == n.lsdb[Key{KindPredicate, n.cfg.ID}].sum {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // graph is the topology of one LSDB state with routers renumbered 0..n−1 in
@@ -20,8 +21,12 @@ type graph struct {
 	to     []int32
 	cost   []uint32
 	hash   []uint64 // EdgeHash of each link
-	// print identifies the graph: equal prints mean equal routes, so a
-	// refresh that changed nothing keeps the old table and its caches.
+	// inc is each router's incarnation, as its LSA's sequence number
+	// says (IncarnationOf; 0: none known).
+	inc []uint64
+	// print identifies the graph: equal prints mean equal routes and
+	// incarnations, so a refresh that changed nothing keeps the old table
+	// and its caches, and a router's restart makes a new one.
 	print uint64
 }
 
@@ -84,10 +89,16 @@ func newGraph(self uint32, lsas []*LSA) *graph {
 		}
 	}
 	byIndex := make([]*LSA, n)
+	g.inc = make([]uint64, n)
 	links := 0
 	for _, a := range lsas {
-		byIndex[g.index(a.Origin)] = a
+		i := g.index(a.Origin)
+		byIndex[i] = a
 		links += len(a.Links)
+		if inc := IncarnationOf(a.Seq); inc != 0 {
+			g.inc[i] = inc
+			g.print += mix64(uint64(a.Origin)<<32 ^ inc)
+		}
 	}
 	g.to = make([]int32, 0, links)
 	g.cost = make([]uint32, 0, links)
@@ -208,10 +219,20 @@ type Table struct {
 
 	mu       sync.Mutex
 	children map[uint32][]uint32 // TreeChildren cache per source
+	// from is, per source index, what Self's checks of the source's
+	// bundles need of the shortest paths from it (ReversePath), filled
+	// in as sources are asked for.
+	from []atomic.Pointer[sourcePaths]
+}
+
+// sourcePaths is what one source's shortest-path tree says of Self's
+// neighbours.
+type sourcePaths struct {
+	reverse int32 // the neighbour on the path to Self, −1 if none
 }
 
 func newTable(self uint32, g *graph) *Table {
-	t := &Table{self: self, g: g, root: g.index(self)}
+	t := &Table{self: self, g: g, root: g.index(self), from: make([]atomic.Pointer[sourcePaths], len(g.ids))}
 	t.tree = g.dijkstra(t.root)
 	t.first = make([]int32, len(g.ids))
 	t.hops = make([]int32, len(g.ids))
@@ -318,4 +339,48 @@ func (t *Table) TreeChildren(source uint32) []uint32 {
 	}
 	t.children[source] = c
 	return c
+}
+
+// Incarnation returns the incarnation of router id as its LSA numbers it
+// (Config.Incarnation); ok is false when the router is unknown or its LSA
+// carries none.
+func (t *Table) Incarnation(id uint32) (inc uint64, ok bool) {
+	i := t.g.index(id)
+	if i < 0 || t.g.inc[i] == 0 {
+		return 0, false
+	}
+	return t.g.inc[i], true
+}
+
+// ReversePath returns Self's neighbour on the shortest path from source to
+// Self: the only neighbour that B-DRP forwards source's bundles to Self
+// from, since every router picks the rest of the source's unique shortest
+// paths (doc.go) — the check of unicast reverse-path forwarding. ok is
+// false when source is Self or unreachable. Each source costs one Dijkstra
+// run per Table, the first time it is asked for; after that it is a load.
+func (t *Table) ReversePath(source uint32) (neighbor uint32, ok bool) {
+	sp := t.sourcePaths(source)
+	if sp == nil || sp.reverse < 0 {
+		return 0, false
+	}
+	return t.g.ids[sp.reverse], true
+}
+
+// sourcePaths returns what the shortest paths from source say of Self's
+// neighbours, computing it the first time; nil when source is Self or
+// unknown.
+func (t *Table) sourcePaths(source uint32) *sourcePaths {
+	s := t.g.index(source)
+	if s < 0 || s == t.root {
+		return nil
+	}
+	if sp := t.from[s].Load(); sp != nil {
+		return sp
+	}
+	sp := &sourcePaths{reverse: -1}
+	if t.tree.dist[s] != infinite {
+		sp.reverse = t.g.dijkstra(s).parent[t.root]
+	}
+	t.from[s].Store(sp)
+	return sp
 }

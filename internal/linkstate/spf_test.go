@@ -209,6 +209,16 @@ func TestDijkstraMatchesReference(t *testing.T) {
 			require.Equal(t, known, tab.Known())
 			src := ref.ids[rng.IntN(n)]
 			require.Equal(t, ref.children(src, self), tab.TreeChildren(src), "seed %d: children of %d under %d", seed, self, src)
+			for _, src := range ref.ids {
+				s, me := ref.idx[src], ref.idx[self]
+				got, ok := tab.ReversePath(src)
+				if src == self || ref.dist[s][me] == infinite {
+					require.False(t, ok, "seed %d: reverse path of %d from %d", seed, self, src)
+					continue
+				}
+				require.True(t, ok)
+				require.Equal(t, ref.ids[ref.parent(s, me)], got, "seed %d: reverse path of %d from %d", seed, self, src)
+			}
 		}
 	}
 }
@@ -240,6 +250,13 @@ func TestHopByHopPathsFormTrees(t *testing.T) {
 					parent[next] = at
 					at = next
 				}
+			}
+			// Every router is entered by its reverse path from src: the
+			// neighbour it takes src's bundles from (Table.ReversePath).
+			for id, p := range parent {
+				got, ok := tables[id].ReversePath(src)
+				require.True(t, ok)
+				require.Equal(t, p, got, "seed %d: %d entered from %d for source %d", seed, id, p, src)
 			}
 			// The broadcast tree agrees with the unicast paths from src.
 			for id, tab := range tables {
@@ -440,4 +457,28 @@ func BenchmarkNextHop(b *testing.B) {
 		tab.NextHop(lsas[i%len(lsas)].Origin)
 		i++
 	}
+}
+
+// TestTableIncarnations: a Table tells each router's incarnation as its
+// LSA's sequence number carries it, and a router's restart with unchanged
+// links still makes a new table (its graph's print differs), so that the
+// data plane learns the new incarnation.
+func TestTableIncarnations(t *testing.T) {
+	lsas := []*LSA{
+		{Origin: 1, Seq: 7<<IncarnationShift | 3, Links: []Link{{2, 1}}},
+		{Origin: 2, Seq: 1, Links: []Link{{1, 1}}},
+	}
+	tab := tableFor(1, lsas)
+	inc, ok := tab.Incarnation(1)
+	assert.True(t, ok)
+	assert.Equal(t, uint64(7), inc)
+	_, ok = tab.Incarnation(2)
+	assert.False(t, ok, "a router numbering from 1 tells no incarnation")
+	_, ok = tab.Incarnation(3)
+	assert.False(t, ok)
+
+	refreshed := []*LSA{{Origin: 1, Seq: 7<<IncarnationShift | 9, Links: []Link{{2, 1}}}, lsas[1]}
+	assert.Equal(t, newGraph(1, lsas).print, newGraph(1, refreshed).print, "a refresh changes nothing")
+	restarted := []*LSA{{Origin: 1, Seq: 8<<IncarnationShift | 1, Links: []Link{{2, 1}}}, lsas[1]}
+	assert.NotEqual(t, newGraph(1, lsas).print, newGraph(1, restarted).print, "a restart makes a new table")
 }

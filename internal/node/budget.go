@@ -16,8 +16,10 @@ import "sync/atomic"
 //
 // It also counts what the driver holds for clients and cannot shed: the
 // deliveries client connections hold until they reach the socket
-// (Sending), and what open client streams cost at rest (HoldStream). The
-// queues shed in their place.
+// (Sending), and what open client streams cost at rest (HoldStream); and
+// what the predicate advertisements of other routers take, in the
+// link-state database and the PREDICATES index (holdTables). The queues
+// shed in their place.
 type Budget struct {
 	limit int64 // 0: no budget
 	used  atomic.Int64
@@ -26,6 +28,9 @@ type Budget struct {
 	// streams is the part of used that open client streams stand for
 	// (HoldStream).
 	streams atomic.Int64
+	// tables is the part of used that predicate advertisements stand
+	// for (holdTables), written by the control plane.
+	tables atomic.Int64
 }
 
 // add accounts delta bytes (negative when they leave) and returns the new
@@ -83,3 +88,25 @@ func (b *Budget) HoldStream(cost int64) (release func(), ok bool) {
 		b.used.Add(-cost)
 	}, true
 }
+
+// Tables is the part of Used that predicate advertisements stand for.
+func (b *Budget) Tables() int64 { return b.tables.Load() }
+
+// holdTables sets what the advertisements in the database take now: n
+// bytes (a control-plane call).
+func (b *Budget) holdTables(n int64) {
+	old := b.tables.Swap(n)
+	b.used.Add(n - old)
+}
+
+// filterCost is what one filter of a predicate advertisement is charged
+// to the budget: its Bloom in the link-state database, its part of the
+// PREDICATES index and of the links' delta decoders, and the collector's
+// headroom over them.
+const filterCost = 1 << 10
+
+// maxTableFilters is how many filters the advertisements in the database
+// may hold together under a budget of limit bytes for the queues: three
+// quarters of it, as for open streams (linkstate.Config.MaxDatabaseFilters;
+// 0: no budget, no bound).
+func maxTableFilters(limit int64) int { return int(limit / 4 * 3 / filterCost) }

@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,6 +45,12 @@ func (n *Node) LinkDown(l Link) {
 	}
 	delete(n.current, peer)
 	delete(n.heldSeq, peer)
+	// What the protocol measured of the link goes with it, unless another
+	// link carries the name.
+	if !slices.ContainsFunc(slices.Collect(maps.Values(n.current)), func(o Link) bool { return o.Name() == l.Name() }) {
+		n.m.linkRTT.DeleteLabelValues(l.Name())
+		n.m.linkCost.DeleteLabelValues(l.Name())
+	}
 	for r := range n.refusedLogged {
 		if r.peer == peer {
 			delete(n.refusedLogged, r)
@@ -89,9 +97,12 @@ func (n *Node) Control(l Link, msgs []linkstate.Message) {
 		}
 		err := n.ls.Step(l.Peer(), msg, now)
 		var refused *linkstate.AuthError
+		var limit *linkstate.LimitError
 		switch {
 		case errors.As(err, &refused):
 			n.refused(l, refused.Reason, err)
+		case errors.As(err, &limit):
+			n.refused(l, refusedLimit, err)
 		case err != nil && !errors.Is(err, linkstate.ErrShutdown):
 			n.log.Debug("control message ignored", zap.String("peer", l.Name()), zap.Error(err))
 		}
@@ -100,8 +111,9 @@ func (n *Node) Control(l Link, msgs []linkstate.Message) {
 }
 
 // refused counts an advertisement the link-state core refused (its
-// signature, certificate or identity did not check out, or it had none)
-// and logs it once per neighbour, reason and refusedLogInterval.
+// signature, certificate or identity did not check out, or it had none;
+// or it was over the limits of its size) and logs it once per neighbour,
+// reason and refusedLogInterval.
 func (n *Node) refused(l Link, reason string, err error) {
 	n.m.adsRefused.WithLabelValues(reason).Inc()
 	k, now := refusal{l.Peer(), reason}, n.clock.Now()
@@ -109,8 +121,11 @@ func (n *Node) refused(l Link, reason string, err error) {
 		return
 	}
 	n.refusedLogged[k] = now
-	n.log.Warn("advertisement refused: a neighbour sent one its origin did not sign (more of this reason from it are counted, not logged, for a minute)",
-		zap.String("peer", l.Name()), zap.String("reason", reason), zap.Error(err))
+	msg := "advertisement refused: a neighbour sent one its origin did not sign (more of this reason from it are counted, not logged, for a minute)"
+	if reason == refusedLimit {
+		msg = "advertisement refused: a neighbour sent one over the limits of what a broker holds (more from it are counted, not logged, for a minute)"
+	}
+	n.log.Warn(msg, zap.String("peer", l.Name()), zap.String("reason", reason), zap.Error(err))
 }
 
 // Tick drives the protocol's timers (hellos, dead intervals, refresh,
@@ -170,7 +185,7 @@ func (n *Node) flush() {
 		n.setLocalPredicate()
 	}
 	n.advanceDrain()
-	n.processReady()
+	n.processReady(now)
 	switch {
 	case n.building != nil:
 		// One build at a time: the changes since it was planned wait for
@@ -185,7 +200,7 @@ func (n *Node) flush() {
 	}
 }
 
-func (n *Node) processReady() {
+func (n *Node) processReady(now time.Time) {
 	for n.ls.HasReady() {
 		rd := n.ls.Ready()
 		n.sendControl(rd.Messages)
@@ -194,6 +209,7 @@ func (n *Node) processReady() {
 		// their way.
 		if rd.RoutesChanged && !n.withdrawn {
 			t := n.ls.Routes()
+			n.retire(n.routes.Load(), now)
 			n.routes.Store(t)
 			n.m.routersKnown.Set(float64(t.Known()))
 		}
@@ -219,6 +235,7 @@ func (n *Node) processReady() {
 			n.observe(ev)
 		}
 		n.m.lsdbEntries.Set(float64(n.ls.LSDBSize()))
+		n.budget.holdTables(int64(n.ls.DatabaseFilters()) * filterCost)
 		// 48 bits survive the float64 exactly.
 		n.m.lsdbDigest.Set(float64(n.ls.Digest() & (1<<48 - 1)))
 		n.ls.Advance()
@@ -349,7 +366,7 @@ func (n *Node) peerName(id uint32) string {
 // (docs/design.md §2).
 func (n *Node) setLocalPredicate() {
 	all, classes := n.subs.advertisement()
-	filters := encoding.Advertise(all)
+	filters, classes := n.withinLimit(encoding.Advertise(all), classes)
 	n.m.advertised.Set(float64(len(filters)))
 	n.m.advertisements.Inc()
 	if err := n.ls.SetLocalPredicate(filters, classes...); err != nil {
@@ -366,4 +383,38 @@ func (n *Node) setDelayBudgets() {
 		// the link to the periodic best path rather than flap it.
 		n.ls.SetDelayBudget(peer, max(got[peer], 0))
 	}
+}
+
+// withinLimit coarsens the node's own advertisement to what its
+// neighbours take (linkstate.Config.MaxFilters), merging filters
+// (encoding.Coarsen): its subscribers keep every message they matched and
+// their broker takes some more, which the exact match at delivery drops.
+// The QoS classes keep at most half of the bound between them.
+func (n *Node) withinLimit(filters []encoding.Bloom, classes []linkstate.QoSClass) ([]encoding.Bloom, []linkstate.QoSClass) {
+	limit := n.cfg.LinkState.MaxFilters
+	inClasses := 0
+	for _, c := range classes {
+		inClasses += len(c.Filters)
+	}
+	if limit <= 0 || len(filters)+inClasses <= limit {
+		return filters, classes
+	}
+	had := len(filters) + inClasses
+	if inClasses > limit/2 {
+		per := max(1, limit/2/len(classes))
+		coarse := make([]linkstate.QoSClass, len(classes))
+		inClasses = 0
+		for i, c := range classes {
+			c.Filters = encoding.Coarsen(c.Filters, per)
+			coarse[i] = c
+			inClasses += len(c.Filters)
+		}
+		classes = coarse
+	}
+	filters = encoding.Coarsen(filters, max(1, limit-inClasses))
+	n.coarsenLog.Do(func() {
+		n.log.Warn("local subscriptions encode to more filters than an advertisement may carry; advertising them merged, which draws this broker some messages its subscribers do not match",
+			zap.Int("filters", had), zap.Int("advertised", len(filters)+inClasses), zap.Int("limit", limit))
+	})
+	return filters, classes
 }

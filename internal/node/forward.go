@@ -35,6 +35,9 @@ type Forwarder struct {
 	// rerouting says bundles decided for links this broker has finished
 	// are being decided again (Forwarder.reroute).
 	rerouting bool
+	// heldUntil is, while ReleaseHeld hands unverified bundles in again,
+	// how long they may still wait (admitSource).
+	heldUntil time.Time
 }
 
 // sampleEvery is how often the match-latency histograms are observed: a
@@ -100,6 +103,7 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 		}
 		return local > 0
 	}
+	n.sent.record(h.stamp, raw)
 	routes := n.routes.Load()
 	d := f.fwd.Ingress(routes, &f.dest)
 	if t := n.qos.Load(); !t.Empty() || deadline != 0 {
@@ -147,11 +151,17 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 		}
 		b.QoS = saneQoS(b.QoS)
 		routes := n.routes.Load()
+		if !n.admitSource(from, raw, &b, routes, f.heldUntil) {
+			continue
+		}
 		var rt drp.Routing = routes
 		if b.QoS.Path == wire.PathSecond {
 			rt = routes.Second(b.Source)
 		}
 		d := f.fwd.Transit(rt, from.Peer(), b.Bundle)
+		if len(d.Forwards) > 0 || d.Bounced != nil {
+			n.sent.record(b.Stamp, b.Message) // what may come back (own.go)
+		}
 		h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops + 1}
 		if b.QoS.Deadline != 0 {
 			// Measured, so never 0: a delivery says it was.

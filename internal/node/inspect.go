@@ -76,3 +76,6 @@ func (n *Node) ProtocolEvents(ev linkstate.EventType) prometheus.Counter {
 // Link returns the link the node knows to a neighbour, nil if none (a
 // control-plane call).
 func (n *Node) Link(peer uint32) Link { return n.current[peer] }
+
+// Routes returns the routing table the data plane forwards with now.
+func (n *Node) Routes() *linkstate.Table { return n.routes.Load() }

@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,8 +20,16 @@ import (
 // filter is a subset of every message's filter, so a router that
 // advertises one is a destination of every message published anywhere. A
 // subscription to 'k exists' encodes to one legitimately; a peer may also
-// advertise one to see everything. What a broker does with other routers'
-// match-all filters is its MatchAllPolicy.
+// advertise one to see everything — or, as well, many filters of a bit or
+// two each, which together match (nearly) every message though none is
+// empty. So a router's filters are judged by their density: a filter of b
+// bits is contained in a message Bloom a quarter full (denser than most)
+// with probability 4^−b, and filters that together make such a message
+// match with probability at least a half match (nearly) every message.
+// The fewest, most general filters whose removal leaves the rest below
+// that are the router's match-all filters, the empty one first of all.
+// What a broker does with other routers' match-all filters is its
+// MatchAllPolicy.
 
 // The MatchAllPolicy modes.
 const (
@@ -125,23 +134,76 @@ func newMatchAll(policy MatchAllPolicy, self uint32, log *zap.Logger, m *metrics
 // itself when nothing changes) and keeps the count, the log and, with
 // MatchAllLimit, the limited routers.
 func (a *matchAll) apply(u linkstate.PredicateUpdate) []encoding.Bloom {
-	a.count(u)
-	if u.Router == a.self || a.policy.Mode == MatchAllAllow || a.policy.Mode == "" {
+	if u.Router == a.self {
 		return u.Filters
 	}
-	// count has just counted the update's match-all filters.
-	all := a.counts[u.Router] > 0
-	a.limit(u.Router, all)
-	if !all {
+	var all []int
+	if !u.Removed {
+		all = matchAllFilters(u.Filters)
+	}
+	a.count(u.Router, len(all))
+	if a.policy.Mode == MatchAllAllow || a.policy.Mode == "" {
 		return u.Filters
 	}
-	var kept []encoding.Bloom
-	for _, f := range u.Filters {
-		if !f.IsZero() {
+	a.limit(u.Router, len(all) > 0)
+	if len(all) == 0 {
+		return u.Filters
+	}
+	kept := make([]encoding.Bloom, 0, len(u.Filters)-len(all))
+	for i, f := range u.Filters {
+		if _, found := slices.BinarySearch(all, i); !found {
 			kept = append(kept, f)
 		}
 	}
 	return kept
+}
+
+// referenceDensity is how full the message Bloom is that a router's
+// filters are judged against (a quarter: denser than most messages make),
+// and matchAllChance the chance of matching it from which they match
+// (nearly) every message.
+const (
+	referenceDensity = 0.25
+	matchAllChance   = 0.5
+)
+
+// matchAllFilters returns the indexes, ascending, of the filters among
+// filters that make a router match (nearly) every message: none if all of
+// them together match a message Bloom of referenceDensity with a chance
+// below matchAllChance, else the fewest, most general ones (fewest bits)
+// whose removal leaves the others below it.
+func matchAllFilters(filters []encoding.Bloom) []int {
+	// The chance that none matches is the product of each one's chance
+	// not to: summed as logarithms, −log(1 − d^bits) per filter.
+	// The empty filter matches for sure: it is always one of them.
+	type filter struct{ i, bits int }
+	fs := make([]filter, len(filters))
+	miss := make([]float64, len(filters))
+	total, empty := 0.0, 0
+	for i, f := range filters {
+		fs[i] = filter{i, f.PopCount()}
+		if fs[i].bits == 0 {
+			empty++
+			continue
+		}
+		miss[i] = -math.Log1p(-math.Pow(referenceDensity, float64(fs[i].bits)))
+		total += miss[i]
+	}
+	limit := -math.Log1p(-matchAllChance)
+	if empty == 0 && total < limit {
+		return nil
+	}
+	slices.SortStableFunc(fs, func(x, y filter) int { return cmp.Compare(x.bits, y.bits) })
+	var all []int
+	for _, f := range fs {
+		if f.bits > 0 && total < limit {
+			break
+		}
+		all = append(all, f.i)
+		total -= miss[f.i]
+	}
+	slices.Sort(all)
+	return all
 }
 
 // limit adds router to or removes it from the limited (or refused)
@@ -175,33 +237,22 @@ func (a *matchAll) limit(router uint32, on bool) {
 }
 
 // count keeps drip_match_all_filters: the filters of other routers that
-// match every message, counted whatever the policy, and logs a router
-// that starts to advertise one.
-func (a *matchAll) count(u linkstate.PredicateUpdate) {
-	if u.Router == a.self {
-		return
-	}
-	k := 0
-	if !u.Removed {
-		for _, f := range u.Filters {
-			if f.IsZero() {
-				k++
-			}
-		}
-	}
-	old := a.counts[u.Router]
+// match (nearly) every message, k of router's, counted whatever the
+// policy, and logs a router that starts to advertise them.
+func (a *matchAll) count(router uint32, k int) {
+	old := a.counts[router]
 	if k == old {
 		return
 	}
 	if k == 0 {
-		delete(a.counts, u.Router)
+		delete(a.counts, router)
 	} else {
-		a.counts[u.Router] = k
+		a.counts[router] = k
 	}
 	a.total += k - old
 	a.m.matchAllFilters.Set(float64(a.total))
 	if old == 0 {
-		a.log.Info("router advertises filters that match every message",
-			zap.Uint32("router", u.Router), zap.Int("filters", k), zap.String("policy", a.policy.Mode))
+		a.log.Warn("router advertises filters that match (nearly) every message: it draws every message published here unless --match-all says otherwise",
+			zap.Uint32("router", router), zap.Int("filters", k), zap.String("policy", a.policy.Mode))
 	}
 }

@@ -51,6 +51,7 @@ type metrics struct {
 	dedupWindows             prometheus.Gauge
 	dedupBytes               prometheus.Gauge
 	malformedBundles         prometheus.Counter
+	bundlesRefused           *prometheus.CounterVec // reason
 	// Deadlines and two paths (docs/design.md §11).
 	deadlineBundles prometheus.Counter
 	deadlineMissed  prometheus.Counter
@@ -67,6 +68,17 @@ const (
 	bounceReturned = "returned"  // held bounceHoldFor (or until the broker stopped), then sent as the routes said
 	bounceSentBack = "sent_back" // not held: sent back at once
 )
+
+// Reasons a bundle from a neighbour is refused, the values of
+// drip_bundles_refused_total's label.
+const (
+	refusedReversePath = "reverse_path"
+	refusedEpoch       = "epoch"
+)
+
+// refusedLimit is the drip_advertisements_refused_total reason of an
+// advertisement over the limits of its size (linkstate.LimitError).
+const refusedLimit = "limit"
 
 // routeDropMatchAll is the drip_route_dropped_destinations_total reason of
 // destinations the match-all policy left out.
@@ -100,11 +112,12 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
 				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, or until the broker stopped, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
 			[]string{"outcome"}),
-		bouncedHeld:     f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
-		spfRuns:         f.counter("spf_runs_total", "Shortest-path computations."),
-		routersKnown:    f.gauge("routers_known", "Routers reachable from this broker, itself included."),
-		lsdbEntries:     f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
-		matchAllFilters: f.gauge("match_all_filters", "Filters other brokers advertise that match every message (an empty Bloom filter: a subscription to 'k exists', or a peer asking for everything)."),
+		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
+		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
+		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
+		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),
+		matchAllFilters: f.gauge("match_all_filters", "Filters other brokers advertise that match (nearly) every message: an empty Bloom filter (a subscription to 'k exists', or a peer asking for everything), "+
+			"or filters of so few bits that together they match a message Bloom a quarter full with a chance of a half."),
 		lsdbDigest: f.gauge("lsdb_digest", "The low 48 bits of the link-state database digest hellos carry: "+
 			"equal on every broker once the mesh has converged on the same versions of every advertisement."),
 		adPending: f.gauge("advertisement_pending",
@@ -118,11 +131,15 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 		duplicates: f.counterVec("duplicates_suppressed_total",
 			"Copies of messages this broker did not deliver because it had delivered the same ingress stamp before (verdict duplicate: routes disagreed while the mesh changed) "+
 				"or could no longer tell (verdict stale: older than the duplicate window).", []string{"verdict"}),
-		dedupOrigins:     f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
-		dedupWindows:     f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
-		dedupBytes:       f.gauge("dedup_bytes", "Memory of the duplicate windows."),
-		adsRefused:       f.counterVec("advertisements_refused_total", "Router and predicate advertisements from neighbours refused, neither installed nor flooded, because their origin's signature did not check out, by reason (unsigned, signature, certificate, identity); only with peer identity on.", []string{"reason"}),
+		dedupOrigins: f.gauge("dedup_origins", "Ingress brokers whose recent stamps the duplicate filter remembers."),
+		dedupWindows: f.gauge("dedup_windows", "Duplicate windows held, one per ingress broker and boot epoch."),
+		dedupBytes:   f.gauge("dedup_bytes", "Memory of the duplicate windows."),
+		adsRefused: f.counterVec("advertisements_refused_total", "Router and predicate advertisements from neighbours refused, neither installed nor flooded, by reason: their origin's signature did not check out "+
+			"(unsigned, signature, certificate, identity; only with peer identity on), or a predicate advertisement was over the limits of its size (limit).", []string{"reason"}),
 		malformedBundles: f.counter("malformed_bundles_total", "Bundles from neighbours dropped because their header or message did not decode or broke a limit."),
+		bundlesRefused: f.counterVec("bundles_refused_total",
+			"Bundles from neighbours dropped because they could not have come that way, by reason: reverse_path (the neighbour is neither the bundle's source nor on the source's shortest path to this broker), "+
+				"epoch (a boot epoch later than the source's incarnation in the link-state database).", []string{"reason"}),
 		deadlineBundles: f.counter("deadline_bundles_total",
 			"Bundles this broker sent with a delivery deadline, queued by urgency (the part of the latency margin they may spend per link)."),
 		deadlineMissed: f.counter("deadline_missed_total",
@@ -135,10 +152,13 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 	for _, v := range []string{"duplicate", "stale"} {
 		m.duplicates.WithLabelValues(v)
 	}
+	for _, r := range []string{refusedReversePath, refusedEpoch} {
+		m.bundlesRefused.WithLabelValues(r)
+	}
 	// Every label value the code uses exists from the start at zero, so
 	// that dashboards and rate() see a healthy mesh's zeros instead of no
 	// data until the first failure.
-	for _, r := range linkstate.RefusedReasons {
+	for _, r := range append(linkstate.RefusedReasons, refusedLimit) {
 		m.adsRefused.WithLabelValues(r)
 	}
 	for r := range drp.NumDropReasons {
@@ -167,6 +187,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_streams_bytes",
 		Help: "The part of memory_budget_used_bytes that open client streams stand for: a fixed cost per stream at rest, more for a publisher's flow-control window."},
 		func() float64 { return float64(b.Streams()) }))
+	f.must(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "memory_budget_tables_bytes",
+		Help: "The part of memory_budget_used_bytes that the predicate advertisements in the link-state database stand for, with their part of the predicate index: a fixed cost per filter."},
+		func() float64 { return float64(b.Tables()) }))
 	f.gauge("memory_budget_bytes", "The part of the broker's memory budget its subscriber and link send queues may hold: half of --memory-budget (0: none).").Set(float64(b.limit))
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info", Help: "Constant 1, labelled with the broker's version and name."}, []string{"version", "broker"})
 	f.must(info)

@@ -51,7 +51,7 @@ func TestMatchAllFiltersCounted(t *testing.T) {
 		{linkstate.PredicateUpdate{Router: 2, Filters: []encoding.Bloom{some}}, 1},
 		{linkstate.PredicateUpdate{Router: 3, Removed: true}, 0},
 	} {
-		n.matchAll.count(step.u)
+		n.matchAll.apply(step.u)
 		assert.Equal(t, step.want, testutil.ToFloat64(n.m.matchAllFilters), "after %+v", step.u)
 	}
 }

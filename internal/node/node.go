@@ -101,6 +101,17 @@ type Node struct {
 	// drains and that no local subscriber takes: messages for subscribers
 	// that moved away, which a publisher's broker still routed here.
 	orphanLog *rate.Sometimes
+	// refusedBundleLog logs a few of the bundles refused for where they
+	// came from (admitSource); unverified holds those waiting for the
+	// routes to confirm it.
+	refusedBundleLog *rate.Sometimes
+	unverified       unverifiedHold
+	// coarsenLog logs a few of the times the node's own advertisement
+	// was coarsened to fit (withinLimit).
+	coarsenLog *rate.Sometimes
+	// sent remembers this broker's latest messages sent to others, which
+	// it takes back when they return (own.go).
+	sent *sentMessages
 	// bounces holds bundles whose routes lead back where they came from
 	// (bounce.go); bounceLog logs a few of them.
 	bounces   bounceHold
@@ -113,9 +124,13 @@ type Node struct {
 
 	// Data plane snapshots, replaced whole by the control plane.
 	routes atomic.Pointer[linkstate.Table]
-	preds  atomic.Pointer[encoding.Snapshot]
-	qos    atomic.Pointer[qos.Table]
-	links  atomic.Pointer[map[uint32]Link]
+	// retired are the routes replaced within the last retiredRoutesFor,
+	// which bundles sent while the change floods may still follow
+	// (admitSource).
+	retired atomic.Pointer[[]retiredRoutes]
+	preds   atomic.Pointer[encoding.Snapshot]
+	qos     atomic.Pointer[qos.Table]
+	links   atomic.Pointer[map[uint32]Link]
 	// budgets collects, per neighbour, the least delay budget of the
 	// deadline bundles the data plane sent it since the control plane
 	// last looked (SetDelayBudget, reactive rerouting).
@@ -162,8 +177,18 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
+	now := o.clock.Now()
+	// The boot epoch is the incarnation the link-state database tells
+	// every router, in nanoseconds (admitSource).
+	inc := max(now.UnixNano()/int64(linkstate.IncarnationUnit), 1)
+	// The queues get half the budget: the rest is for everything else the
+	// broker holds and for the collector's headroom (docs/design.md §14).
+	queues := &Budget{limit: int64(cfg.MemoryBudget) / 2}
 	lsCfg := cfg.linkStateConfig()
-	lsCfg.Auth = o.auth
+	lsCfg.Auth, lsCfg.Incarnation = o.auth, uint64(inc)
+	if lsCfg.MaxDatabaseFilters == 0 {
+		lsCfg.MaxDatabaseFilters = maxTableFilters(queues.limit)
+	}
 	ls, err := linkstate.New(lsCfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
@@ -172,30 +197,29 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker %q: %w", cfg.Name, err)
 	}
-	now := o.clock.Now()
-	// The queues get half the budget: the rest is for everything else the
-	// broker holds and for the collector's headroom (docs/design.md §14).
-	queues := &Budget{limit: int64(cfg.MemoryBudget) / 2}
 	n := &Node{
-		cfg:           cfg,
-		log:           o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
-		m:             newMetrics(o.reg, cfg.Name, queues),
-		budget:        queues,
-		clock:         o.clock,
-		start:         now,
-		epoch:         uint64(now.UnixNano()),
-		ls:            ls,
-		table:         encoding.NewTable(cfg.Encoding),
-		current:       map[uint32]Link{},
-		heldSeq:       map[uint32]uint64{},
-		refusedLogged: map[refusal]time.Time{},
-		noRouteLog:    &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		orphanLog:     &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		refusedLog:    &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		bounceLog:     &rate.Sometimes{First: 5, Interval: 10 * time.Second},
-		classes:       map[uint32][]linkstate.QoSClass{},
-		dups:          dups,
-		drain:         make(chan struct{}),
+		cfg:              cfg,
+		log:              o.log.With(zap.String("broker", cfg.Name), zap.Uint32("router", cfg.ID)),
+		m:                newMetrics(o.reg, cfg.Name, queues),
+		budget:           queues,
+		clock:            o.clock,
+		start:            now,
+		epoch:            uint64(inc) * uint64(linkstate.IncarnationUnit),
+		ls:               ls,
+		table:            encoding.NewTable(cfg.Encoding),
+		current:          map[uint32]Link{},
+		heldSeq:          map[uint32]uint64{},
+		refusedLogged:    map[refusal]time.Time{},
+		noRouteLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		orphanLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		refusedLog:       &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		bounceLog:        &rate.Sometimes{First: 5, Interval: 10 * time.Second},
+		refusedBundleLog: &rate.Sometimes{First: 5, Interval: time.Minute},
+		coarsenLog:       &rate.Sometimes{First: 1, Interval: time.Minute},
+		classes:          map[uint32][]linkstate.QoSClass{},
+		dups:             dups,
+		sent:             newSentMessages(),
+		drain:            make(chan struct{}),
 	}
 	n.matchAll = newMatchAll(cfg.MatchAll, cfg.ID, n.log, n.m)
 	n.subs = newSubscriptions(subscriptionsConfig{

@@ -8,10 +8,10 @@ import (
 	"github.com/dripmesh/drip/internal/linkstate"
 )
 
-// MaxAdvertisementBytes bounds the filters of an advertisement rebuilt from
-// deltas. It is gRPC's default receive limit, which peer streams keep, so
-// no advertisement a broker could send whole is larger: a peer cannot grow
-// one past it a delta at a time.
+// MaxAdvertisementBytes bounds the filters of an advertisement in their
+// wire form, whole or rebuilt from deltas. It is gRPC's default receive
+// limit, which peer streams keep, so no advertisement a broker could send
+// whole is larger: a peer cannot grow one past it a delta at a time.
 const MaxAdvertisementBytes = 4 << 20
 
 // AdEncoder sends the predicate advertisements of one link, each as a delta
@@ -127,9 +127,12 @@ type AdDecoder struct {
 	// peer it did not offer them to is a protocol violation.
 	accept bool
 	last   map[uint32]received
-	// maxBytes bounds a rebuilt advertisement's filters:
-	// MaxAdvertisementBytes, smaller in tests.
+	// maxBytes bounds an advertisement's filters in their wire form,
+	// whole or rebuilt: MaxAdvertisementBytes, smaller in tests.
 	maxBytes int
+	// maxFilters bounds the filters of one advertisement, its QoS
+	// classes' included (0: none; linkstate.Config.MaxFilters).
+	maxFilters int
 }
 
 // received is the last advertisement of an origin on the link and the
@@ -140,9 +143,47 @@ type received struct {
 }
 
 // NewAdDecoder returns the decoder of a new link; accept says whether this
-// broker offered deltas on it.
-func NewAdDecoder(accept bool) *AdDecoder {
-	return &AdDecoder{accept: accept, last: map[uint32]received{}, maxBytes: MaxAdvertisementBytes}
+// broker offered deltas on it, and maxFilters bounds the filters of an
+// advertisement (0: no bound).
+func NewAdDecoder(accept bool, maxFilters int) *AdDecoder {
+	return &AdDecoder{accept: accept, last: map[uint32]received{}, maxBytes: MaxAdvertisementBytes, maxFilters: maxFilters}
+}
+
+// oversized returns the stand-in of an advertisement with filters of the
+// given count and bytes (its classes' included) when it is over the
+// decoder's bounds, and forgets the last one of its origin, against which
+// no delta can then be taken; nil when it is within them. The filters are
+// counted before any is decoded, so an advertisement too large takes no
+// memory.
+func (d *AdDecoder) oversized(p *dripv1.PredicateAd, filters, bytes int) *linkstate.OversizedAd {
+	if bytes <= d.maxBytes && (d.maxFilters == 0 || filters <= d.maxFilters) {
+		return nil
+	}
+	delete(d.last, p.Origin)
+	return &linkstate.OversizedAd{Origin: p.Origin, Seq: p.Seq, Filters: filters, Bytes: bytes,
+		Limit: fmt.Sprintf("%d filters and %d bytes per advertisement", d.maxFilters, d.maxBytes)}
+}
+
+// counted returns what p carries: its filters and their bytes, its
+// classes' included, counted in the wire form of the parameters it claims
+// (malformed ones count as their bytes; decoding refuses them later).
+func counted(p *dripv1.PredicateAd) (filters, bytes int) {
+	params := encoding.Params{M: int(p.BloomBits), K: int(p.BloomHashes)}
+	if s, err := encoding.ParseScheme(p.BloomScheme); err == nil {
+		params.Scheme = s
+	}
+	count := func(b []byte) int {
+		if params.Validate() != nil {
+			return len(b)
+		}
+		return params.CountFilters(b)
+	}
+	filters, bytes = count(p.Filters), len(p.Filters)
+	for _, c := range p.QosClasses {
+		filters += count(c.GetFilters())
+		bytes += len(c.GetFilters())
+	}
+	return filters, bytes
 }
 
 // Decode converts one control message received on the link, rebuilding a
@@ -156,7 +197,11 @@ func (d *AdDecoder) Decode(c *dripv1.Control) (linkstate.Message, error) {
 	if p == nil {
 		return ControlFromProto(c)
 	}
+	filters, bytes := counted(p)
 	if p.DeltaBase == 0 {
+		if o := d.oversized(p, filters, bytes); o != nil {
+			return o, nil
+		}
 		m, err := ControlFromProto(c)
 		if err != nil {
 			return nil, err
@@ -164,6 +209,16 @@ func (d *AdDecoder) Decode(c *dripv1.Control) (linkstate.Message, error) {
 		ad := m.(*linkstate.PredAd)
 		d.last[ad.Origin] = received{ad, len(p.Filters)}
 		return &linkstate.SummedPredAd{Ad: ad, Sum: ad.Checksum()}, nil
+	}
+	// The added filters alone may be too many already.
+	if o := d.oversized(p, filters, bytes); o != nil {
+		return o, nil
+	}
+	if base, ok := d.last[p.Origin]; ok && base.ad.Seq == p.DeltaBase {
+		whole := filters + len(base.ad.Filters) - len(p.DeltaRemoved)
+		if o := d.oversized(p, whole, 0); o != nil {
+			return o, nil
+		}
 	}
 	// Decoded first as a whole advertisement of the added filters, which
 	// checks everything else it carries.

@@ -3,6 +3,8 @@ package transport
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +109,7 @@ func TestDeltasRebuildWhatWasSent(t *testing.T) {
 			cur[origin] = ad
 			ads = append(ads, ad)
 		}
-		got, deltas := sendAll(t, NewAdEncoder(), NewAdDecoder(true), ads)
+		got, deltas := sendAll(t, NewAdEncoder(), NewAdDecoder(true, 0), ads)
 		require.Len(t, got, len(ads))
 		for i := range ads {
 			require.Equal(t, ads[i], got[i], "seed %d, advertisement %d", seed, i)
@@ -204,7 +206,7 @@ func TestAdDecoderRefusesBadDeltas(t *testing.T) {
 		{name: "added filters malformed", accept: true, mutate: func(d *dripv1.PredicateAd) { d.Filters = []byte{0xff} }, want: "predicate advertisement of router 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dec := NewAdDecoder(tc.accept)
+			dec := NewAdDecoder(tc.accept, 0)
 			if !tc.noBase {
 				c, err := ControlToProto(base)
 				require.NoError(t, err)
@@ -239,7 +241,7 @@ func TestADeltaNeedsItsLink(t *testing.T) {
 // whole.
 func TestDeltasCannotGrowAnAdvertisementWithoutBound(t *testing.T) {
 	p := encoding.DefaultParamsV1() // fixed size a filter: easy to count
-	dec := NewAdDecoder(true)
+	dec := NewAdDecoder(true, 0)
 	dec.maxBytes = 40 * p.Bytes() // MaxAdvertisementBytes takes a minute to fill
 	// Distinct Blooms of two bits each: none covers another.
 	var filters []encoding.Bloom
@@ -285,7 +287,7 @@ func FuzzAdDecoder(f *testing.F) {
 		if proto.Unmarshal(data, &c) != nil {
 			return
 		}
-		dec := NewAdDecoder(true)
+		dec := NewAdDecoder(true, 0)
 		_, err := dec.Decode(baseC)
 		require.NoError(t, err)
 		m, err := dec.Decode(&c)
@@ -340,7 +342,7 @@ func BenchmarkAdvertisementDelta(b *testing.B) {
 		b.ReportMetric(float64(proto.Size(there)), "bytes/ad")
 	})
 	b.Run("receive/whole", func(b *testing.B) {
-		dec := NewAdDecoder(true)
+		dec := NewAdDecoder(true, 0)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := dec.Decode(whole); err != nil {
@@ -349,7 +351,7 @@ func BenchmarkAdvertisementDelta(b *testing.B) {
 		}
 	})
 	b.Run("receive/delta", func(b *testing.B) {
-		dec := NewAdDecoder(true)
+		dec := NewAdDecoder(true, 0)
 		c, err := ControlToProto(base)
 		require.NoError(b, err)
 		_, err = dec.Decode(c)
@@ -366,4 +368,52 @@ func BenchmarkAdvertisementDelta(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestOversizedAdvertisementTakesNoMemory: an advertisement of more
+// filters than the link takes — one peer's 100,000 one-bit filters took
+// 150 MB on every broker — is counted in its wire form and handed on as a
+// linkstate.OversizedAd, before a single filter is decoded: whole, or
+// rebuilt from a delta. The stand-in names the limit.
+func TestOversizedAdvertisementTakesNoMemory(t *testing.T) {
+	params := encoding.DefaultParams()
+	// Distinct three-bit filters, none covering another.
+	filters := func(k, from int) []encoding.Bloom {
+		out := make([]encoding.Bloom, k)
+		for i := range out {
+			p, r := (from+i)%params.M, (from+i)/params.M
+			out[i].Set(p)
+			out[i].Set((p + 1 + r) % params.M)
+			out[i].Set((p + 100 + 7*r) % params.M)
+		}
+		return encoding.Advertise(out)
+	}
+	whole, err := ControlToProto(&linkstate.PredAd{Origin: 7, Seq: 9, Params: params, Filters: filters(100000, 0)})
+	require.NoError(t, err)
+	dec := NewAdDecoder(true, 10000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m, err := dec.Decode(whole)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	o, ok := m.(*linkstate.OversizedAd)
+	require.True(t, ok, "got %T", m)
+	assert.Equal(t, linkstate.OversizedAd{Origin: 7, Seq: 9, Filters: 100000, Bytes: len(whole.GetPredicateAd().Filters),
+		Limit: "10000 filters and 4194304 bytes per advertisement"}, *o)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "decoding took the memory of the filters")
+
+	// Within the bound as a base, past it once a delta adds to it.
+	base := &linkstate.PredAd{Origin: 7, Seq: 10, Params: params, Filters: filters(9000, 0)}
+	c, err := ControlToProto(base)
+	require.NoError(t, err)
+	_, err = dec.Decode(c)
+	require.NoError(t, err)
+	grown := &linkstate.PredAd{Origin: 7, Seq: 11, Params: params, Filters: encoding.Advertise(append(slices.Clone(base.Filters), filters(3000, 9000)...))}
+	d, ok := PredAdDelta(base, grown, grown.Checksum())
+	require.True(t, ok)
+	m, err = dec.Decode(d)
+	require.NoError(t, err)
+	o, ok = m.(*linkstate.OversizedAd)
+	require.True(t, ok, "got %T", m)
+	assert.Equal(t, 12000, o.Filters)
 }

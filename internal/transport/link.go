@@ -60,6 +60,12 @@ type LinkConfig struct {
 	// takes predicate advertisements as deltas, and sends them so if the
 	// neighbour offered too (SendsPredicateDeltas).
 	PredicateDeltas bool
+	// MaxAdFilters bounds the filters of a predicate advertisement the
+	// neighbour sends, its QoS classes' included (0: no bound): the link
+	// counts them before it decodes any, and hands the control plane a
+	// linkstate.OversizedAd for one beyond, which is refused as the
+	// advertisement would be (linkstate.Config.MaxFilters).
+	MaxAdFilters int
 	// Control converts the link-state messages SendControl is given; the
 	// links of one broker share one, so that a flood converts each message
 	// once (nil: the link's own).
@@ -120,6 +126,9 @@ type Link struct {
 	ads      *AdDecoder // what the neighbour sends as deltas; the reader's
 	adEnc    *AdEncoder // what was sent on the link, when both ends take deltas; the control plane's
 	control  *ControlEncoder
+	// dense says the neighbour does not offer sparse destinations: the
+	// bundles queued for it carry theirs as the bitset.
+	dense bool
 
 	started    atomic.Bool
 	writerDone chan struct{} // closed when the writer has sent its last frame
@@ -165,10 +174,11 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 		l.clock = clock.RealClock{}
 	}
 	l.made = l.clock.Now()
-	l.ads = NewAdDecoder(cfg.PredicateDeltas)
+	l.ads = NewAdDecoder(cfg.PredicateDeltas, cfg.MaxAdFilters)
 	if l.SendsPredicateDeltas() {
 		l.adEnc = NewAdEncoder()
 	}
+	l.dense = !c.Remote().GetSparseDestinations()
 	if l.control = cfg.Control; l.control == nil {
 		l.control = &ControlEncoder{}
 	}
@@ -243,8 +253,13 @@ func (l *Link) PushBundle(b []byte) bool { return l.PushUrgent(b, qos.Urgency{})
 
 // PushUrgent is PushBundle for a bundle of a deadline flow: it leaves as
 // its urgency says (Queue), and with a deadline its budget field is set
-// when it leaves: the time left then, less the link's one-way delay.
+// when it leaves: the time left then, less the link's one-way delay. A
+// bundle for a neighbour that does not offer sparse destinations goes
+// with the bitset (wire.DenseDestinations).
 func (l *Link) PushUrgent(b []byte, u qos.Urgency) bool {
+	if l.dense {
+		b = wire.DenseDestinations(b)
+	}
 	ok, room := l.queue.TryPushUrgent(b, u)
 	if !ok && room != nil && l.started.Load() && l.cfg.Backpressure.Behind > 0 {
 		ok = l.waitRoom(b, u, room)

@@ -69,6 +69,7 @@ const (
 	fieldBundleHops        = 7
 	fieldBundleEpoch       = 8
 	fieldBundleSeq         = 9
+	fieldBundleDestDeltas  = 10 // repeated uint32, packed: ascending IDs as differences
 	fieldBundleDeadline    = 30
 	fieldBundleBudget      = 31 // sfixed64, written last (BudgetSize)
 	fieldBundlePath        = 32
@@ -99,12 +100,10 @@ func AppendBundleQoS(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64,
 		dst = protowire.AppendTag(dst, fieldBundleSource, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(b.Source))
 	}
-	if words := b.Dest.Words(); len(words) > 0 {
-		dst = protowire.AppendTag(dst, fieldBundleDest, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(8*len(words)))
-		for _, w := range words {
-			dst = protowire.AppendFixed64(dst, w)
-		}
+	if words := b.Dest.Words(); len(words) > sparseMinWords {
+		dst = appendDest(dst, words)
+	} else if len(words) > 0 {
+		dst = appendDenseDest(dst, words)
 	}
 	if b.HopsLeft != 0 {
 		dst = protowire.AppendTag(dst, fieldBundleHopsLeft, protowire.VarintType)
@@ -147,6 +146,56 @@ func AppendBundleQoS(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64,
 	return dst
 }
 
+// sparseMinWords is the largest bitset always written as one: at most
+// 32 bytes, for router IDs below 256, which the list of destinations
+// would rarely beat.
+const sparseMinWords = 4
+
+// appendDest appends a destination set of more than sparseMinWords words
+// as the shorter of its two forms: the bitset, whose size follows the
+// largest router ID, or the list of IDs (destination_deltas), whose size
+// follows the number of destinations.
+func appendDest(dst []byte, words []uint64) []byte {
+	if n := deltasSize(words); n < 8*len(words) {
+		dst = protowire.AppendTag(dst, fieldBundleDestDeltas, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(n))
+		prev := uint64(0)
+		for wi, w := range words {
+			for w != 0 {
+				id := uint64(wi)<<6 + uint64(bits.TrailingZeros64(w))
+				w &= w - 1
+				dst = protowire.AppendVarint(dst, id-prev)
+				prev = id
+			}
+		}
+		return dst
+	}
+	return appendDenseDest(dst, words)
+}
+
+func appendDenseDest(dst []byte, words []uint64) []byte {
+	dst = protowire.AppendTag(dst, fieldBundleDest, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(8*len(words)))
+	for _, w := range words {
+		dst = protowire.AppendFixed64(dst, w)
+	}
+	return dst
+}
+
+// deltasSize is the size of the list form of a destination set.
+func deltasSize(words []uint64) int {
+	n, prev := 0, uint64(0)
+	for wi, w := range words {
+		for w != 0 {
+			id := uint64(wi)<<6 + uint64(bits.TrailingZeros64(w))
+			w &= w - 1
+			n += protowire.SizeVarint(id - prev)
+			prev = id
+		}
+	}
+	return n
+}
+
 // BundleSizeBound is a size no larger than AppendBundle's output for a
 // message of msgLen bytes and destination words, for preallocating; it
 // allows for the QoS fields.
@@ -162,6 +211,8 @@ func BundleSizeBound(msgLen, words int) int { return msgLen + 9*words + 96 }
 func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64) (Bundle, []uint64, error) {
 	var out Bundle
 	var hopsLeft uint64
+	var errDeltas error
+	var deltas deltaState
 	words = words[:0]
 	for len(b) > 0 {
 		num, typ, n := ConsumeTag(b)
@@ -189,6 +240,26 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 				return out, words, ErrTruncated
 			}
 			b, words = b[n:], append(words, w)
+			continue
+		case num == fieldBundleDestDeltas && typ == protowire.BytesType:
+			packed, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return out, words, ErrTruncated
+			}
+			b = b[n:]
+			if errDeltas == nil {
+				words, errDeltas = addDeltas(words, &deltas, packed, maxRouter)
+			}
+			continue
+		case num == fieldBundleDestDeltas && typ == protowire.VarintType:
+			d, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return out, words, ErrTruncated
+			}
+			b = b[n:]
+			if errDeltas == nil {
+				words, errDeltas = addDelta(words, &deltas, uint32(d), maxRouter)
+			}
 			continue
 		case num == fieldBundleMessage && typ == protowire.BytesType:
 			m, n := protowire.ConsumeBytes(b)
@@ -247,6 +318,9 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 	if out.Source > maxRouter {
 		return out, words, fmt.Errorf("bundle from router %d: source beyond the largest router ID %d", out.Source, maxRouter)
 	}
+	if errDeltas != nil {
+		return out, words, fmt.Errorf("bundle from router %d: %w", out.Source, errDeltas)
+	}
 	if limit := int(maxRouter/64) + 1; len(words) > limit {
 		return out, words, fmt.Errorf("bundle from router %d: %d destination words, more than the %d that router IDs up to %d need",
 			out.Source, len(words), limit, maxRouter)
@@ -270,4 +344,83 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 	out.Bundle.Dest, out.HopsLeft = dest, uint8(hopsLeft)
 	out.Stamp.Origin = out.Source
 	return out, words, nil
+}
+
+// deltaState is where a bundle's destination_deltas stand: the last ID
+// and whether there was one. Protobuf concatenates a repeated field's
+// elements, packed or not, in order; so do the parsers.
+type deltaState struct {
+	id  uint64
+	any bool
+}
+
+// addDelta sets in words the next destination of a destination_deltas
+// field, d more than the last. Every ID must be at most maxRouter, which
+// bounds the words a peer can make this broker hold, and above the last.
+func addDelta(words []uint64, st *deltaState, d uint32, maxRouter uint32) ([]uint64, error) {
+	if uint64(d) > uint64(maxRouter)-st.id || st.any && d == 0 {
+		return words, fmt.Errorf("destinations not ascending router IDs up to the largest, %d", maxRouter)
+	}
+	st.id += uint64(d)
+	st.any = true
+	for uint64(len(words)) <= st.id>>6 {
+		words = append(words, 0)
+	}
+	words[st.id>>6] |= 1 << (st.id & 63)
+	return words, nil
+}
+
+// addDeltas is addDelta for each element of a packed field.
+func addDeltas(words []uint64, st *deltaState, packed []byte, maxRouter uint32) ([]uint64, error) {
+	for len(packed) > 0 {
+		d, n := protowire.ConsumeVarint(packed)
+		if n < 0 {
+			return words, ErrTruncated
+		}
+		packed = packed[n:]
+		var err error
+		if words, err = addDelta(words, st, uint32(d), maxRouter); err != nil {
+			return words, err
+		}
+	}
+	return words, nil
+}
+
+// DenseDestinations returns a bundle AppendBundleQoS encoded with its
+// destinations as the bitset, for a neighbour whose Open does not offer
+// sparse destinations (a broker older than destination_deltas): b itself
+// when it carries none, else a copy with the bitset where the list was,
+// the other fields in their order (the budget still last).
+func DenseDestinations(b []byte) []byte {
+	var words []uint64
+	var st deltaState
+	at := -1 // where the list starts in b
+	for rest := b; len(rest) > 0; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		m := protowire.ConsumeFieldValue(num, typ, rest[max(n, 0):])
+		if n < 0 || m < 0 {
+			return b // not one of ours: as it is
+		}
+		if num == fieldBundleDestDeltas && typ == protowire.BytesType {
+			if at < 0 {
+				at = len(b) - len(rest)
+			}
+			packed, _ := protowire.ConsumeBytes(rest[n:])
+			words, _ = addDeltas(words, &st, packed, math.MaxUint32)
+		}
+		rest = rest[n+m:]
+	}
+	if at < 0 {
+		return b
+	}
+	out := appendDenseDest(append(make([]byte, 0, len(b)+8*len(words)), b[:at]...), words)
+	for rest := b[at:]; len(rest) > 0; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if num != fieldBundleDestDeltas || typ != protowire.BytesType {
+			out = append(out, rest[:n+m]...)
+		}
+		rest = rest[n+m:]
+	}
+	return out
 }

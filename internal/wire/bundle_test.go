@@ -31,6 +31,14 @@ func referenceBundle(raw []byte, maxRouter uint32) (Bundle, error) {
 			b.GetSource(), len(words), limit, maxRouter)
 	}
 	dest := bitset.From(words)
+	id := uint64(0)
+	for i, d := range b.GetDestinationDeltas() {
+		if uint64(d) > uint64(maxRouter)-id || i > 0 && d == 0 {
+			return Bundle{}, fmt.Errorf("bundle from router %d: destinations not ascending router IDs up to the largest, %d", b.GetSource(), maxRouter)
+		}
+		id += uint64(d)
+		dest.Set(uint(id))
+	}
 	if top, ok := lastSet(dest); ok && top > uint(maxRouter) {
 		return Bundle{}, fmt.Errorf("bundle from router %d: destination %d beyond the largest router ID %d", b.GetSource(), top, maxRouter)
 	}
@@ -166,6 +174,9 @@ func FuzzParseBundle(f *testing.F) {
 		BundleQoS{Deadline: 50e6, Budget: -7, Path: PathSecond}))
 	unpacked, _ := proto.Marshal(&dripv1.Bundle{Source: 2, Destinations: []uint64{1, 2}, Message: []byte("m")})
 	f.Add(unpacked)
+	f.Add(AppendBundle(nil, drp.Bundle{Source: 9, Dest: bitset.New(1000).Set(3).Set(999), HopsLeft: 4}, dedup.Stamp{Origin: 9, Epoch: 2, Seq: 3}, 5, 1, []byte("sparse")))
+	both, _ := proto.Marshal(&dripv1.Bundle{Source: 2, Destinations: []uint64{1}, DestinationDeltas: []uint32{70, 0, 5}, Message: []byte("m")})
+	f.Add(both)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		want, wantErr := referenceBundle(raw, 1000)
 		got, err := parse(t, raw, 1000)
@@ -181,4 +192,44 @@ func FuzzParseBundle(f *testing.F) {
 		}
 		require.Equal(t, want, got)
 	})
+}
+
+// TestBundleBytesFollowDestinations: a bundle's size follows its
+// destinations, not the largest router ID among them: up to router IDs of
+// 2^20, a bundle for three routers takes a few bytes of destinations,
+// where their bitset would take up to 128 KiB. Sets of small IDs are the
+// bitset, byte for byte as before the list existed; every form parses
+// back to its set, and DenseDestinations turns the list into the bitset
+// for a neighbour that takes only that.
+func TestBundleBytesFollowDestinations(t *testing.T) {
+	msg := []byte("m")
+	st := dedup.Stamp{Origin: 1, Epoch: 2, Seq: 3}
+	for _, top := range []uint32{1 << 10, 65534, 1 << 20} {
+		dest := bitset.New(uint(top) + 1).Set(2).Set(uint(top / 2)).Set(uint(top))
+		b := drp.Bundle{Source: 1, Dest: dest, HopsLeft: 4}
+		raw := AppendBundleQoS(nil, b, st, 5, 1, msg, BundleQoS{Deadline: 9, Budget: 1})
+		assert.LessOrEqual(t, len(raw), 48, "destinations up to %d", top)
+		assert.LessOrEqual(t, len(raw), BundleSizeBound(len(msg), len(dest.Words())))
+		got, err := parse(t, raw, top)
+		require.NoError(t, err)
+		assert.Equal(t, setBits(dest), setBits(got.Dest))
+		_, err = parse(t, raw, top-1)
+		assert.ErrorContains(t, err, "up to the largest", "an ID beyond the largest is refused")
+
+		dense := DenseDestinations(raw)
+		var pb dripv1.Bundle
+		require.NoError(t, proto.Unmarshal(dense, &pb))
+		assert.Empty(t, pb.GetDestinationDeltas(), "as a broker older than the list reads it")
+		assert.Equal(t, setBits(dest), setBits(bitset.From(pb.GetDestinations())))
+		assert.Equal(t, int64(1), pb.GetBudgetNs())
+		SetBudget(dense, 7)
+		require.NoError(t, proto.Unmarshal(dense, &pb))
+		assert.Equal(t, int64(7), pb.GetBudgetNs(), "the budget is still last")
+	}
+	small := drp.Bundle{Source: 1, Dest: bitset.New(64).Set(2).Set(40), HopsLeft: 4}
+	raw := AppendBundle(nil, small, st, 5, 1, msg)
+	var pb dripv1.Bundle
+	require.NoError(t, proto.Unmarshal(raw, &pb))
+	assert.Equal(t, small.Dest.Words(), pb.GetDestinations(), "small IDs: the bitset")
+	assert.Equal(t, &raw[0], &DenseDestinations(raw)[0], "nothing to convert")
 }

@@ -19,6 +19,9 @@ type Report struct {
 	ProtectedMissing int
 	Undelivered      int // expected pairs not delivered, protected or not
 	FalsePositives   int // delivered to a subscriber the message does not match
+	// Forged are deliveries of messages no publisher of the ledger
+	// published: what a compromised broker injected (adversary.go).
+	Forged int
 	// StreamDuplicates are repeats on one subscription stream: a broker
 	// passed a stamp on twice. AppDuplicates reached an application twice.
 	StreamDuplicates int
@@ -44,6 +47,9 @@ func (r Report) String() string {
 		"duplicates %d on streams and %d at applications, %d suppressed by clients, %d lost to slow reading, %d gaps (longest %v)",
 		r.Published, r.Expected, r.Delivered, r.Protected, r.ProtectedMissing, r.Undelivered, r.FalsePositives,
 		r.StreamDuplicates, r.AppDuplicates, r.ClientSuppressed, r.SlowLost, r.Gaps, r.MaxGap)
+	if r.Forged > 0 {
+		fmt.Fprintf(&b, ", %d forged", r.Forged)
+	}
 	keys := make([]string, 0, len(r.Accounted))
 	for k := range r.Accounted {
 		keys = append(keys, k)
@@ -82,6 +88,7 @@ func (s *Sim) Check(delta time.Duration) Report {
 		{"drip_link_dropped_bundles_total", "reason", "link_dropped:"},
 		{"drip_duplicates_suppressed_total", "verdict", "suppressed:"},
 		{"drip_malformed_bundles_total", "", "malformed"},
+		{"drip_bundles_refused_total", "reason", "refused:"},
 		{"drip_false_positives_total", "", "bloom_false_positives"},
 	} {
 		for k, v := range s.Counters(c.name, c.label) {
@@ -104,6 +111,14 @@ func (s *Sim) Check(delta time.Duration) Report {
 			}
 		}
 		for id, n := range rec.received {
+			if id == AsItself {
+				continue // what a compromised broker publishes in its own name
+			}
+			if id >= uint64(len(l.msgs)) {
+				r.Forged += n
+				r.violate("subscriber %d received %d messages no publisher published (forgeries)", j, n)
+				continue
+			}
 			m := l.msgs[id]
 			if !slices.Contains(m.expected, j) {
 				r.FalsePositives++

@@ -115,11 +115,12 @@ func (s *Sim) nextGap(p *publisher) time.Duration {
 }
 
 // pick returns the broker a client should use now: from preferred on, the
-// first that runs and does not drain, skipping avoid; -1 if none.
+// first that runs and does not drain, skipping avoid and compromised
+// brokers (Options.Compromised); -1 if none.
 func (s *Sim) pick(preferred, avoid int) int {
 	for k := range s.nodes {
 		i := (preferred + k) % len(s.nodes)
-		if i != avoid && s.nodes[i].running() {
+		if i != avoid && s.nodes[i].running() && !s.nodes[i].compromised {
 			return i
 		}
 	}
@@ -223,7 +224,11 @@ func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 				rec.clientSuppressed++
 				continue
 			}
-			id := binary.BigEndian.Uint64(p.GetMessage().GetPayload())
+			payload := p.GetMessage().GetPayload()
+			if len(payload) != 8 {
+				payload = binary.BigEndian.AppendUint64(nil, Forgery) // not a publisher's
+			}
+			id := binary.BigEndian.Uint64(payload)
 			rec.received[id]++
 			if id < uint64(len(s.ledger.msgs)) {
 				at := s.ledger.msgs[id].at
@@ -285,14 +290,7 @@ func (s *Sim) publish(p *publisher) {
 		return
 	}
 	m := p.gen.Message()
-	id := uint64(len(s.ledger.msgs))
-	var expected []int
-	for j, sub := range s.subs {
-		if sub.pred.Matches(m) {
-			expected = append(expected, j)
-		}
-	}
-	s.ledger.msgs = append(s.ledger.msgs, msgRecord{at: s.now, ingress: p.node, expected: expected})
+	id := s.record(p.node, m)
 	pm := clientapi.MessageToProto(m)
 	pm.Payload = binary.BigEndian.AppendUint64(nil, id)
 	raw, err := proto.Marshal(pm)
@@ -368,4 +366,57 @@ func (l *Ledger) Expected(sub int, from, to time.Duration) []uint64 {
 		}
 	}
 	return out
+}
+
+// AddSubscriber adds a subscriber of predicate p whose home is router at,
+// subscribed at once, and returns its index in the ledger.
+func (s *Sim) AddSubscriber(at uint32, p content.Predicate) (int, error) {
+	d, err := dedup.New(dedup.ClientConfig())
+	if err != nil {
+		return 0, err
+	}
+	sub := &subscriber{idx: len(s.subs), pred: p, home: s.index[at], dedup: d, gapStart: 0}
+	s.subs = append(s.subs, sub)
+	s.ledger.subs = append(s.ledger.subs, &subRecord{pred: p, received: map[uint64]int{}, first: map[uint64]Delivery{}})
+	if !s.subscribe(sub) {
+		return 0, fmt.Errorf("brokertest: router %d cannot take a subscription", at)
+	}
+	return sub.idx, nil
+}
+
+// Publish publishes m at router at now, recorded in the ledger as every
+// publisher's message is, and returns its ID.
+func (s *Sim) Publish(at uint32, m content.Message) (uint64, error) {
+	n := s.nodes[s.index[at]]
+	if !n.running() {
+		return 0, fmt.Errorf("brokertest: router %d does not run", at)
+	}
+	id := s.record(n.idx, m)
+	pm := clientapi.MessageToProto(m)
+	pm.Payload = binary.BigEndian.AppendUint64(nil, id)
+	raw, err := proto.Marshal(pm)
+	if err != nil {
+		return 0, err
+	}
+	decoded, err := wire.DecodeMessage(raw, wire.DefaultMessageLimits())
+	if err != nil {
+		return 0, err
+	}
+	n.node.NewForwarder().Publish(decoded, raw, 0)
+	s.dirty = true
+	s.settle()
+	return id, nil
+}
+
+// record enters a message published at node i now in the ledger.
+func (s *Sim) record(i int, m content.Message) uint64 {
+	id := uint64(len(s.ledger.msgs))
+	var expected []int
+	for j, sub := range s.subs {
+		if sub.pred.Matches(m) {
+			expected = append(expected, j)
+		}
+	}
+	s.ledger.msgs = append(s.ledger.msgs, msgRecord{at: s.now, ingress: i, expected: expected})
+	return id
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,21 @@ type Options struct {
 	Flow func(i int) qos.Flow
 	// Logger receives the brokers' logs (default: none).
 	Logger *zap.Logger
+	// Signed has every broker sign what it originates and check what it
+	// receives (node.WithAuthenticator), with a key of its own that the
+	// others know (SimKeys), as --tls-peer-identity does with
+	// certificates: a compromised broker then signs only as itself.
+	Signed bool
+	// Compromised lists the compromised brokers (adversary.go): they run
+	// the brokers' code, and what their neighbours send them about
+	// themselves never reaches them, so that what Inject sends in their
+	// name stays what the mesh holds of them. They take frames whole (no
+	// compression, no advertisement deltas).
+	Compromised []uint32
+	// DenseOnly lists routers that offer no sparse destinations in their
+	// Open, as brokers older than them: their neighbours send them
+	// destination bitsets.
+	DenseOnly []uint32
 	// BuildTime is how long each PREDICATES index build takes in virtual
 	// time, beside its broker's control plane (broker.IndexBuilder): the
 	// build runs, and is installed, as an event of its own that long after
@@ -86,6 +102,9 @@ type Sim struct {
 	publishUntil time.Duration
 	// registries holds every broker incarnation's metrics, for Counters.
 	registries []*prometheus.Registry
+	// heard keeps the advertisements compromised brokers received, by
+	// origin and kind, the newest last (Heard).
+	heard map[linkstate.Key][]linkstate.Message
 }
 
 type event struct {
@@ -111,6 +130,13 @@ type simNode struct {
 	controlDelay, controlAt time.Duration
 	// release is the data plane that sends held bounced bundles on.
 	release *node.Forwarder
+	reg     *prometheus.Registry // the current incarnation's metrics
+	// denseOnly makes the broker's Open offer no sparse destinations, as
+	// a broker older than them (Options.DenseOnly).
+	denseOnly bool
+	// compromised hides from the broker what its neighbours send about
+	// it (Options.Compromised).
+	compromised bool
 }
 
 // alive says whether the node runs (it may be leaving).
@@ -177,7 +203,11 @@ func New(opts Options) (*Sim, error) {
 		if opts.Config != nil {
 			opts.Config(&cfg)
 		}
-		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg})
+		compromised := slices.Contains(opts.Compromised, id)
+		if compromised {
+			cfg.PeerCompression, cfg.PeerPredicateDeltas = false, false
+		}
+		s.nodes = append(s.nodes, &simNode{idx: i, id: id, name: cfg.Name, cfg: cfg, denseOnly: slices.Contains(opts.DenseOnly, id), compromised: compromised})
 		s.index[id] = i
 		s.group = append(s.group, 0)
 	}
@@ -268,7 +298,12 @@ func (s *Sim) settle() {
 func (s *Sim) boot(n *simNode) error {
 	reg := prometheus.NewRegistry()
 	s.registries = append(s.registries, reg)
-	nd, err := node.New(n.cfg.Config, node.WithClock(s.clock), node.WithLogger(s.opts.Logger), node.WithRegisterer(reg))
+	n.reg = reg
+	opts := []node.Option{node.WithClock(s.clock), node.WithLogger(s.opts.Logger), node.WithRegisterer(reg)}
+	if s.opts.Signed {
+		opts = append(opts, node.WithAuthenticator(SimKeys{}.For(n.id)))
+	}
+	nd, err := node.New(n.cfg.Config, opts...)
 	if err != nil {
 		return err
 	}
@@ -340,6 +375,7 @@ func (s *Sim) open(n *simNode) *dripv1.Open {
 		o.Compression = []string{transport.CompressionDeflate}
 	}
 	o.PredicateDeltas = n.cfg.PeerPredicateDeltas
+	o.SparseDestinations = !n.denseOnly
 	return o
 }
 
@@ -358,7 +394,7 @@ func (s *Sim) connect(l *simLink) {
 		nd, inc := n.node, n.inc
 		end, err := transport.NewLink(newStepConn(s.open(peer)), transport.LinkConfig{
 			QueueBytes: n.cfg.LinkQueueBytes, MaxFrameBytes: n.cfg.MaxFrameBytes, Compression: n.cfg.PeerCompression,
-			PredicateDeltas: n.cfg.PeerPredicateDeltas, Dialed: side == 0,
+			PredicateDeltas: n.cfg.PeerPredicateDeltas, Dialed: side == 0, MaxAdFilters: n.cfg.LinkState.MaxFilters,
 			Account: nd.Budget().Account,
 			Control: n.control,
 			Metrics: n.linkMetrics(peer.name),
@@ -434,6 +470,10 @@ func (s *Sim) deliver(l *simLink, side, gen int, raw []byte) {
 	if s.group[l.a] != s.group[l.b] {
 		l.held[side] = append(l.held[side], heldFrame{gen, raw})
 		return
+	}
+	if to := s.nodes[[2]int{l.a, l.b}[1-side]]; to.compromised {
+		s.overheard(raw)
+		raw = hideSelf(raw, to.id)
 	}
 	if err := l.ends[1-side].Deliver(raw); err != nil {
 		if errors.Is(err, transport.ErrMalformedControl) {
@@ -668,7 +708,8 @@ func (s *Sim) link(a, b uint32) *simLink {
 	return nil
 }
 
-// Converged reports whether every running broker agrees on one database,
+// Converged reports whether every running broker (compromised ones
+// aside) agrees on one database,
 // has nothing to advertise, and holds a full adjacency over every link
 // that can work; a stopping broker or a partition means no.
 func (s *Sim) Converged() bool {
@@ -681,13 +722,17 @@ func (s *Sim) Converged() bool {
 		if n.node.Phase() != node.Running {
 			return false
 		}
-		if n.node.AdvertisementPending() {
+		if n.node.AdvertisementPending() && !n.compromised {
 			return false
 		}
 		in := n.node.Inspect()
-		if first {
+		switch {
+		case n.compromised:
+			// Its database differs by design: it keeps its own
+			// advertisements, the mesh holds what Inject sent in its name.
+		case first:
 			digest, first = in.Digest, false
-		} else if in.Digest != digest {
+		case in.Digest != digest:
 			return false
 		}
 		// The advertised adjacencies must be exactly the links that can
@@ -753,8 +798,18 @@ func (c *stepConn) Err() error            { return c.err }
 // value of one label ("" for none): how the brokers account for what they
 // dropped or suppressed.
 func (s *Sim) Counters(name, label string) map[string]float64 {
+	return s.counters(s.registries, name, label)
+}
+
+// CountersOf is Counters of router id's current incarnation alone; it
+// reads gauges too.
+func (s *Sim) CountersOf(id uint32, name, label string) map[string]float64 {
+	return s.counters([]*prometheus.Registry{s.nodes[s.index[id]].reg}, name, label)
+}
+
+func (s *Sim) counters(regs []*prometheus.Registry, name, label string) map[string]float64 {
 	out := map[string]float64{}
-	for _, reg := range s.registries {
+	for _, reg := range regs {
 		mfs, err := reg.Gather()
 		if err != nil {
 			s.errs = append(s.errs, err)
@@ -771,7 +826,7 @@ func (s *Sim) Counters(name, label string) map[string]float64 {
 						key = lp.GetValue()
 					}
 				}
-				out[key] += m.GetCounter().GetValue()
+				out[key] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}

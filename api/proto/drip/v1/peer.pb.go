@@ -150,8 +150,11 @@ type Open struct {
 	// (PredicateAd.delta_base). A broker sends deltas on a link only when both
 	// ends offered them; brokers older than the field offer none.
 	PredicateDeltas bool `protobuf:"varint,9,opt,name=predicate_deltas,json=predicateDeltas,proto3" json:"predicate_deltas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// This broker decodes Bundle.destination_deltas. A broker sends it only to
+	// neighbours that offer it; to others, the bitset.
+	SparseDestinations bool `protobuf:"varint,10,opt,name=sparse_destinations,json=sparseDestinations,proto3" json:"sparse_destinations,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Open) Reset() {
@@ -243,6 +246,13 @@ func (x *Open) GetBloomScheme() string {
 func (x *Open) GetPredicateDeltas() bool {
 	if x != nil {
 		return x.PredicateDeltas
+	}
+	return false
+}
+
+func (x *Open) GetSparseDestinations() bool {
+	if x != nil {
+		return x.SparseDestinations
 	}
 	return false
 }
@@ -1102,6 +1112,13 @@ type Bundle struct {
 	// Destination set D as a bitset over router IDs: bit i of word i/64 is
 	// router i (bits-and-blooms/bitset word layout).
 	Destinations []uint64 `protobuf:"fixed64,2,rep,packed,name=destinations,proto3" json:"destinations,omitempty"`
+	// Destination set D as its router IDs in ascending order, each given as
+	// its difference from the one before (the first as itself): what a
+	// sender writes instead of the bitset when that is shorter, so that a
+	// bundle's size follows its destinations, not the largest router ID among
+	// them. Receivers take the union of both fields. Sent only to neighbours
+	// whose Open offers sparse_destinations.
+	DestinationDeltas []uint32 `protobuf:"varint,10,rep,packed,name=destination_deltas,json=destinationDeltas,proto3" json:"destination_deltas,omitempty"`
 	// Hops this bundle may still travel.
 	HopsLeft uint32 `protobuf:"varint,3,opt,name=hops_left,json=hopsLeft,proto3" json:"hops_left,omitempty"`
 	// Forwarded along the source's shortest-path tree to every router
@@ -1188,6 +1205,13 @@ func (x *Bundle) GetDestinations() []uint64 {
 	return nil
 }
 
+func (x *Bundle) GetDestinationDeltas() []uint32 {
+	if x != nil {
+		return x.DestinationDeltas
+	}
+	return nil
+}
+
 func (x *Bundle) GetHopsLeft() uint32 {
 	if x != nil {
 		return x.HopsLeft
@@ -1269,7 +1293,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\abundles\x18\x03 \x03(\v2\x0f.drip.v1.BundleR\abundles\x12\x1a\n" +
 	"\bdeflated\x18\x04 \x01(\fR\bdeflated\x12#\n" +
 	"\rinflated_size\x18\x05 \x01(\rR\finflatedSize\x12\x1a\n" +
-	"\bfinished\x182 \x01(\bR\bfinished\"\xb5\x02\n" +
+	"\bfinished\x182 \x01(\bR\bfinished\"\xe6\x02\n" +
 	"\x04Open\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\rR\brouterId\x12\x1f\n" +
@@ -1281,7 +1305,9 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\fbloom_hashes\x18\x06 \x01(\rR\vbloomHashes\x12 \n" +
 	"\vcompression\x18\a \x03(\tR\vcompression\x12!\n" +
 	"\fbloom_scheme\x18\b \x01(\tR\vbloomScheme\x12)\n" +
-	"\x10predicate_deltas\x18\t \x01(\bR\x0fpredicateDeltas\"\xff\x01\n" +
+	"\x10predicate_deltas\x18\t \x01(\bR\x0fpredicateDeltas\x12/\n" +
+	"\x13sparse_destinations\x18\n" +
+	" \x01(\bR\x12sparseDestinations\"\xff\x01\n" +
 	"\aControl\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.drip.v1.HelloH\x00R\x05hello\x12 \n" +
 	"\x03lsa\x18\x02 \x01(\v2\f.drip.v1.LsaH\x00R\x03lsa\x129\n" +
@@ -1349,10 +1375,12 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\rR\x06origin\"2\n" +
 	"\tDbRequest\x12%\n" +
-	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\xd7\x02\n" +
+	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\x86\x03\n" +
 	"\x06Bundle\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\rR\x06source\x12\"\n" +
-	"\fdestinations\x18\x02 \x03(\x06R\fdestinations\x12\x1b\n" +
+	"\fdestinations\x18\x02 \x03(\x06R\fdestinations\x12-\n" +
+	"\x12destination_deltas\x18\n" +
+	" \x03(\rR\x11destinationDeltas\x12\x1b\n" +
 	"\thops_left\x18\x03 \x01(\rR\bhopsLeft\x12\x1c\n" +
 	"\tbroadcast\x18\x04 \x01(\bR\tbroadcast\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\fR\amessage\x12.\n" +

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"bytes"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// Bundles cannot lie about where they come from (docs/security.md). B-DRP
+// forwards a message along the shortest paths from its ingress broker, and
+// every broker computes the same unique paths (linkstate's doc), so a
+// neighbour may send this broker a bundle of its own messages, or one of
+// another source's only if it is this broker's reverse path from that
+// source: the check of unicast reverse-path forwarding, made against the
+// link-state database. Without it a neighbour with a valid certificate
+// could inject messages in another broker's name — past that broker's
+// authorization of its publishers — or stamps that poison the duplicate
+// filter. What a compromised broker still can is publish as itself, and,
+// on the paths that run through it, drop or delay what it forwards and
+// speak for those paths' sources.
+//
+// While link state floods, routers disagree, and a neighbour routes on
+// what has not reached this broker yet, or on what it left behind: a
+// bundle is also taken in on the routes this broker replaced within
+// retiredRoutesFor, and one that none of them confirms waits a little for
+// the routes to change (unverified.go). Only then is it dropped. A
+// neighbour that was on a source's path lately may therefore still send
+// that source's bundles for as long.
+//
+// The stamp's boot epoch is held to the source's incarnation as its LSA
+// numbers it (linkstate.Config.Incarnation, signed with the LSA where
+// advertisements are signed): a later epoch is one the source has not
+// booted with yet, which would evict the windows of its real epochs from
+// the duplicate filter and have its messages dropped as stale.
+
+// admitSource says whether bundle b, received from the neighbour from in
+// its wire form raw, may be taken in now. A bundle the routes do not
+// confirm waits for them to change (unverified.go) until until, or
+// unverifiedHoldFor when until is zero (it has not waited yet), and is
+// then counted and dropped.
+func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkstate.Table, until time.Time) bool {
+	peer, s := from.Peer(), b.Stamp
+	reason := refusedReversePath
+	if s.Origin != n.cfg.ID {
+		if reason = sourceRefusal(peer, s, routes); reason == "" {
+			return true
+		}
+	}
+	if n.sent.sent(s, b.Message) {
+		return true // back from a neighbour whose routes disagree (own.go)
+	}
+	if s.Origin == n.cfg.ID {
+		return n.refuseSource(from, s, reason)
+	}
+	now := n.clock.Now()
+	if rs := n.retired.Load(); rs != nil {
+		for _, r := range *rs {
+			if now.Before(r.until) && sourceRefusal(peer, s, r.routes) == "" {
+				return true
+			}
+		}
+	}
+	if until.IsZero() {
+		until = now.Add(unverifiedHoldFor)
+	}
+	// A copy: what aliases the frame would keep all of it alive.
+	if now.Before(until) && n.unverified.add(unverifiedBundle{from: from, raw: bytes.Clone(raw), routes: routes, until: until}) {
+		return false
+	}
+	return n.refuseSource(from, s, reason)
+}
+
+// refuseSource counts and logs a refused bundle; it returns false.
+func (n *Node) refuseSource(from Link, s dedup.Stamp, reason string) bool {
+	n.m.bundlesRefused.WithLabelValues(reason).Inc()
+	n.refusedBundleLog.Do(func() {
+		n.log.Warn("bundle refused: it cannot have come from this neighbour (more are counted, not logged)",
+			zap.String("peer", from.Name()), zap.String("reason", reason), zap.Uint32("source", s.Origin),
+			zap.Uint64("epoch", s.Epoch), zap.Uint64("seq", s.Seq))
+	})
+	return false
+}
+
+// sourceRefusal is why routes say a bundle with stamp s cannot come from
+// the neighbour peer ("": it can).
+func sourceRefusal(peer uint32, s dedup.Stamp, routes *linkstate.Table) string {
+	if s.Origin != peer {
+		if rp, ok := routes.ReversePath(s.Origin); !ok || rp != peer {
+			return refusedReversePath
+		}
+	}
+	if inc, ok := routes.Incarnation(s.Origin); ok && s.Epoch > inc*uint64(linkstate.IncarnationUnit) {
+		return refusedEpoch
+	}
+	return ""
+}
+
+// retire keeps t, the routes replaced at now, for the data plane's checks
+// for retiredRoutesFor (a control-plane call).
+func (n *Node) retire(t *linkstate.Table, now time.Time) {
+	keep := []retiredRoutes{{routes: t, until: now.Add(retiredRoutesFor)}}
+	if rs := n.retired.Load(); rs != nil {
+		for _, r := range *rs {
+			if now.Before(r.until) && len(keep) < maxRetiredRoutes {
+				keep = append(keep, r)
+			}
+		}
+	}
+	n.retired.Store(&keep)
+}
