@@ -71,6 +71,14 @@ func TestImpostorCannotReplaceAnEstablishedLink(t *testing.T) {
 			require.NoError(t, err)
 			return c
 		}
+		// drain reads what b0 sends a claimant until its link ends.
+		drain := func(c transport.Conn) {
+			for {
+				if _, err := c.Recv(); err != nil {
+					return
+				}
+			}
+		}
 		fwd := b1.Node().NewForwarder()
 		const n = 300
 		var c transport.Conn
@@ -78,13 +86,7 @@ func TestImpostorCannotReplaceAnEstablishedLink(t *testing.T) {
 			if i%10 == 0 {
 				// A claimant every half second, which stays a while.
 				c = claimant(1, "evil2")
-				go func() {
-					for {
-						if _, err := c.Recv(); err != nil {
-							return
-						}
-					}
-				}()
+				go drain(c)
 			}
 			raw, err := proto.Marshal(clientapi.MessageToProto(content.MessageFrom(map[string]content.Value{"n": content.Int(int64(i))})))
 			require.NoError(t, err)
@@ -110,13 +112,7 @@ func TestImpostorCannotReplaceAnEstablishedLink(t *testing.T) {
 
 		// A peer of its own name that dials in and leaves.
 		c = claimant(7, "visitor")
-		go func() {
-			for {
-				if _, err := c.Recv(); err != nil {
-					return
-				}
-			}
-		}()
+		go drain(c)
 		time.Sleep(200 * time.Millisecond)
 		require.Equal(t, 1.0, linkUp(t, regs[0], "visitor"))
 		c.Close(nil)
