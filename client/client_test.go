@@ -959,9 +959,9 @@ func BenchmarkDeliveryDecode(b *testing.B) {
 	require.NoError(b, err)
 	_, _, n := protowire.ConsumeTag(entry)
 	raw, _ := protowire.ConsumeBytes(entry[n:])
-	var ps []wire.Published
+	var ps []*wire.Published
 	for i := range 64 {
-		ps = append(ps, wire.NewPublished(raw, wire.PublishedHeader{Ingress: 1, PublishedAt: 1, Epoch: 1, Seq: uint64(i + 1)}))
+		ps = append(ps, new(wire.NewPublished(raw, wire.PublishedHeader{Ingress: 1, PublishedAt: 1, Epoch: 1, Seq: uint64(i + 1)})))
 	}
 	event := wire.AppendDeliveryBatch(nil, ps)
 	for _, fields := range []bool{false, true} {

@@ -24,7 +24,7 @@ type deliverySender struct {
 	stream  dripv1.Broker_SubscribeServer
 	sub     *node.Subscription
 	batches bool
-	batch   []wire.Published
+	batch   []*wire.Published
 	budget  *node.Budget
 	// conn counts the events gRPC holds until its connection writes
 	// them (connMeter). Without it (a listener the meter does not wrap)
@@ -54,7 +54,7 @@ func (d *deliverySender) close() {
 func (d *deliverySender) send(first node.Queued) error {
 	d.sub.Dequeued(first)
 	if !d.batches {
-		return d.raw(wire.AppendDelivery(d.buffer(wire.DeliverySize(&first.Published)), &first.Published))
+		return d.raw(wire.AppendDelivery(d.buffer(wire.DeliverySize(first.Published)), first.Published))
 	}
 	d.batch = append(d.batch[:0], first.Published)
 	size := first.Size()
@@ -73,7 +73,7 @@ func (d *deliverySender) send(first node.Queued) error {
 	}
 	var b []byte
 	if len(d.batch) == 1 {
-		b = wire.AppendDelivery(d.buffer(wire.DeliverySize(&d.batch[0])), &d.batch[0])
+		b = wire.AppendDelivery(d.buffer(wire.DeliverySize(d.batch[0])), d.batch[0])
 	} else {
 		b = wire.AppendDeliveryBatch(d.buffer(wire.DeliveryBatchSize(d.batch)), d.batch)
 	}

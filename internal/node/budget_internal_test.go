@@ -43,7 +43,8 @@ func addSub(t *testing.T, s *subscriptionTable) *Subscription {
 func delivery(id uint64, size int) Queued {
 	b := make([]byte, size-queuedOverhead)
 	binary.BigEndian.PutUint64(b, id)
-	return Queued{wire.NewPublished(b, wire.PublishedHeader{})}
+	p := wire.NewPublished(b, wire.PublishedHeader{})
+	return Queued{&p}
 }
 
 // refSub is the reference model of one subscriber's queue.

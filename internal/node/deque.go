@@ -7,14 +7,18 @@ import (
 )
 
 // Queued is one delivery waiting for its subscriber: the message's wire
-// form, shared by every subscriber it goes to, and its header, encoded
-// into the subscriber's stream as it leaves.
+// form and its header, encoded into the subscriber's stream as it leaves.
+// Every subscriber a message goes to shares one Published, so that a
+// queue slot is a pointer: a fanned-out message is pushed into each of
+// its subscribers' queues, and slots the size of the header made that
+// push most of a delivery's cost.
 type Queued struct {
-	wire.Published
+	*wire.Published
 }
 
 // queuedOverhead is what a queued delivery costs beyond its message's
-// bytes, for the queue's byte bound: its slot, the header inline.
+// bytes, for the queue's byte bound: its slot and the shared header,
+// charged to each subscriber in full.
 const queuedOverhead = 96
 
 func (q Queued) size() int { return len(q.Msg) + queuedOverhead }

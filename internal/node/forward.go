@@ -238,10 +238,10 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, h bundleHeader) 
 	if len(f.targets) == 0 {
 		return 0
 	}
-	published := wire.NewPublished(raw, wire.PublishedHeader{
+	published := new(wire.NewPublished(raw, wire.PublishedHeader{
 		Ingress: h.stamp.Origin, PublishedAt: h.publishedAt, Hops: h.hops,
 		Epoch: h.stamp.Epoch, Seq: h.stamp.Seq, Elapsed: int64(h.elapsed),
-	})
+	}))
 	for i, sub := range f.targets {
 		if dl := sub.deadline.Load(); dl != 0 && int64(h.elapsed) > dl {
 			sub.missed.Add(1)

@@ -362,8 +362,8 @@ type PublishedHeader struct {
 
 // Published is a delivery before it is encoded: the message in its wire
 // form (the ingress bytes, unchanged, shared by every subscriber it goes
-// to) and its header's fields in theirs, held inline so that queuing a
-// delivery allocates nothing. It is encoded as a drip.v1.Published
+// to) and its header's fields in theirs, held inline so that a delivery
+// is one small allocation, whatever the message's size. It is encoded as a drip.v1.Published
 // straight into the buffer the delivery leaves in, so that a message is
 // copied once on its way out.
 type Published struct {
@@ -449,11 +449,11 @@ func DeliverySize(p *Published) int {
 
 // DeliveryBatchSize is the size of a drip.v1.Delivery carrying a
 // DeliveryBatch of ps.
-func DeliveryBatchSize(ps []Published) int {
+func DeliveryBatchSize(ps []*Published) int {
 	return protowire.SizeTag(fieldDeliveryBatch) + protowire.SizeBytes(batchInner(ps))
 }
 
-func batchInner(ps []Published) int {
+func batchInner(ps []*Published) int {
 	inner := 0
 	for i := range ps {
 		inner += protowire.SizeTag(fieldBatchMessages) + protowire.SizeBytes(ps[i].Size())
@@ -463,7 +463,7 @@ func batchInner(ps []Published) int {
 
 // AppendDeliveryBatch appends the wire form of a drip.v1.Delivery carrying
 // a DeliveryBatch of ps, in order.
-func AppendDeliveryBatch(dst []byte, ps []Published) []byte {
+func AppendDeliveryBatch(dst []byte, ps []*Published) []byte {
 	dst = protowire.AppendTag(dst, fieldDeliveryBatch, protowire.BytesType)
 	dst = protowire.AppendVarint(dst, uint64(batchInner(ps)))
 	for i := range ps {

@@ -171,7 +171,7 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	msg := &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: val("x")}}, Payload: []byte{1, 2}}
 	raw := marshal(t, msg)
-	var pubs []wire.Published
+	var pubs []*wire.Published
 	var want []*dripv1.Published
 	for range 5 {
 		p := &dripv1.Published{Message: msg, IngressRouter: rng.Uint32N(4), PublishedUnixNano: rng.Int64(), Hops: rng.Uint32N(3),
@@ -183,11 +183,11 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 		var back dripv1.Published
 		require.NoError(t, proto.Unmarshal(b, &back))
 		require.True(t, proto.Equal(p, &back), "%v != %v", p, &back)
-		pubs, want = append(pubs, pub), append(want, p)
+		pubs, want = append(pubs, &pub), append(want, p)
 	}
 	var one dripv1.Delivery
-	d := wire.AppendDelivery(nil, &pubs[0])
-	require.Len(t, d, wire.DeliverySize(&pubs[0]))
+	d := wire.AppendDelivery(nil, pubs[0])
+	require.Len(t, d, wire.DeliverySize(pubs[0]))
 	require.NoError(t, proto.Unmarshal(d, &one))
 	assert.True(t, proto.Equal(want[0], one.GetMessage()))
 	batch := wire.AppendDeliveryBatch(nil, pubs)
