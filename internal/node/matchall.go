@@ -139,7 +139,7 @@ func (a *matchAll) apply(u linkstate.PredicateUpdate) []encoding.Bloom {
 	}
 	var all []int
 	if !u.Removed {
-		all = matchAllFilters(u.Filters)
+		all = matchAllIndexes(u.Filters)
 	}
 	a.count(u.Router, len(all))
 	if a.policy.Mode == MatchAllAllow || a.policy.Mode == "" {
@@ -167,12 +167,12 @@ const (
 	matchAllChance   = 0.5
 )
 
-// matchAllFilters returns the indexes, ascending, of the filters among
+// matchAllIndexes returns the indexes, ascending, of the filters among
 // filters that make a router match (nearly) every message: none if all of
 // them together match a message Bloom of referenceDensity with a chance
 // below matchAllChance, else the fewest, most general ones (fewest bits)
 // whose removal leaves the others below it.
-func matchAllFilters(filters []encoding.Bloom) []int {
+func matchAllIndexes(filters []encoding.Bloom) []int {
 	// The chance that none matches is the product of each one's chance
 	// not to: summed as logarithms, −log(1 − d^bits) per filter.
 	// The empty filter matches for sure: it is always one of them.

@@ -44,7 +44,7 @@ func TestMatchAllByDensity(t *testing.T) {
 		{"10,000 filters of two categories (12 bits)", many(10000, 12), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := matchAllFilters(tc.filters)
+			got := matchAllIndexes(tc.filters)
 			assert.Len(t, got, tc.want)
 			for _, i := range got {
 				assert.Less(t, i, len(tc.filters))
