@@ -33,8 +33,8 @@
 //
 // Each case runs its systems interleaved (drip, NATS, drip, NATS, ...)
 // for Config.Reps repetitions and reports medians, the ratio of the
-// medians and the ratio of every interleaved pair, against issue 12's
-// targets. The machine is shared, so absolute numbers are noisy; the
+// medians and the ratio of every interleaved pair, against issue 36's
+// targets (issue 12's cases). The machine is shared, so absolute numbers are noisy; the
 // ratios of one run are what the targets are about.
 //
 // # Cases

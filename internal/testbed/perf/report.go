@@ -47,7 +47,7 @@ func markdown(sum *Summary, rel string, plots []string) string {
 	if sum.Note != "" {
 		p("> **%s**\n\n", sum.Note)
 	}
-	p("Issue 12 (\"Data plane at line rate\") measured: every system runs as its own server processes on loopback "+
+	p("The data plane against NATS and ActiveMQ, against the targets of issue 36 (\"Data plane at NATS's speed\"; issue 12's cases): every system runs as its own server processes on loopback "+
 		"(drip as `drip broker` processes, `nats-server`, Apache ActiveMQ), the clients in the driplab process (drip's client package, "+
 		"nats.go, STOMP with JMS selectors), except content routing's subscribers, which run in a child driplab process so that their CPU is counted. "+
 		"The systems run interleaved (drip, NATS, drip, NATS, …), %d repetition(s) of %s of sending after a %s warm-up; the tables give medians, "+
