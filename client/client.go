@@ -488,12 +488,19 @@ func connectError(ctx context.Context, cc *grpc.ClientConn) error {
 
 // ctxOr returns ctx's error if ctx has ended, err otherwise: when the
 // caller cancelled, the gRPC status that resulted says less than the
-// context error, which errors.Is can recognise.
+// context error, which errors.Is can recognise. A broker's answer that is
+// not the cancellation itself (the last of several attempts: a refusal,
+// an unreachable address) is told beside it, so that a caller whose
+// deadline ran out learns why it was not met.
 func ctxOr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+	cerr := ctx.Err()
+	switch {
+	case cerr == nil:
+		return err
+	case err == nil, errors.Is(err, cerr), status.Code(err) == codes.Canceled, status.Code(err) == codes.DeadlineExceeded:
+		return cerr
 	}
-	return err
+	return fmt.Errorf("%w; the last attempt: %v", cerr, err)
 }
 
 // permanent says whether a broker's error ends a stream for good: moving

@@ -35,3 +35,6 @@ func StartBroker() (addr string, stop func()) {
 // ReadAheadHeld is what the client's subscriptions have read ahead of
 // Next, together.
 func (c *Client) ReadAheadHeld() int64 { return c.readAhead.used.Load() }
+
+// CtxOr is ctxOr, for TestCtxOrTellsTheLastAttempt.
+var CtxOr = ctxOr

@@ -233,7 +233,8 @@ func (h *harness) caseInert(ctx context.Context, cr *CaseResult) (err error) {
 		err = errors.Join(err, closeAll(ts...))
 	}()
 	for _, name := range []string{sysDrip, dripInert} {
-		t, err := h.deploy(ctx, name, sysDrip, 1)
+		// Both with the same budget, so that the ratio is the filters'.
+		t, err := h.deploy(ctx, name, sysDrip, 1, manyStreamsArgs...)
 		if err != nil {
 			return err
 		}

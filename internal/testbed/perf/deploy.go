@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -47,13 +48,20 @@ type target struct {
 // startTimeout bounds starting a system and waiting for its routes.
 const startTimeout = 2 * time.Minute
 
+// manyStreamsArgs are the flags of a drip broker that holds the 10,000
+// inert subscriptions of the inert-filters and Henjes07 cases: each is a
+// stream the memory budget charges 32 KiB at rest, and the default budget
+// (256 MiB) admits about 3,000 of them. A gigabyte admits 12,000; NATS and
+// ActiveMQ (1 GB of heap) hold theirs with no such bound.
+var manyStreamsArgs = []string{"--memory-budget", strconv.Itoa(1 << 30)}
+
 // deploy starts system with n brokers (linked in a line, the experiment
-// runner's topologies) under dir.
-func (h *harness) deploy(ctx context.Context, name, system string, n int) (*target, error) {
+// runner's topologies) under dir; args are added to drip brokers' flags.
+func (h *harness) deploy(ctx context.Context, name, system string, n int, args ...string) (*target, error) {
 	var sys systems.System
 	switch system {
 	case sysDrip, sysDripNoDeflat, sysDripMaps:
-		sys = systems.NewDrip(systems.DripOptions{Binary: h.cfg.DripBinary, Env: h.cfg.DripEnv, NoPeerCompression: system == sysDripNoDeflat})
+		sys = systems.NewDrip(systems.DripOptions{Binary: h.cfg.DripBinary, Env: h.cfg.DripEnv, Args: args, NoPeerCompression: system == sysDripNoDeflat})
 	case sysNATS:
 		sys = systems.NewNATS(systems.NATSOptions{})
 	case sysActiveMQ:

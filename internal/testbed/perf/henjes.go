@@ -68,7 +68,7 @@ func (h *harness) caseHenjes(ctx context.Context, cr *CaseResult) (err error) {
 		err = errors.Join(err, closeAll(ts...))
 	}()
 	for _, s := range []string{sysDrip, sysActiveMQ} {
-		t, err := h.deploy(ctx, s, s, 1)
+		t, err := h.deploy(ctx, s, s, 1, manyStreamsArgs...)
 		if err != nil {
 			return err
 		}

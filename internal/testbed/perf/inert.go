@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dripmesh/drip/client"
 	"github.com/dripmesh/drip/internal/content"
@@ -14,6 +15,12 @@ import (
 
 // inertPerConn is how many inert subscriptions share a connection.
 const inertPerConn = 1000
+
+// installTimeout bounds installing a case's inert filters (about a
+// second for 10,000 when the broker takes them): a broker that refuses
+// them, whose clients retry, fails the case with its refusal instead of
+// holding the run.
+const installTimeout = 2 * time.Minute
 
 // inertSet holds inert filters installed at one broker, one subscription
 // each (Henjes07 §4.5: every filter is a subscriber's). They receive
@@ -45,6 +52,8 @@ func (s *inertSet) grow(ctx context.Context, to int) error {
 	// the case then ends anyway.
 	stop := context.AfterFunc(ctx, s.endLife)
 	defer stop()
+	watchdog := time.AfterFunc(installTimeout, s.endLife)
+	defer watchdog.Stop()
 	conns := (to + inertPerConn - 1) / inertPerConn
 	for i := len(s.drip) + len(s.stomp); i < conns; i++ {
 		var err error
