@@ -25,8 +25,9 @@ func writeReport(path, outDir string, sum *Summary, plots []string) error {
 	return os.WriteFile(path, []byte(markdown(sum, rel, plots)), 0o644)
 }
 
-// numbered are the cases in issue 12's numbering.
-var numbered = map[string]int{CaseOneToOne: 1, CaseFanOut: 2, CaseTwoBrokers: 3, CaseCPU: 4, CaseLatency: 5, CaseInert: 6, CaseContent: 7, CaseHenjes: 8}
+// numbered are the cases in issue 12's numbering, and issue 36's
+// one-to-one with maps beside the one-to-one case.
+var numbered = map[string]string{CaseOneToOne: "1", CaseMaps: "1b", CaseFanOut: "2", CaseTwoBrokers: "3", CaseCPU: "4", CaseLatency: "5", CaseInert: "6", CaseContent: "7", CaseHenjes: "8"}
 
 // displayName is how tables name a system.
 func displayName(s string) string {
@@ -80,19 +81,19 @@ func markdown(sum *Summary, rel string, plots []string) string {
 			if len(c.Systems) > 1 {
 				bName = c.Systems[1]
 			}
-			p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", numbered[c.Name], c.Name, r.Metric, value(r.Values[a], r.Unit),
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", numbered[c.Name], c.Name, r.Metric, value(r.Values[a], r.Unit),
 				compared(r, bName), ratioCell(r), r.Target, metCell(r))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(sum.Failed)) {
-		p("| %d | %s | failed: %s | | | | | no |\n", numbered[name], name, oneLine(sum.Failed[name]))
+		p("| %s | %s | failed: %s | | | | | no |\n", numbered[name], name, oneLine(sum.Failed[name]))
 	}
 	p("\n")
 	for _, f := range plots {
 		p("![%s](%s/%s)\n\n", strings.TrimSuffix(f, ".png"), rel, f)
 	}
 	for _, c := range sum.Cases {
-		p("## %d. %s (`%s`)\n\n", numbered[c.Name], c.Title, c.Name)
+		p("## %s. %s (`%s`)\n\n", numbered[c.Name], c.Title, c.Name)
 		p("%s\n\n", c.Description)
 		if c.Skipped != "" {
 			p("Skipped: %s\n\n", c.Skipped)
