@@ -92,7 +92,7 @@ func TestImpostorCannotReplaceAnEstablishedLink(t *testing.T) {
 			require.NoError(t, err)
 			m, err := wire.DecodeMessage(raw, wire.DefaultMessageLimits())
 			require.NoError(t, err)
-			fwd.Publish(m, raw, 0)
+			fwd.Publish(m, raw, 0, time.Now())
 			time.Sleep(50 * time.Millisecond)
 			in, err := b0.Inspect(context.Background())
 			require.NoError(t, err)

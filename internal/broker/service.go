@@ -145,12 +145,13 @@ func (c clientService) accept(fwd *node.Forwarder, g grant, req []byte, counts *
 	if err := c.checkPublish(g, msgs, counts.accepted); err != nil {
 		return false, err
 	}
+	at := c.b.clock.Now()
 	for _, h := range msgs {
 		counts.accepted++
 		if _, ok := h.m.Get(wire.CongestionTo); ok {
 			c.b.m.congestionFeedback.Inc()
 		}
-		if !fwd.Publish(h.m, h.raw, h.deadline) {
+		if !fwd.Publish(h.m, h.raw, h.deadline, at) {
 			counts.unmatched++
 		}
 	}

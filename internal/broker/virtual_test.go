@@ -148,7 +148,7 @@ func virtualRun(t *testing.T, seed uint64) {
 			require.NoError(t, err)
 			decoded, err := wire.DecodeMessage(raw, wire.DefaultMessageLimits())
 			require.NoError(t, err)
-			fwd.Publish(decoded, raw, 0)
+			fwd.Publish(decoded, raw, 0, time.Now())
 		}
 		return msgs
 	}

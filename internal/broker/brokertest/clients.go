@@ -303,7 +303,7 @@ func (s *Sim) publish(p *publisher) {
 		s.errs = append(s.errs, err)
 		return
 	}
-	p.fwd.Publish(decoded, raw, 0)
+	p.fwd.Publish(decoded, raw, 0, s.clock.Now())
 	s.dirty = true
 }
 
@@ -402,7 +402,7 @@ func (s *Sim) Publish(at uint32, m content.Message) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n.node.NewForwarder().Publish(decoded, raw, 0)
+	n.node.NewForwarder().Publish(decoded, raw, 0, s.clock.Now())
 	s.dirty = true
 	s.settle()
 	return id, nil
