@@ -103,32 +103,43 @@ func countDeliveries(b []byte) int {
 // congestion control off, as by default (the publisher listens, each
 // message names it), and with the subscription asking (full headers,
 // records, a Bloom filter per message at both ends: docs/design.md §12).
+// fields publishes one reused client.Fields and subscribes WithFields:
+// the client's allocation-free path, which the perf clients take.
 func BenchmarkClient1to1(b *testing.B) {
 	for _, mode := range []struct {
-		name string
-		opts []client.Option
+		name   string
+		opts   []client.Option
+		fields bool
 	}{
-		{"congestion-off", []client.Option{client.WithCongestionControl(false)}},
-		{"default", nil},
-		{"asked", []client.Option{client.WithCongestionFeedback(true)}},
+		{"congestion-off", []client.Option{client.WithCongestionControl(false)}, false},
+		{"default", nil, false},
+		{"asked", []client.Option{client.WithCongestionFeedback(true)}, false},
+		{"fields", nil, true},
 	} {
-		b.Run(mode.name, func(b *testing.B) { benchClient1to1(b, mode.opts...) })
+		b.Run(mode.name, func(b *testing.B) { benchClient1to1(b, mode.fields, mode.opts...) })
 	}
 }
 
-func benchClient1to1(b *testing.B, opts ...client.Option) {
+func benchClient1to1(b *testing.B, fields bool, opts ...client.Option) {
 	addr := benchBroker(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := client.Dial(ctx, addr, opts...)
 	require.NoError(b, err)
 	defer c.Close()
-	sub, err := c.Subscribe(ctx, `symbol = "DRIP"`)
+	var subOpts []client.SubscribeOption
+	m := client.Message{Attrs: client.Attrs{"symbol": "DRIP", "price": 12.5, "volume": 5000}, Payload: make([]byte, 16)}
+	if fields {
+		subOpts = append(subOpts, client.WithFields())
+		var fs client.Fields
+		fs.Str("symbol", "DRIP").Float("price", 12.5).Int("volume", 5000)
+		m = client.Message{Fields: fs, Payload: m.Payload}
+	}
+	sub, err := c.Subscribe(ctx, `symbol = "DRIP"`, subOpts...)
 	require.NoError(b, err)
 	defer sub.Close()
 	p, err := c.NewPublisher(ctx)
 	require.NoError(b, err)
-	m := client.Message{Attrs: client.Attrs{"symbol": "DRIP", "price": 12.5, "volume": 5000}, Payload: make([]byte, 16)}
 	done := make(chan error, 1)
 	go func() {
 		for range b.N {
