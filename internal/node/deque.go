@@ -10,8 +10,8 @@ import (
 // form and its header, encoded into the subscriber's stream as it leaves.
 // Every subscriber a message goes to shares one Published, so that a
 // queue slot is a pointer: a fanned-out message is pushed into each of
-// its subscribers' queues, and slots the size of the header made that
-// push most of a delivery's cost.
+// its subscribers' queues, where a copy of the header in every slot
+// would be copied again as the queue grows and is taken from.
 type Queued struct {
 	*wire.Published
 }

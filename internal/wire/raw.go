@@ -363,9 +363,9 @@ type PublishedHeader struct {
 // Published is a delivery before it is encoded: the message in its wire
 // form (the ingress bytes, unchanged, shared by every subscriber it goes
 // to) and its header's fields in theirs, held inline so that a delivery
-// is one small allocation, whatever the message's size. It is encoded as a drip.v1.Published
-// straight into the buffer the delivery leaves in, so that a message is
-// copied once on its way out.
+// is one small allocation, whatever the message's size. It is encoded as
+// a drip.v1.Published straight into the buffer the delivery leaves in, so
+// that a message is copied once on its way out.
 type Published struct {
 	Msg     []byte
 	head    [maxPublishedHead]byte
