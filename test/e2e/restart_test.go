@@ -161,6 +161,9 @@ var dropCounters = []struct{ name, label string }{
 	{"drip_duplicates_suppressed_total", "verdict"},
 	{"drip_subscriber_dropped_total", ""},
 	{"drip_malformed_bundles_total", ""},
+	// Refused as from a neighbour that cannot have sent them (the
+	// reverse-path and epoch checks), after waiting for the routes.
+	{"drip_bundles_refused_total", "reason"},
 	// Not dropped either: held while routes disagreed, then sent on.
 	{"drip_bounced_bundles_total", "outcome"},
 	// Not a drop by itself (a Bloom false positive), but also what a
@@ -206,6 +209,7 @@ var traceLines = []string{
 	"no route to them", "bundle refused by its link", "matched no local subscriber",
 	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "subscribers' move over",
 	"route around this broker", `"broker stopped"`, "bundle held: its routes lead back",
+	"bundle refused: it cannot have come from this neighbour",
 }
 
 // maxTraceLines bounds what is kept of one pod's log.
