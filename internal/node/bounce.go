@@ -1,8 +1,6 @@
 package node
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bits-and-blooms/bitset"
@@ -43,45 +41,10 @@ type heldBundle struct {
 	h      bundleHeader
 }
 
-// bounceHold is the node's held bundles, shared by the link readers that
-// hold and the goroutine that releases (Forwarder.ReleaseHeld).
-type bounceHold struct {
-	mu    sync.Mutex
-	held  []heldBundle
-	bytes int
-	count atomic.Int64 // len(held), read without the lock
-}
+// bounceHold is the node's bounced bundles waiting for its routes.
+type bounceHold = routeHold[heldBundle]
 
-// add holds hb unless the hold is full.
-func (bh *bounceHold) add(hb heldBundle) bool {
-	bh.mu.Lock()
-	defer bh.mu.Unlock()
-	if len(bh.held) >= maxHeldBundles || bh.bytes+len(hb.msg) > maxHeldBytes {
-		return false
-	}
-	bh.held = append(bh.held, hb)
-	bh.bytes += len(hb.msg)
-	bh.count.Store(int64(len(bh.held)))
-	return true
+func (hb heldBundle) wait() (*linkstate.Table, time.Time, int) {
+	return hb.routes, hb.until, len(hb.msg)
 }
-
-// take removes and returns the held bundles that are due: decided on other
-// routes than routes, or held until now. all takes every one.
-func (bh *bounceHold) take(routes *linkstate.Table, now time.Time, all bool) []heldBundle {
-	bh.mu.Lock()
-	defer bh.mu.Unlock()
-	var due []heldBundle
-	kept := bh.held[:0]
-	for _, hb := range bh.held {
-		if all || hb.routes != routes || !now.Before(hb.until) {
-			due = append(due, hb)
-			bh.bytes -= len(hb.msg)
-		} else {
-			kept = append(kept, hb)
-		}
-	}
-	clear(bh.held[len(kept):])
-	bh.held = kept
-	bh.count.Store(int64(len(kept)))
-	return due
-}
+func (heldBundle) bounds() (int, int) { return maxHeldBundles, maxHeldBytes }

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dripmesh/drip/internal/linkstate"
@@ -31,48 +29,14 @@ type unverifiedBundle struct {
 	until  time.Time
 }
 
-// unverifiedHold is the node's waiting bundles, shared by the link readers
-// that hold and the goroutine that releases (Forwarder.ReleaseHeld).
-type unverifiedHold struct {
-	mu    sync.Mutex
-	held  []unverifiedBundle
-	bytes int
-	count atomic.Int64 // len(held), read without the lock
-}
+// unverifiedHold is the node's bundles waiting for its routes to confirm
+// their source.
+type unverifiedHold = routeHold[unverifiedBundle]
 
-// add holds u unless the hold is full.
-func (h *unverifiedHold) add(u unverifiedBundle) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.held) >= maxUnverified || h.bytes+len(u.raw) > maxUnverifiedBytes {
-		return false
-	}
-	h.held = append(h.held, u)
-	h.bytes += len(u.raw)
-	h.count.Store(int64(len(h.held)))
-	return true
+func (ub unverifiedBundle) wait() (*linkstate.Table, time.Time, int) {
+	return ub.routes, ub.until, len(ub.raw)
 }
-
-// take removes and returns the bundles that are due: failed on other
-// routes than routes, or held until now. all takes every one.
-func (h *unverifiedHold) take(routes *linkstate.Table, now time.Time, all bool) []unverifiedBundle {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var due []unverifiedBundle
-	kept := h.held[:0]
-	for _, u := range h.held {
-		if all || u.routes != routes || !now.Before(u.until) {
-			due = append(due, u)
-			h.bytes -= len(u.raw)
-		} else {
-			kept = append(kept, u)
-		}
-	}
-	clear(h.held[len(kept):])
-	h.held = kept
-	h.count.Store(int64(len(kept)))
-	return due
-}
+func (unverifiedBundle) bounds() (int, int) { return maxUnverified, maxUnverifiedBytes }
 
 // retiredRoutesFor is how long bundles may still follow routes after this
 // broker replaced them: what a change takes to reach every broker of a
