@@ -103,10 +103,8 @@ type manifest struct {
 // are errors, so a misspelt or misplaced field cannot pass unnoticed.
 var decoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 
-// monitor is the part of the Prometheus Operator's PodMonitor and
-// ServiceMonitor the chart renders; the CRDs' Go types are not a dependency
-// here, so the fields are checked against this, strictly.
-type monitor struct {
+// objectHead is what every rendered object starts with.
+type objectHead struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
 	Metadata   struct {
@@ -114,7 +112,14 @@ type monitor struct {
 		Namespace string            `yaml:"namespace"`
 		Labels    map[string]string `yaml:"labels"`
 	} `yaml:"metadata"`
-	Spec struct {
+}
+
+// monitor is the part of the Prometheus Operator's PodMonitor and
+// ServiceMonitor the chart renders; the CRDs' Go types are not a dependency
+// here, so the fields are checked against this, strictly.
+type monitor struct {
+	objectHead `yaml:",inline"`
+	Spec       struct {
 		Selector struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		} `yaml:"selector"`
@@ -126,14 +131,8 @@ type monitor struct {
 // certificate is the part of cert-manager's Certificate the chart renders,
 // checked strictly as monitor is.
 type certificate struct {
-	APIVersion string `yaml:"apiVersion"`
-	Kind       string `yaml:"kind"`
-	Metadata   struct {
-		Name      string            `yaml:"name"`
-		Namespace string            `yaml:"namespace"`
-		Labels    map[string]string `yaml:"labels"`
-	} `yaml:"metadata"`
-	Spec struct {
+	objectHead `yaml:",inline"`
+	Spec       struct {
 		SecretName  string   `yaml:"secretName"`
 		CommonName  string   `yaml:"commonName"`
 		DNSNames    []string `yaml:"dnsNames"`
@@ -195,13 +194,7 @@ func decodeManifest(out string) (*manifest, error) {
 		if err != nil {
 			return nil, err
 		}
-		var head struct {
-			APIVersion string `yaml:"apiVersion"`
-			Kind       string `yaml:"kind"`
-			Metadata   struct {
-				Name string `yaml:"name"`
-			} `yaml:"metadata"`
-		}
+		var head objectHead
 		if err := yaml.Unmarshal(doc, &head); err != nil {
 			return nil, fmt.Errorf("%w in\n%s", err, doc)
 		}
