@@ -31,7 +31,7 @@ func (c *cluster) helm(ctx context.Context, args ...string) ([]byte, error) {
 // suite's Finish; on failure the namespace's state goes to the test log.
 func TestMesh(t *testing.T) {
 	if !opts.runs(scenarioMesh) {
-		t.Skipf("e2e: -scenario %s", opts.scenario)
+		t.Skipf("the single-mesh scenario; this run is -scenario %s", opts.scenario)
 	}
 	c := theSuite.cluster(t)
 	m, b := opts.mesh, opts.bench

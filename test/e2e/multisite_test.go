@@ -189,7 +189,7 @@ type multiSiteResults struct {
 // restarted nor replaced, and see it rejoin.
 func TestMultiSite(t *testing.T) {
 	if !opts.runs(scenarioMultiSite) {
-		t.Skipf("e2e: -scenario %s", opts.scenario)
+		t.Skipf("the multi-site scenario; this run is -scenario %s", opts.scenario)
 	}
 	c := theSuite.cluster(t)
 	s, m, b := opts.multiSite, opts.mesh, opts.bench
@@ -846,7 +846,7 @@ func TestRemotePeers(t *testing.T) {
 func TestSiteValuesRenderWithTheChart(t *testing.T) {
 	helm, err := findHelm()
 	if err != nil {
-		t.Skipf("skipping: %v", err)
+		t.Skipf("renders with the helm binary, which make tools installs (CI runs it first): %v", err)
 	}
 	root, err := repoRoot()
 	require.NoError(t, err)

@@ -418,7 +418,7 @@ func TestInstallValues(t *testing.T) {
 func TestInstallValuesRenderWithTheChart(t *testing.T) {
 	helm, err := findHelm()
 	if err != nil {
-		t.Skipf("skipping: %v", err)
+		t.Skipf("renders with the helm binary, which make tools installs (CI runs it first): %v", err)
 	}
 	root, err := repoRoot()
 	require.NoError(t, err)
