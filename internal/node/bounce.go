@@ -31,14 +31,18 @@ const (
 // heldBundle is a bounced bundle's destinations with what sending them
 // needs.
 type heldBundle struct {
-	from   uint32 // the neighbour the bundle came from
-	source uint32
-	dest   *bitset.BitSet
-	hops   uint8 // HopsLeft as received
-	routes *linkstate.Table
-	until  time.Time
-	msg    []byte
-	h      bundleHeader
+	from uint32 // the neighbour the bundle came from
+	// linkEnded says the bundle did not bounce: the link to its next hop
+	// had ended (Forwarder.holdForLink), and it is decided again at this
+	// broker, as if published here.
+	linkEnded bool
+	source    uint32
+	dest      *bitset.BitSet
+	hops      uint8 // HopsLeft as received
+	routes    *linkstate.Table
+	until     time.Time
+	msg       []byte
+	h         bundleHeader
 }
 
 // bounceHold is the node's bounced bundles waiting for its routes.

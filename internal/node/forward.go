@@ -36,8 +36,10 @@ type Forwarder struct {
 	// are being decided again (Forwarder.reroute).
 	rerouting bool
 	// heldUntil is, while ReleaseHeld hands unverified bundles in again,
-	// how long they may still wait (admitSource).
-	heldUntil time.Time
+	// how long they may still wait (admitSource); linkHeldUntil is the
+	// same for bundles held for a link that had ended (holdForLink).
+	heldUntil     time.Time
+	linkHeldUntil time.Time
 }
 
 // sampleEvery is how often the match-latency histograms are observed: a
@@ -120,7 +122,7 @@ func (f *Forwarder) Publish(m content.Message, raw []byte, deadline time.Duratio
 		}
 		return true
 	}
-	f.sendPlain(d, raw, h)
+	f.sendPlain(d, routes, raw, h)
 	return true
 }
 
@@ -193,7 +195,7 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 			}
 		}
 		if plain {
-			f.sendPlain(d, b.Message, h)
+			f.sendPlain(d, routes, b.Message, h)
 			continue
 		}
 		p := f.plan(nil, time.Duration(b.QoS.Deadline), time.Duration(b.QoS.Budget))
@@ -312,6 +314,19 @@ func (f *Forwarder) send(d drp.Decision, routes *linkstate.Table, p *qosPlan, pa
 			// its successor, so a fresh load names it.
 			l = (*n.links.Load())[fw.Next]
 		}
+		if (l == nil || l.Down()) && p == nil {
+			// Ended, with no successor: the routes this bundle was
+			// decided on lead to a neighbour the core has not yet taken
+			// out of them, or already has.
+			if routes != nil && n.routes.Load() != routes && !f.rerouting {
+				fw.Bundle.Dest = fw.Bundle.Dest.Clone() // the decision's sets are scratch
+				refused = append(refused, fw)
+				continue
+			}
+			if f.holdForLink(fw, routes, raw, h) {
+				continue
+			}
+		}
 		if l == nil {
 			// The routing snapshot is ahead of or behind the links.
 			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(fw.Bundle.Dest.Count()))
@@ -341,9 +356,48 @@ func (f *Forwarder) send(d drp.Decision, routes *linkstate.Table, p *qosPlan, pa
 	}
 }
 
-// sendPlain is send for a message that asks nothing of delivery.
-func (f *Forwarder) sendPlain(d drp.Decision, raw []byte, h bundleHeader) {
-	f.send(d, nil, nil, 0, raw, h)
+// sendPlain is send for a message that asks nothing of delivery, decided
+// on routes.
+func (f *Forwarder) sendPlain(d drp.Decision, routes *linkstate.Table, raw []byte, h bundleHeader) {
+	f.send(d, routes, nil, 0, raw, h)
+}
+
+// holdForLink holds a plain bundle whose next hop's link has ended, with
+// no successor, while the routes it was decided on still lead there: the
+// link's end reaches the core a moment after the link's writer sees it,
+// and the routes around the neighbour a moment after that. Pushed, the
+// bundle would be refused and its deliveries lost; held, it is decided
+// again once this broker's routes change, or after bounceHoldFor (or
+// what is left of it, for a bundle held before: f.linkHeldUntil).
+// It reports false, and the caller counts the drop, when the time is up
+// or the hold is full.
+func (f *Forwarder) holdForLink(fw drp.Forward, routes *linkstate.Table, raw []byte, h bundleHeader) bool {
+	n := f.n
+	now := n.clock.Now()
+	until := f.linkHeldUntil
+	if until.IsZero() {
+		until = now.Add(bounceHoldFor)
+	}
+	if !now.Before(until) {
+		return false
+	}
+	if routes == nil {
+		routes = n.routes.Load()
+	}
+	hb := heldBundle{linkEnded: true, from: n.cfg.ID, source: fw.Bundle.Source, dest: fw.Bundle.Dest.Clone(),
+		hops: fw.Bundle.HopsLeft + 1, routes: routes, until: until, msg: raw, h: h}
+	if !n.bounces.add(hb) {
+		return false
+	}
+	n.m.heldForLink.Inc()
+	n.m.bouncedHeld.Set(float64(n.bounces.count.Load()))
+	n.bounceLog.Do(func() {
+		n.log.Info("bundle held: its link has ended and the routes still lead there", zap.Uint32("next", fw.Next),
+			zap.Uint32s("routers", loggedRouters(fw.Bundle.Dest)), zap.Uint32("ingress", h.stamp.Origin),
+			zap.Uint64("epoch", h.stamp.Epoch), zap.Uint64("seq", h.stamp.Seq), zap.Uint32("hops", h.hops),
+			zap.Duration("since_start", n.clock.Since(n.start)))
+	})
+	return true
 }
 
 // reroute decides bundles again on the current routes that were decided

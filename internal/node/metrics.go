@@ -35,6 +35,7 @@ type metrics struct {
 	routeDropped             *prometheus.CounterVec // reason
 	bounced                  *prometheus.CounterVec // outcome
 	bouncedHeld              prometheus.Gauge
+	heldForLink              prometheus.Counter
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
@@ -112,7 +113,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 			"Bundles whose routes here led some destinations straight back to the neighbour they came from (routers disagreeing while link state floods), by outcome: "+
 				"rerouted (held until this broker's routes changed, then sent on), returned (held the whole hold time, or until the broker stopped, then sent as the routes said), sent_back (not held: the hold was full, or the bundle has a deadline or is a second copy).",
 			[]string{"outcome"}),
-		bouncedHeld:  f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total)."),
+		bouncedHeld: f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total), and bundles held for a link that had ended (see bundles_held_for_link_total)."),
+		heldForLink: f.counter("bundles_held_for_link_total",
+			"Bundles whose next hop's link had ended while the routes still led there (the core had not yet heard of the end): held until this broker's routes changed, then decided again."),
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
 		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),

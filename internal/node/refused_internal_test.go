@@ -54,7 +54,7 @@ func TestRefusedBundlesAreLoggedWithTheirStamp(t *testing.T) {
 	f := n.NewForwarder()
 	for seq := range uint64(20) {
 		d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
-		f.sendPlain(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: seq + 1}})
+		f.sendPlain(d, nil, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: seq + 1}})
 	}
 	assert.Equal(t, 20, l.pushes)
 	refused := logs.FilterMessage("bundle refused by its link").All()
@@ -77,7 +77,7 @@ func TestBundleForAFinishedLinkIsDecidedAgain(t *testing.T) {
 	n.LinkUp(l)
 	f := n.NewForwarder()
 	d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
-	f.sendPlain(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	f.sendPlain(d, nil, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
 	assert.Zero(t, l.pushes, "nothing pushed to the finished link")
 	assert.Equal(t, 2.0, testutil.ToFloat64(n.m.routeDropped.WithLabelValues(drp.DropNoRoute.String())),
 		"both destinations decided again, and counted")
@@ -105,7 +105,75 @@ func TestBundleForAReplacedLinkTakesItsSuccessor(t *testing.T) {
 	n.LinkUp(old)
 	f := n.NewForwarder()
 	d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3), HopsLeft: 7}}}}
-	f.sendPlain(d, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	f.sendPlain(d, nil, []byte{}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
 	assert.Zero(t, old.pushes, "nothing pushed to the replaced link")
 	assert.Equal(t, 1, next.pushes, "the bundle went on its successor")
+}
+
+// TestBundleForAnEndedLinkWaitsForTheRoutes: a bundle whose next hop's link
+// has ended, with no successor, while the routes it was decided on still
+// lead there (the core has not yet heard of the end) is held, not pushed
+// into the link's refusal: in a rolling update that refusal lost messages
+// sent as a neighbour left. It is decided again once the routes change or
+// its hold time is up, and held no longer than that.
+func TestBundleForAnEndedLinkWaitsForTheRoutes(t *testing.T) {
+	setup := func(t *testing.T) (*Node, *fakeLink, *Forwarder, *clocktesting.FakeClock) {
+		clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+		n, err := New(DefaultConfig(1, "b1"), WithLogger(zap.NewNop()), WithClock(clk))
+		require.NoError(t, err)
+		l := &fakeLink{id: 2, refuse: true, down: func() bool { return true }}
+		n.LinkUp(l)
+		return n, l, n.NewForwarder(), clk
+	}
+	send := func(f *Forwarder, routes *linkstate.Table) {
+		d := drp.Decision{Forwards: []drp.Forward{{Next: 2, Bundle: drp.Bundle{Source: 1, Dest: bitset.New(8).Set(3).Set(5), HopsLeft: 7}}}}
+		f.sendPlain(d, routes, []byte{1}, bundleHeader{stamp: dedup.Stamp{Origin: 1, Epoch: 9, Seq: 1}})
+	}
+	noRoute := func(n *Node) float64 {
+		return testutil.ToFloat64(n.m.routeDropped.WithLabelValues(drp.DropNoRoute.String()))
+	}
+
+	t.Run("held until its time is up, then decided again", func(t *testing.T) {
+		n, l, f, clk := setup(t)
+		send(f, n.routes.Load())
+		assert.Zero(t, l.pushes, "nothing pushed to the ended link")
+		assert.EqualValues(t, 1, n.bounces.count.Load())
+		assert.Equal(t, 1.0, testutil.ToFloat64(n.m.heldForLink))
+
+		clk.Step(bounceHoldFor / 2)
+		f.ReleaseHeld(false)
+		assert.EqualValues(t, 1, n.bounces.count.Load(), "same routes, time left: still held")
+
+		clk.Step(bounceHoldFor / 2)
+		f.ReleaseHeld(false)
+		assert.Zero(t, n.bounces.count.Load(), "time up: decided again")
+		assert.Equal(t, 2.0, noRoute(n), "the routes have none: both destinations counted")
+		assert.Zero(t, l.pushes)
+		assert.True(t, f.linkHeldUntil.IsZero())
+	})
+	t.Run("decided on older routes: decided again at once", func(t *testing.T) {
+		n, l, f, _ := setup(t)
+		send(f, &linkstate.Table{})
+		assert.Zero(t, n.bounces.count.Load(), "not held")
+		assert.Equal(t, 2.0, noRoute(n))
+		assert.Zero(t, l.pushes)
+	})
+	t.Run("the broker stopping releases it", func(t *testing.T) {
+		n, l, f, _ := setup(t)
+		send(f, n.routes.Load())
+		f.ReleaseHeld(true)
+		assert.Zero(t, n.bounces.count.Load())
+		assert.Equal(t, 1.0, testutil.ToFloat64(n.m.heldForLink), "not held again")
+		assert.Equal(t, 2.0, noRoute(n))
+		assert.Zero(t, l.pushes)
+	})
+	t.Run("a full hold: refused by the link and counted there", func(t *testing.T) {
+		n, l, f, _ := setup(t)
+		for range maxHeldBundles {
+			require.True(t, n.bounces.add(heldBundle{msg: []byte{1}}))
+		}
+		send(f, n.routes.Load())
+		assert.Equal(t, 1, l.pushes)
+		assert.Zero(t, testutil.ToFloat64(n.m.heldForLink))
+	})
 }

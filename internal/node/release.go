@@ -34,9 +34,19 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 	f.heldUntil = time.Time{}
 	for _, hb := range n.bounces.take(routes, now, all) {
 		b := drp.Bundle{Source: hb.source, Dest: hb.dest, HopsLeft: hb.hops}
+		if hb.linkEnded {
+			// Held again only while its time lasts, and not when stopping.
+			f.linkHeldUntil = hb.until
+			if all {
+				f.linkHeldUntil = now
+			}
+			f.sendPlain(f.decideHere(routes, b), routes, hb.msg, hb.h)
+			f.linkHeldUntil = time.Time{}
+			continue
+		}
 		if all || !now.Before(hb.until) {
 			n.m.bounced.WithLabelValues(bounceReturned).Inc()
-			f.sendPlain(f.decideHere(routes, b), hb.msg, hb.h)
+			f.sendPlain(f.decideHere(routes, b), routes, hb.msg, hb.h)
 			continue
 		}
 		// The routes changed: what they still send back waits on.
@@ -52,7 +62,7 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 				d = f.sendBack(d, routes, b)
 			}
 		}
-		f.sendPlain(d, hb.msg, hb.h)
+		f.sendPlain(d, routes, hb.msg, hb.h)
 	}
 	n.m.bouncedHeld.Set(float64(n.bounces.count.Load()))
 }

@@ -166,6 +166,14 @@ func TestMain(m *testing.M) {
 	stop := finishOnSignal()
 	code := m.Run()
 	stop()
+	theSuite.mu.Lock()
+	if len(theSuite.failures) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: what failed, repeated from above:\n")
+		for _, f := range theSuite.failures {
+			fmt.Fprintf(os.Stderr, "  %s\n", f)
+		}
+	}
+	theSuite.mu.Unlock()
 	if err := theSuite.finish(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: finish: %v\n", err)
 		if code == 0 {
@@ -210,6 +218,15 @@ type suite struct {
 
 	mu       sync.Mutex
 	finished bool
+	failures []string // what failed, repeated at the end (failed)
+}
+
+// failed notes a failure to repeat at the end of the run: CI keeps only
+// the end of the output, where a subtest's message is long scrolled away.
+func (s *suite) failed(what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, what)
 }
 
 // finishStep undoes one setup step.

@@ -54,6 +54,9 @@ func TestMesh(t *testing.T) {
 		start := time.Now()
 		ok := t.Run(name, f)
 		t.Logf("%s: %v", name, time.Since(start).Round(100*time.Millisecond))
+		if !ok {
+			theSuite.failed(fmt.Sprintf("%s/%s failed", t.Name(), name))
+		}
 		return ok
 	}
 
@@ -186,6 +189,7 @@ func TestMesh(t *testing.T) {
 			t.Logf("rollout restart of %d brokers took %.1fs", m.Brokers, rr.RolloutSeconds)
 			if rollErr != nil {
 				t.Errorf("the rollout did not finish while the bench sent: %v", rollErr)
+				theSuite.failed(fmt.Sprintf("rolling restart: the rollout did not finish while the bench sent: %v", rollErr))
 			} else if end := sending.Add(rb.Duration); time.Now().After(end) {
 				t.Errorf("the rollout finished %v after the bench stopped sending: raise -restart-duration", time.Since(end).Round(time.Second))
 			}
@@ -208,6 +212,7 @@ func TestMesh(t *testing.T) {
 			rr.Problems, rr.Known = checkRestart(rep, rr.RejoinNoRoute, opts.restart.KnownLoss)
 			for _, p := range rr.Problems {
 				t.Errorf("rolling restart: %s", p)
+				theSuite.failed("rolling restart: " + p)
 			}
 			for _, k := range rr.Known {
 				t.Logf("rolling restart: %s", k)

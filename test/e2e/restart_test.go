@@ -166,6 +166,9 @@ var dropCounters = []struct{ name, label string }{
 	{"drip_bundles_refused_total", "reason"},
 	// Not dropped either: held while routes disagreed, then sent on.
 	{"drip_bounced_bundles_total", "outcome"},
+	// Nor these: held while the routes still led to a link that had
+	// ended, then decided again.
+	{"drip_bundles_held_for_link_total", ""},
 	// Not a drop by itself (a Bloom false positive), but also what a
 	// bundle for a subscriber that has just left its broker counts as.
 	{"drip_false_positives_total", ""},
@@ -208,7 +211,7 @@ type dropRecorder struct {
 var traceLines = []string{
 	"no route to them", "bundle refused by its link", "matched no local subscriber",
 	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "subscribers' move over",
-	"route around this broker", `"broker stopped"`, "bundle held: its routes lead back",
+	"route around this broker", `"broker stopped"`, "bundle held: its routes lead back", "bundle held: its link has ended",
 	"bundle refused: it cannot have come from this neighbour",
 }
 
