@@ -53,7 +53,7 @@ func TestMoveKeepsOldStreamWhileItAloneDelivers(t *testing.T) {
 
 	assert.NoError(t, s.handle(rs, streamEvent{st: old, msgs: []Delivery{msg(1), msg(2)}}))
 	assert.NoError(t, s.handle(rs, streamEvent{st: repl, msgs: []Delivery{msg(1), msg(3)}}))
-	assert.Len(t, rs.backlog, 3, "each message once")
+	assert.Len(t, rs.backlog.all(), 3, "each message once")
 	assert.Len(t, old.uncovered, 1, "message 2 came on the old stream only")
 
 	// Its time has come, but message 2 is older than half the overlap.

@@ -125,6 +125,65 @@ type subStream struct {
 	// when they came. The stream stays while any waits longer than
 	// half the overlap (see closeDrained).
 	uncovered map[dedup.Stamp]time.Time
+	// spare is a frame's deliveries, handled, for the receive goroutine
+	// to decode the next frame into (reuse).
+	spare chan []Delivery
+}
+
+// reuse hands msgs, whose deliveries run has taken, back to the receive
+// goroutine: a slice a frame, grown from nothing, was a third of what a
+// subscriber allocated.
+func (st *subStream) reuse(msgs []Delivery) {
+	if cap(msgs) == 0 || cap(msgs) > maxSpareDeliveries {
+		return
+	}
+	clear(msgs)
+	select {
+	case st.spare <- msgs[:0]:
+	default:
+	}
+}
+
+// maxSpareDeliveries bounds the slice a stream keeps for reuse.
+const maxSpareDeliveries = 4096
+
+// spareMsgs is a slice to decode a frame's deliveries into.
+func (st *subStream) spareMsgs() []Delivery {
+	select {
+	case msgs := <-st.spare:
+		return msgs
+	default:
+		return nil
+	}
+}
+
+// deliveryQueue is the deliveries waiting for Next, first in, first out,
+// in space it reuses.
+type deliveryQueue struct {
+	buf  []Delivery
+	head int // buf[head:] are queued
+}
+
+func (q *deliveryQueue) len() int        { return len(q.buf) - q.head }
+func (q *deliveryQueue) front() Delivery { return q.buf[q.head] }
+func (q *deliveryQueue) all() []Delivery { return q.buf[q.head:] }
+
+func (q *deliveryQueue) push(d Delivery) {
+	if len(q.buf) == cap(q.buf) && q.head >= len(q.buf)/2 {
+		// Half the space is behind the head: move down rather than grow.
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+	q.buf = append(q.buf, d)
+}
+
+func (q *deliveryQueue) pop() {
+	q.buf[q.head] = Delivery{}
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
 }
 
 // maxUncovered bounds what a drained stream remembers of the messages only
@@ -293,7 +352,7 @@ func (s *Subscription) start(avoid string) (*subStream, error) {
 	s.mu.Lock()
 	pred, gen := s.pred, s.gen
 	s.mu.Unlock()
-	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}}
+	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}, spare: make(chan []Delivery, 1)}
 	// A Send error (io.EOF when the broker ended the stream) carries no
 	// status; the Recv that follows returns it.
 	_ = stream.Send(s.request(pred))
@@ -307,7 +366,7 @@ func (s *Subscription) recv(st *subStream) streamEvent {
 	if err := st.grpc.RecvMsg(&raw); err != nil {
 		return streamEvent{st: st, err: err}
 	}
-	msgs, ok, err := deliveriesFromWire(raw.B, nil, s.fields)
+	msgs, ok, err := deliveriesFromWire(raw.B, st.spareMsgs(), s.fields)
 	switch {
 	case err != nil:
 		return streamEvent{st: st, err: &protocolError{fmt.Sprintf("broker %s sent a malformed delivery: %v", st.addr, err)}}
@@ -543,7 +602,7 @@ func (s *Subscription) end(err error) {
 type runState struct {
 	streams []*subStream
 	filter  *dedup.Filter
-	backlog []Delivery
+	backlog deliveryQueue
 	// backlogBytes is the backlog's estimated memory (Delivery.cost),
 	// bounded by the subscription's share of the client's read-ahead
 	// (WithReadAhead, readAhead). fullSince is when the backlog reached the
@@ -608,8 +667,8 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 	for {
 		var out chan Delivery
 		var head Delivery
-		if len(rs.backlog) > 0 {
-			out, head = s.out, rs.backlog[0]
+		if rs.backlog.len() > 0 {
+			out, head = s.out, rs.backlog.front()
 		}
 		s.hold(rs, time.Now())
 		evs := s.evs
@@ -649,12 +708,11 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		case out <- head:
 			rs.backlogBytes -= head.cost()
 			rs.ra.add(-head.cost())
-			rs.backlog[0] = Delivery{}
-			rs.backlog = rs.backlog[1:]
+			rs.backlog.pop()
 		case ev := <-evs:
 			if err := s.handle(rs, ev); err != nil {
 				s.end(err)
-				s.flush(rs.backlog)
+				s.flush(rs.backlog.all())
 				return
 			}
 		case <-s.wakeup:
@@ -673,7 +731,7 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 			return
 		}
 		if s.isEnded() {
-			s.flush(rs.backlog)
+			s.flush(rs.backlog.all())
 			return
 		}
 	}
@@ -752,6 +810,7 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 		return s.streamEnded(rs, st, ev.err)
 	}
 	now := time.Now()
+	defer st.reuse(ev.msgs)
 	for _, d := range ev.msgs {
 		stamp := dedup.Stamp{Origin: d.Ingress, Epoch: d.IngressEpoch, Seq: d.Seq}
 		if old := st.replaces; old != nil && old.uncovered != nil {
@@ -778,7 +837,7 @@ func (s *Subscription) handle(rs *runState, ev streamEvent) error {
 			s.misses.Add(1)
 		}
 		d.Gap, rs.gap = rs.gap, nil
-		rs.backlog = append(rs.backlog, d)
+		rs.backlog.push(d)
 		rs.backlogBytes += d.cost()
 		rs.ra.add(d.cost())
 	}
