@@ -218,7 +218,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		coarsenLog:       &rate.Sometimes{First: 1, Interval: time.Minute},
 		classes:          map[uint32][]linkstate.QoSClass{},
 		dups:             dups,
-		sent:             newSentMessages(),
+		sent:             newSentMessages(cfg.ID),
 		drain:            make(chan struct{}),
 	}
 	n.matchAll = newMatchAll(cfg.MatchAll, cfg.ID, n.log, n.m)
