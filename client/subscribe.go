@@ -706,9 +706,23 @@ func (s *Subscription) run(first *subStream, filter *dedup.Filter) {
 		}
 		select {
 		case out <- head:
-			rs.backlogBytes -= head.cost()
-			rs.ra.add(-head.cost())
+			cost := head.cost()
 			rs.backlog.pop()
+			// Then what else fits, without another turn of this loop:
+			// its select and timers cost more than the hand-over.
+		more:
+			for rs.backlog.len() > 0 {
+				next := rs.backlog.front()
+				select {
+				case out <- next:
+					cost += next.cost()
+					rs.backlog.pop()
+				default:
+					break more
+				}
+			}
+			rs.backlogBytes -= cost
+			rs.ra.add(-cost)
 		case ev := <-evs:
 			if err := s.handle(rs, ev); err != nil {
 				s.end(err)
