@@ -65,8 +65,8 @@ type Publisher struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond // flusher: work or closing; Publish: room; Close: idle
-	cur      batch      // messages queued and not yet sent
-	spare    []batch    // acknowledged batches' buffers, emptied, for cur
+	queue    []batch    // messages queued and not yet sent, in batches of one request each, none empty
+	spare    []batch    // acknowledged batches' buffers, emptied, for the queue
 	names    []string   // scratch for encoding
 	queued   int        // messages in cur plus unacknowledged on the stream
 	flushing bool       // the flusher holds a batch it is sending
@@ -301,20 +301,45 @@ func (p *Publisher) Publish(m Message) error {
 // enqueue adds m, with congestion-control header cc if not nil, to what
 // the flusher sends next. Called with p.mu held.
 func (p *Publisher) enqueue(m Message, cc []byte) error {
-	if p.cur.b == nil && len(p.spare) > 0 {
-		p.cur = p.spare[len(p.spare)-1]
-		p.spare[len(p.spare)-1] = batch{}
-		p.spare = p.spare[:len(p.spare)-1]
+	last := len(p.queue) - 1
+	if last < 0 || p.queue[last].len() >= maxBatchMessages || len(p.queue[last].b) >= maxBatchBytes {
+		p.queue = append(p.queue, p.spareBatch())
+		last++
 	}
-	start := len(p.cur.b)
+	cur := &p.queue[last]
+	start := len(cur.b)
 	var err error
-	if p.cur.b, p.names, err = appendBatchEntry(p.cur.b, m, cc, p.names); err != nil {
+	if cur.b, p.names, err = appendBatchEntry(cur.b, m, cc, p.names); err != nil {
+		if cur.len() == 0 {
+			p.queue = p.queue[:last]
+		}
 		return fmt.Errorf("drip client: message %d: %w", p.sent, err)
 	}
-	p.cur.start = append(p.cur.start, start)
+	if start > 0 && len(cur.b) > maxBatchBytes {
+		// Over a request's bytes with this message: it starts the next.
+		next := p.spareBatch()
+		next.b = append(next.b, cur.b[start:]...)
+		next.start = append(next.start, 0)
+		cur.b = cur.b[:start]
+		p.queue = append(p.queue, next)
+	} else {
+		cur.start = append(cur.start, start)
+	}
 	p.queued++
 	p.cond.Broadcast()
 	return nil
+}
+
+// spareBatch is an empty batch, in an acknowledged batch's buffers if
+// there is one.
+func (p *Publisher) spareBatch() batch {
+	if len(p.spare) == 0 {
+		return batch{}
+	}
+	b := p.spare[len(p.spare)-1]
+	p.spare[len(p.spare)-1] = batch{}
+	p.spare = p.spare[:len(p.spare)-1]
+	return b
 }
 
 func (p *Publisher) usable() error {
@@ -334,7 +359,7 @@ func (p *Publisher) flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		for p.cur.len() == 0 && !p.closing && p.err == nil && p.ctx.Err() == nil && !p.mustMove() {
+		for len(p.queue) == 0 && !p.closing && p.err == nil && p.ctx.Err() == nil && !p.mustMove() {
 			p.cond.Wait()
 		}
 		if p.err != nil || p.ctx.Err() != nil {
@@ -355,7 +380,7 @@ func (p *Publisher) flush() {
 			p.cond.Broadcast()
 			continue
 		}
-		if p.cur.len() == 0 && p.closing {
+		if len(p.queue) == 0 && p.closing {
 			p.cond.Broadcast()
 			return
 		}
@@ -390,36 +415,15 @@ func (p *Publisher) mustMove() bool {
 	return st.moving
 }
 
-// take removes up to one request's worth from the queue.
+// take removes the first request's worth from the queue. Called with
+// p.mu held and the queue not empty.
 func (p *Publisher) take() batch {
-	n, size := 0, 0
-	for n < p.cur.len() && n < maxBatchMessages {
-		end := len(p.cur.b)
-		if n+1 < p.cur.len() {
-			end = p.cur.start[n+1]
-		}
-		if n > 0 && end-p.cur.start[0] > maxBatchBytes {
-			break
-		}
-		size = end - p.cur.start[0]
-		n++
-	}
-	if n == p.cur.len() {
-		// out keeps the buffers' room, for reuse once acknowledged (acked).
-		out := p.cur
-		p.cur = batch{}
-		return out
-	}
-	// What stays queued stays where it is (copying it cost a publisher
-	// that runs ahead of its stream as much as encoding), its offsets
-	// rebased in place; out ends where it begins, so that neither
-	// reaches into the other.
-	out := batch{b: p.cur.b[:size:size], start: p.cur.start[:n:n]}
-	rest := p.cur.start[n:]
-	for i := range rest {
-		rest[i] -= size
-	}
-	p.cur = batch{b: p.cur.b[size:], start: rest}
+	out := p.queue[0]
+	// Moved down, not resliced, so that the array serves on: the queue
+	// is a few batches long (a window of 8,192 is eight full requests).
+	n := copy(p.queue, p.queue[1:])
+	p.queue[n] = batch{}
+	p.queue = p.queue[:n]
 	return out
 }
 
@@ -545,16 +549,9 @@ func (p *Publisher) failover(st *pubStream, cause error, b batch) {
 	p.st = next
 	f.To = next.addr
 	if len(resend) > 0 {
-		// Before what was queued meanwhile, to keep the order.
-		var all batch
-		for _, rb := range append(resend, p.cur) {
-			off := len(all.b)
-			all.b = append(all.b, rb.b...)
-			for _, s := range rb.start {
-				all.start = append(all.start, off+s)
-			}
-		}
-		p.cur = all
+		// Before what was queued meanwhile, to keep the order; each was
+		// one request and is one again.
+		p.queue = append(resend, p.queue...)
 	}
 	if p.c.opts.onFailover != nil {
 		p.c.opts.onFailover(f)

@@ -2,9 +2,12 @@ package client
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // TestDeliveryQueueMatchesASlice: pushes and pops in random runs keep the
@@ -40,4 +43,61 @@ func TestDeliveryQueueMatchesASlice(t *testing.T) {
 		}
 		require.LessOrEqual(t, cap(q.buf), 4*max(most, 8), "seed %d: space bounded by what was queued", seed)
 	}
+}
+
+// TestPublisherQueueCutsRequests: a publisher queues messages in batches
+// of one request each, within a request's bounds (maxBatchMessages,
+// maxBatchBytes, unless one message alone is larger), and takes them in
+// order.
+func TestPublisherQueueCutsRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		payload int
+		n       int
+		want    []int // messages per request
+	}{
+		{"small", 16, 2500, []int{maxBatchMessages, maxBatchMessages, 2500 - 2*maxBatchMessages}},
+		{"100 KiB", 100 << 10, 5, []int{2, 2, 1}},
+		{"over a request alone", maxBatchBytes + 1, 2, []int{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Publisher{}
+			p.cond = sync.NewCond(&p.mu)
+			for i := range tc.n {
+				require.NoError(t, p.enqueue(Message{Attrs: Attrs{"n": i}, Payload: make([]byte, tc.payload)}, nil))
+			}
+			require.Error(t, p.enqueue(Message{Attrs: Attrs{"": 1}}, nil), "a message that cannot be encoded")
+			var got []int
+			next := 0
+			for len(p.queue) > 0 {
+				b := p.take()
+				got = append(got, b.len())
+				if b.len() > 1 {
+					assert.LessOrEqual(t, len(b.b), maxBatchBytes, "request %d", len(got))
+				}
+				for i, start := range b.start {
+					end := len(b.b)
+					if i+1 < b.len() {
+						end = b.start[i+1]
+					}
+					m, _, err := messageFromWire(entryMessage(t, b.b[start:end]), nil)
+					require.NoError(t, err)
+					require.Equal(t, int64(next), m.Attrs["n"], "in order")
+					next++
+				}
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.n, p.queued)
+		})
+	}
+}
+
+// entryMessage is the drip.v1.Message of one batch entry (field 2).
+func entryMessage(t *testing.T, entry []byte) []byte {
+	t.Helper()
+	_, _, n := protowire.ConsumeTag(entry)
+	require.Positive(t, n)
+	msg, m := protowire.ConsumeBytes(entry[n:])
+	require.Equal(t, len(entry), n+m, "one field")
+	return msg
 }
