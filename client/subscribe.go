@@ -144,8 +144,12 @@ func (st *subStream) reuse(msgs []Delivery) {
 	}
 }
 
-// maxSpareDeliveries bounds the slice a stream keeps for reuse.
-const maxSpareDeliveries = 4096
+// A stream keeps at most two handled slices for reuse (one was missed
+// about half the time: the receive goroutine decodes the next frame while
+// run still handles the last), of at most maxSpareDeliveries each: at most
+// 750 KB an idle stream holds, after frames of the smallest deliveries,
+// about as much as one frame of them decoded.
+const maxSpareDeliveries = 2048
 
 // spareMsgs is a slice to decode a frame's deliveries into.
 func (st *subStream) spareMsgs() []Delivery {
@@ -352,7 +356,7 @@ func (s *Subscription) start(avoid string) (*subStream, error) {
 	s.mu.Lock()
 	pred, gen := s.pred, s.gen
 	s.mu.Unlock()
-	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}, spare: make(chan []Delivery, 1)}
+	st := &subStream{grpc: stream, cancel: cancel, addr: addr, sentGens: []uint64{gen}, spare: make(chan []Delivery, 2)}
 	// A Send error (io.EOF when the broker ended the stream) carries no
 	// status; the Recv that follows returns it.
 	_ = stream.Send(s.request(pred))
