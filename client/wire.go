@@ -300,6 +300,7 @@ func deliveriesFromWire(b []byte, into []Delivery, fields bool) ([]Delivery, boo
 		}
 		return append(into, d), true, nil
 	case fieldDeliveryBatch:
+		first := true
 		for len(body) > 0 {
 			num, typ, n := protowire.ConsumeTag(body)
 			if n < 0 {
@@ -323,6 +324,15 @@ func deliveriesFromWire(b []byte, into []Delivery, fields bool) ([]Delivery, boo
 				return into, true, err
 			}
 			into = append(into, d)
+			if first && space != nil {
+				// Room for the rest if they are like the first: grown
+				// from 16 by doubling, the space was allocated about
+				// three times over.
+				first = false
+				if est := len(d.Fields) * (len(body)/n + 1); est > cap(*space)-len(*space) {
+					*space = make(Fields, 0, est)
+				}
+			}
 		}
 		return into, true, nil
 	}
