@@ -68,7 +68,7 @@ type Publisher struct {
 	queue    []batch    // messages queued and not yet sent, in batches of one request each, none empty
 	spare    []batch    // acknowledged batches' buffers, emptied, for the queue
 	names    []string   // scratch for encoding
-	queued   int        // messages in cur plus unacknowledged on the stream
+	queued   int        // messages in the queue plus unacknowledged on the stream
 	flushing bool       // the flusher holds a batch it is sending
 	closing  bool
 	flushed  chan struct{} // closed when the flusher has exited

@@ -326,8 +326,8 @@ func deliveriesFromWire(b []byte, into []Delivery, fields bool) ([]Delivery, boo
 			into = append(into, d)
 			if first && space != nil {
 				// Room for the rest if they are like the first: grown
-				// from 16 by doubling, the space was allocated about
-				// three times over.
+				// from 16 by doubling, the space allocated about twice
+				// what it came to hold.
 				first = false
 				if est := len(d.Fields) * (len(body)/n + 1); est > cap(*space)-len(*space) {
 					*space = make(Fields, 0, est)
