@@ -309,16 +309,18 @@ func (f *Forwarder) send(d drp.Decision, routes *linkstate.Table, p *qosPlan, pa
 	var refused []drp.Forward // rare: only while a neighbour leaves
 	for _, fw := range d.Forwards {
 		l := links[fw.Next]
-		if l != nil && l.Down() {
+		down := l == nil || l.Down()
+		if l != nil && down {
 			// Replaced: a link drains once the links were published with
 			// its successor, so a fresh load names it.
 			l = (*n.links.Load())[fw.Next]
+			down = l == nil || l.Down()
 		}
-		if (l == nil || l.Down()) && p == nil {
+		if down && p == nil {
 			// Ended, with no successor: the routes this bundle was
 			// decided on lead to a neighbour the core has not yet taken
 			// out of them, or already has.
-			if routes != nil && n.routes.Load() != routes && !f.rerouting {
+			if n.routes.Load() != routes && !f.rerouting {
 				fw.Bundle.Dest = fw.Bundle.Dest.Clone() // the decision's sets are scratch
 				refused = append(refused, fw)
 				continue
@@ -380,9 +382,6 @@ func (f *Forwarder) holdForLink(fw drp.Forward, routes *linkstate.Table, raw []b
 	}
 	if !now.Before(until) {
 		return false
-	}
-	if routes == nil {
-		routes = n.routes.Load()
 	}
 	hb := heldBundle{linkEnded: true, from: n.cfg.ID, source: fw.Bundle.Source, dest: fw.Bundle.Dest.Clone(),
 		hops: fw.Bundle.HopsLeft + 1, routes: routes, until: until, msg: raw, h: h}
