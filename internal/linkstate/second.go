@@ -52,10 +52,14 @@ const sptCacheLimit = 256
 
 type pair struct{ source, dst uint32 }
 
-// secondHop is Self's decision for one (source, destination) pair.
+// secondHop is Self's decision for one (source, destination) pair: its
+// successor on the second path (next, or its shortest-path next hop when
+// it is off that path), and its predecessor on it (prev, valid with on).
 type secondHop struct {
 	next uint32
 	ok   bool
+	prev uint32
+	on   bool
 }
 
 // secondState caches second-path decisions for the life of a Table.
@@ -203,22 +207,45 @@ func (g *graph) avoiding(s, d int32, shared map[[2]int32]bool) ([]int32, int, bo
 // source to dst: its successor on the second path, or, when Self is not on
 // that path in its own view, its shortest-path next hop.
 func (t *Table) secondNextHop(source, dst uint32) (uint32, bool) {
-	k := pair{source, dst}
 	t.sec.mu.Lock()
 	defer t.sec.mu.Unlock()
+	h := t.secondHopLocked(source, dst)
+	return h.next, h.ok
+}
+
+// SecondReversePath returns the neighbour that the second copy of a
+// message from source to dst reaches Self from: Self's predecessor on the
+// second path from source to dst. ok is false when Self is not on that
+// path or is its source. It is the reverse-path check of second copies,
+// which do not travel the shortest paths (docs/security.md).
+func (t *Table) SecondReversePath(source, dst uint32) (neighbor uint32, ok bool) {
+	t.sec.mu.Lock()
+	defer t.sec.mu.Unlock()
+	h := t.secondHopLocked(source, dst)
+	return h.prev, h.on
+}
+
+func (t *Table) secondHopLocked(source, dst uint32) secondHop {
+	k := pair{source, dst}
 	if h, ok := t.sec.hops[k]; ok {
-		return h.next, h.ok
+		return h
 	}
 	var h secondHop
 	if p, _, ok := t.secondPathLocked(source, dst); ok {
-		for i, v := range p[:len(p)-1] {
-			if v == t.root {
-				h = secondHop{next: t.g.ids[p[i+1]], ok: true}
-				break
+		for i, v := range p {
+			if v != t.root {
+				continue
 			}
+			if i > 0 {
+				h.prev, h.on = t.g.ids[p[i-1]], true
+			}
+			if i < len(p)-1 {
+				h.next, h.ok = t.g.ids[p[i+1]], true
+			}
+			break
 		}
 	}
-	if !h.ok {
+	if !h.ok && dst != t.self {
 		h.next, h.ok = t.NextHop(dst)
 	}
 	if len(t.sec.hops) >= secondCacheLimit {
@@ -228,7 +255,7 @@ func (t *Table) secondNextHop(source, dst uint32) (uint32, bool) {
 		t.sec.hops = make(map[pair]secondHop)
 	}
 	t.sec.hops[k] = h
-	return h.next, h.ok
+	return h
 }
 
 // SecondRoutes is the routing view of second copies of messages from one

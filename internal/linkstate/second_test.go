@@ -151,6 +151,18 @@ func TestSecondPathsForwardHopByHop(t *testing.T) {
 					at = next
 				}
 				require.Equal(t, want, got, "seed %d: %d→%d", seed, s, d)
+				// Each router on the path knows where the copy comes
+				// from (the reverse-path check of second copies); the
+				// source expects it from nobody.
+				for i, at := range want {
+					prev, ok := tables[at].SecondReversePath(s, d)
+					if i == 0 {
+						require.False(t, ok, "seed %d: the source %d of %d→%d", seed, s, s, d)
+						continue
+					}
+					require.True(t, ok, "seed %d: router %d on %d→%d", seed, at, s, d)
+					require.Equal(t, want[i-1], prev, "seed %d: router %d on %d→%d", seed, at, s, d)
+				}
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkst
 	peer, s := from.Peer(), b.Stamp
 	reason := refusedReversePath
 	if s.Origin != n.cfg.ID {
-		if reason = sourceRefusal(peer, s, routes); reason == "" {
+		if reason = sourceRefusal(peer, b, routes); reason == "" {
 			return true
 		}
 	}
@@ -60,7 +60,7 @@ func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkst
 	now := n.clock.Now()
 	if rs := n.retired.Load(); rs != nil {
 		for _, r := range *rs {
-			if now.Before(r.until) && sourceRefusal(peer, s, r.routes) == "" {
+			if now.Before(r.until) && sourceRefusal(peer, b, r.routes) == "" {
 				return true
 			}
 		}
@@ -86,18 +86,46 @@ func (n *Node) refuseSource(from Link, s dedup.Stamp, reason string) bool {
 	return false
 }
 
-// sourceRefusal is why routes say a bundle with stamp s cannot come from
-// the neighbour peer ("": it can).
-func sourceRefusal(peer uint32, s dedup.Stamp, routes *linkstate.Table) string {
-	if s.Origin != peer {
-		if rp, ok := routes.ReversePath(s.Origin); !ok || rp != peer {
-			return refusedReversePath
-		}
+// sourceRefusal is why routes say bundle b cannot come from the
+// neighbour peer ("": it can).
+func sourceRefusal(peer uint32, b *wire.Bundle, routes *linkstate.Table) string {
+	s := b.Stamp
+	if s.Origin != peer && !onReversePath(peer, b, routes) {
+		return refusedReversePath
 	}
 	if inc, ok := routes.Incarnation(s.Origin); ok && s.Epoch > inc*uint64(linkstate.IncarnationUnit) {
 		return refusedEpoch
 	}
 	return ""
+}
+
+// onReversePath says whether routes have bundle b reach this broker from
+// peer. A first copy comes over the shortest path from its source. The
+// second copy of a two-path message follows the second path to each of
+// its destinations (linkstate's second.go), so it may also come from this
+// broker's predecessor on the second path to itself or to any destination
+// it carries on: its first copy, stalled on a failed link, may be the only
+// other one.
+func onReversePath(peer uint32, b *wire.Bundle, routes *linkstate.Table) bool {
+	src := b.Stamp.Origin
+	if rp, ok := routes.ReversePath(src); ok && rp == peer {
+		return true
+	}
+	if b.QoS.Path != wire.PathSecond {
+		return false
+	}
+	if rp, ok := routes.SecondReversePath(src, routes.Self()); ok && rp == peer {
+		return true
+	}
+	if b.Dest == nil {
+		return false
+	}
+	for d, ok := b.Dest.NextSet(0); ok; d, ok = b.Dest.NextSet(d + 1) {
+		if rp, ok := routes.SecondReversePath(src, uint32(d)); ok && rp == peer {
+			return true
+		}
+	}
+	return false
 }
 
 // retire keeps t, the routes replaced at now, for the data plane's checks

@@ -6,16 +6,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bits-and-blooms/bitset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/clientapi"
 	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/dedup"
+	"github.com/dripmesh/drip/internal/drp"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/linkstate"
 	"github.com/dripmesh/drip/internal/node"
 	"github.com/dripmesh/drip/internal/sim"
+	"github.com/dripmesh/drip/internal/transport"
+	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
 )
 
@@ -66,14 +72,30 @@ func TestInjectedSourceRefused(t *testing.T) {
 	assert.Zero(t, s.ledger.subs[sub].received[Forgery], "a bundle in router 1's name from router 3 was delivered")
 	assert.Equal(t, 1.0, s.Counters("drip_bundles_refused_total", "reason")["reverse_path"])
 
+	// Marked as the second copy of a two-path message, which may come over
+	// another path than the first: router 3 is not on router 1's second
+	// path to 2 either.
+	raw, err := proto.Marshal(clientapi.MessageToProto(order(true)))
+	require.NoError(t, err)
+	var dest bitset.BitSet
+	dest.Set(2)
+	second := wire.AppendBundleQoS(nil, drp.Bundle{Source: 1, Dest: &dest, HopsLeft: 8},
+		dedup.Stamp{Origin: 1, Epoch: s.Epoch(1), Seq: 1<<30 + 1}, 1, 0, raw, wire.BundleQoS{Path: wire.PathSecond})
+	frame, err := transport.AppendFrame(nil, nil, [][]byte{second})
+	require.NoError(t, err)
+	require.NoError(t, s.Inject(3, 2, frame))
+	s.RunUntil(8 * time.Second) // past any wait for the routes
+	assert.Zero(t, s.ledger.subs[sub].received[Forgery], "a second copy in router 1's name from router 3 was delivered")
+	assert.Equal(t, 2.0, s.Counters("drip_bundles_refused_total", "reason")["reverse_path"])
+
 	id, err := s.Publish(1, order(false))
 	require.NoError(t, err)
-	s.RunUntil(8 * time.Second)
+	s.RunUntil(8500 * time.Millisecond)
 	assert.Equal(t, 1, s.ledger.subs[sub].received[id], "router 1's own message")
 
 	own := BundleFrame(dedup.Stamp{Origin: 3, Epoch: s.Epoch(3), Seq: 1 << 30}, []uint32{2}, marked(order(false), AsItself))
 	require.NoError(t, s.Inject(3, 2, own))
-	s.RunUntil(9 * time.Second)
+	s.RunUntil(9500 * time.Millisecond)
 	assert.Equal(t, 1, s.ledger.subs[sub].received[AsItself], "a compromised broker publishes as itself")
 }
 
