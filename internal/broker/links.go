@@ -83,6 +83,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		Backpressure: transport.Backpressure{Stalled: cfg.SlowLinks.Stalled, Behind: cfg.SlowLinks.Behind},
 		Control:      b.control,
 		Clock:        b.clock,
+		Keepalive:    cfg.LinkState.Keepalive,
 	}, func(l *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 		if len(msgs) > 0 {
 			b.toCore(coreEvent{kind: evControl, link: l, ctl: msgs, arrived: b.clock.Now()})

@@ -22,6 +22,7 @@ type metrics struct {
 	linkSentBundles    *prometheus.CounterVec
 	linkRecvBundles    *prometheus.CounterVec
 	linkSentControl    *prometheus.CounterVec
+	linkSentKeepalives *prometheus.CounterVec
 	linkQueueBytes     *prometheus.GaugeVec
 	linkDropped        *prometheus.CounterVec // peer, reason
 	linkHandshakeFails *prometheus.CounterVec // reason
@@ -76,6 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkSentBundles:    counterVec("link_sent_bundles_total", "Message bundles sent to the peer.", link...),
 		linkRecvBundles:    counterVec("link_received_bundles_total", "Message bundles received from the peer.", link...),
 		linkSentControl:    counterVec("link_sent_control_total", "Link-state control messages sent to the peer.", link...),
+		linkSentKeepalives: counterVec("link_sent_keepalives_total", "Empty frames sent to the peer because the link had sent nothing for its keepalive interval.", link...),
 		linkQueueBytes:     gaugeVec("link_queue_bytes", "Bytes of bundles waiting in the peer's send queue.", link...),
 		linkDropped:        counterVec("link_dropped_bundles_total", "Bundles for the peer dropped, by reason (queue_full, link_down).", "peer", "reason"),
 		linkHandshakeFails: counterVec("link_handshake_failures_total", "Peer links refused at the handshake, by reason (version, mesh, bloom, self, open, refused, duplicate, established, router_id, tls, identity).", "reason"),
@@ -117,6 +119,7 @@ func (m *metrics) forLink(peer string) transport.LinkMetrics {
 		SentBundles:    m.linkSentBundles.WithLabelValues(peer),
 		RecvBundles:    m.linkRecvBundles.WithLabelValues(peer),
 		SentControl:    m.linkSentControl.WithLabelValues(peer),
+		SentKeepalives: m.linkSentKeepalives.WithLabelValues(peer),
 		QueueBytes:     m.linkQueueBytes.WithLabelValues(peer),
 		DroppedFull:    m.linkDropped.WithLabelValues(peer, "queue_full"),
 		DroppedDown:    m.linkDropped.WithLabelValues(peer, "link_down"),

@@ -65,6 +65,10 @@ type brokerFlags struct {
 
 	// --hello-interval and --dead-interval (0: the default's or --wan's).
 	helloInterval, deadInterval time.Duration
+	// --keepalive and --suspect-multiplier (negative: the default's or
+	// --wan's; 0 turns them off).
+	keepalive         time.Duration
+	suspectMultiplier int
 
 	tlsCert, tlsKey, tlsCA string
 	tlsClientCA            string
@@ -142,6 +146,8 @@ The broker's identity and neighbours come either from a topology file
 	fl.BoolVar(&f.costRTT, "cost-rtt", false, "use measured RTT as link cost instead of configured weights (Kim10)")
 	fl.DurationVar(&f.helloInterval, "hello-interval", 0, "how often a hello goes to each neighbour (0: 1s, or 2s with --wan); unlike --wan it leaves link costs alone. Every broker of a mesh should use the same timers")
 	fl.DurationVar(&f.deadInterval, "dead-interval", 0, "how long a neighbour may go unheard (no frame of any kind) before its adjacency is dropped (0: 4s, or 10s with --wan); at least 3× the hello interval, and longer where brokers may be starved of CPU or links carry only tens of kB/s (docs/design.md §3)")
+	fl.DurationVar(&f.keepalive, "keepalive", -1, "longest a peer link stays silent: an idle link sends an empty frame this often, and hellos announce it so neighbours detect a failed link fast (default 250ms, or 500ms with --wan; 0: none)")
+	fl.IntVar(&f.suspectMultiplier, "suspect-multiplier", -1, "route around a link at once when nothing arrived on it for this many of its neighbour's keepalives, and take it back at the first frame (default 4; 0: only the dead interval drops links; docs/design.md §3)")
 	fl.StringVar(&f.bloomSchm, "bloom-scheme", def.Encoding.Scheme.String(), "Bloom encoding scheme: cat-v2 keeps ranges, prefixes and substrings selective; cat-v1 (Carzaniga09 §3) is what brokers older than the flag run. Every broker of a mesh must agree: brokers of different schemes refuse to link")
 	fl.IntVar(&f.bloomBits, "bloom-bits", 0, "Bloom filter width M in bits, if not the scheme's (2048 for cat-v2, 512 for cat-v1); every broker of a mesh must agree")
 	fl.IntVar(&f.bloomK, "bloom-hashes", 0, "Bloom hash positions K per category, if not the scheme's (6); every broker of a mesh must agree")
@@ -184,8 +190,8 @@ The broker's identity and neighbours come either from a topology file
 	return cmd
 }
 
-// timers applies --hello-interval and --dead-interval over the timers of
-// the default or --wan. The dead interval must be at least three hellos:
+// timers applies --hello-interval, --dead-interval, --keepalive and
+// --suspect-multiplier over the timers of the default or --wan. The dead interval must be at least three hellos:
 // two hellos late (a busy neighbour, a frame of data ahead of them) must
 // not drop an adjacency, whose flap costs the whole mesh a reroute.
 func (f *brokerFlags) timers(ls *linkstate.Config) error {
@@ -204,6 +210,12 @@ func (f *brokerFlags) timers(ls *linkstate.Config) error {
 	if (f.helloInterval > 0 || f.deadInterval > 0) && ls.DeadInterval < 3*ls.HelloInterval {
 		return fmt.Errorf("dead interval %v is shorter than three hello intervals (%v): set --dead-interval to at least %v or a shorter --hello-interval",
 			ls.DeadInterval, ls.HelloInterval, 3*ls.HelloInterval)
+	}
+	if f.keepalive >= 0 {
+		ls.Keepalive = f.keepalive
+	}
+	if f.suspectMultiplier >= 0 {
+		ls.SuspectMultiplier = f.suspectMultiplier
 	}
 	return nil
 }

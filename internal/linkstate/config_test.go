@@ -45,6 +45,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative threshold", func(c *Config) { c.CostThreshold = -0.1 }, "CostThreshold = -0.1"},
 		{"infinite threshold", func(c *Config) { c.CostThreshold = math.Inf(1) }, "CostThreshold = +Inf"},
 		{"zero floor", func(c *Config) { c.CostFloor = 0 }, "CostFloor = 0"},
+		{"keepalive too short", func(c *Config) { c.Keepalive = time.Millisecond }, "Keepalive = 1ms, want 0 (no keepalives) or at least 5ms"},
+		{"negative keepalive", func(c *Config) { c.Keepalive = -time.Second }, "Keepalive = -1s"},
+		{"multiplier one", func(c *Config) { c.SuspectMultiplier = 1 }, "SuspectMultiplier = 1, want 0 (no fast detection) or 2 to 100"},
+		{"multiplier huge", func(c *Config) { c.SuspectMultiplier = 101 }, "SuspectMultiplier = 101"},
 		{"bad encoding", func(c *Config) { c.Encoding = encoding.Params{M: 100, K: 3} }, "Config.Encoding: encoding: M=100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,6 +52,12 @@ const (
 	// EventSealFailed: Config.Auth could not sign the own entry of Kind
 	// with Seq; it went out unsigned and neighbours will refuse it.
 	EventSealFailed
+	// EventLinkSuspect: nothing arrived from Peer for RTT, a few of its
+	// keepalives (Config.SuspectMultiplier); its link left the LSA.
+	EventLinkSuspect
+	// EventLinkRestored: Peer was heard again RTT after its link became
+	// suspect, before the adjacency died; the link is back in the LSA.
+	EventLinkRestored
 )
 
 var eventNames = [...]string{
@@ -70,6 +76,8 @@ var eventNames = [...]string{
 	EventBudgetViolation:     "budget_violation",
 	EventSeqFlush:            "seq_flush",
 	EventSealFailed:          "seal_failed",
+	EventLinkSuspect:         "link_suspect",
+	EventLinkRestored:        "link_restored",
 }
 
 // String returns a snake_case name usable as a metric label.
@@ -154,6 +162,10 @@ func (e Event) String() string {
 		return fmt.Sprintf("adjacency_advertised peer=%d cost=%d", e.Peer, e.Cost)
 	case EventLoadTimeout:
 		return fmt.Sprintf("load_timeout peer=%d awaited=%d", e.Peer, e.Seq)
+	case EventLinkSuspect:
+		return fmt.Sprintf("link_suspect peer=%d silence=%v", e.Peer, e.RTT)
+	case EventLinkRestored:
+		return fmt.Sprintf("link_restored peer=%d after=%v", e.Peer, e.RTT)
 	case EventBudgetViolation:
 		return fmt.Sprintf("budget_violation peer=%d cost=%d→%d rtt=%v budget=%v", e.Peer, e.OldCost, e.Cost, e.RTT, e.Budget)
 	}

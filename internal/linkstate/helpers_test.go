@@ -10,9 +10,14 @@ import (
 
 const ms = time.Millisecond
 
+// newNode returns a router of DefaultConfig without fast failure
+// detection, whose tests (suspect_test.go) turn it on with fastDetect:
+// the other tests hold links silent on purpose, to see what hellos and
+// dead intervals do.
 func newNode(t testing.TB, id uint32, edit ...func(*Config)) *Node {
 	t.Helper()
 	cfg := DefaultConfig(id, "r"+string(rune('a'+id%26)))
+	cfg.Keepalive, cfg.SuspectMultiplier = 0, 0
 	for _, f := range edit {
 		f(&cfg)
 	}
@@ -22,6 +27,12 @@ func newNode(t testing.TB, id uint32, edit ...func(*Config)) *Node {
 }
 
 func rttMode(c *Config) { c.CostMode = CostRTT }
+
+// fastDetect announces keepalives every keepalive and suspects a link
+// after mult of its neighbour's.
+func fastDetect(keepalive time.Duration, mult int) func(*Config) {
+	return func(c *Config) { c.Keepalive, c.SuspectMultiplier = keepalive, mult }
+}
 
 // drain collects everything the node has to say.
 func drain(n *Node) Ready {

@@ -358,7 +358,7 @@ func (n *Node) originateLSA() {
 	a := &LSA{Origin: n.cfg.ID, Withdrawn: n.stopped}
 	if !n.stopped {
 		for _, id := range n.nbrIDs {
-			if nb := n.nbrs[id]; nb.state == StateFull && nb.advertised {
+			if nb := n.nbrs[id]; nb.state == StateFull && nb.advertised && !nb.suspect {
 				a.Links = append(a.Links, Link{Neighbor: id, Cost: nb.cost})
 			}
 		}

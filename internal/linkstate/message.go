@@ -99,6 +99,10 @@ type Hello struct {
 	// whose digests keep differing exchange database summaries, which heals
 	// floods lost without acknowledgement.
 	Digest uint64
+	// Keepalive is the sender's Config.Keepalive: the longest its link
+	// stays silent. 0: it promises nothing, and the receiver suspects no
+	// silence of it (Config.SuspectMultiplier).
+	Keepalive time.Duration
 }
 
 // Link is one adjacency in an LSA.
@@ -243,7 +247,7 @@ func framed(body int) int { return bytesField(body) }
 func (h *Hello) WireSize() int {
 	n := uintField(uint64(h.Router)) + uintField(uint64(h.Version)) + durField(h.SentAt) +
 		boolField(h.Echoed) + durField(h.Echo) + durField(h.Hold) + boolField(h.Heard) +
-		fixed64Field(h.Digest)
+		fixed64Field(h.Digest) + durField(h.Keepalive)
 	if h.Name != "" {
 		n += bytesField(len(h.Name))
 	}

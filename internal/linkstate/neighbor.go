@@ -58,6 +58,16 @@ type neighbor struct {
 	theirRecvAt time.Duration
 	echoPending bool
 
+	// keepalive is what the neighbour's hellos announce (Hello.Keepalive);
+	// suspect says its link is left out of the LSA for its silence since
+	// suspectAt, and penalty doubles the silence that makes it suspect
+	// after false alarms, until calmAt forgives one (suspect.go).
+	keepalive time.Duration
+	suspect   bool
+	suspectAt time.Duration
+	penalty   uint
+	calmAt    time.Duration
+
 	srtt    time.Duration
 	samples int
 	budget  time.Duration // one-way delay budget of deadline flows (budget.go); 0: none
@@ -84,9 +94,13 @@ type NeighborInfo struct {
 	ID    uint32
 	Name  string
 	State NeighborState
-	// Advertised says the link is in the router's LSA: the adjacency is
-	// full and its database exchange is done.
+	// Advertised says the adjacency is full and its database exchange is
+	// done: the link is in the router's LSA unless it is Suspect.
 	Advertised bool
+	// Suspect says the link is left out of the LSA for its silence
+	// (Config.SuspectMultiplier) since SuspectAt.
+	Suspect   bool
+	SuspectAt time.Duration
 	// Weight is the configured weight from LinkUp.
 	Weight uint32
 	// Cost is the cost the router currently advertises for the link.
@@ -109,6 +123,7 @@ func (n *Node) Neighbors() []NeighborInfo {
 		out = append(out, NeighborInfo{
 			ID: id, Name: nb.name, State: nb.state, Advertised: nb.advertised, Weight: nb.weight, Cost: nb.cost,
 			RTT: nb.srtt, Samples: nb.samples, LastHeard: nb.lastHeard, Budget: nb.budget,
+			Suspect: nb.suspect, SuspectAt: nb.suspectAt,
 		})
 	}
 	return out
@@ -116,12 +131,13 @@ func (n *Node) Neighbors() []NeighborInfo {
 
 func (n *Node) sendHello(nb *neighbor) {
 	h := &Hello{
-		Router:  n.cfg.ID,
-		Name:    n.cfg.Name,
-		Version: Version,
-		SentAt:  n.now,
-		Heard:   nb.state != StateDown,
-		Digest:  n.digest,
+		Router:    n.cfg.ID,
+		Name:      n.cfg.Name,
+		Version:   Version,
+		SentAt:    n.now,
+		Heard:     nb.state != StateDown,
+		Digest:    n.digest,
+		Keepalive: n.cfg.Keepalive,
 	}
 	if nb.echoPending {
 		h.Echoed, h.Echo, h.Hold = true, nb.theirSentAt, n.now-nb.theirRecvAt
@@ -144,6 +160,7 @@ func (n *Node) stepHello(nb *neighbor, h *Hello) error {
 	}
 	nb.badVersion = false
 	nb.name = h.Name
+	nb.keepalive = h.Keepalive
 	nb.lastHeard, nb.lastHello = n.now, n.now
 	nb.theirSentAt, nb.theirRecvAt, nb.echoPending = h.SentAt, n.now, true
 	if h.Echoed {
@@ -218,6 +235,7 @@ func (n *Node) adjacencyUp(nb *neighbor) {
 
 func (n *Node) adjacencyDown(nb *neighbor, why DownReason) {
 	nb.mismatches = 0
+	nb.suspect = false
 	if nb.advertised {
 		n.lsaDirty = true
 	}

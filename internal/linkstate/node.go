@@ -59,7 +59,10 @@ type Node struct {
 	cfg     Config
 	now     time.Duration
 	started bool
-	stopped bool
+	// lastTick is the time of the previous Tick, which tells whether this
+	// one comes on time (watchSilence).
+	lastTick time.Duration
+	stopped  bool
 
 	nbrs   map[uint32]*neighbor
 	nbrIDs []uint32 // ascending, so every output order is deterministic
@@ -146,7 +149,8 @@ func (n *Node) clock(now time.Duration) {
 	}
 }
 
-// Tick advances time: it sends due hellos, drops neighbours silent for
+// Tick advances time: it sends due hellos, suspects links silent for a few
+// keepalives (Config.SuspectMultiplier), drops neighbours silent for
 // DeadInterval, refreshes the own advertisements and ages out entries of
 // routers that stopped refreshing theirs. Call it often relative to
 // HelloInterval (every 100 ms, say); timers fire at the first Tick after
@@ -156,8 +160,14 @@ func (n *Node) Tick(now time.Duration) {
 		return
 	}
 	n.clock(now)
+	since := n.now - n.lastTick
+	if n.lastTick == 0 {
+		since = 0
+	}
+	n.lastTick = n.now
 	for _, id := range n.nbrIDs {
 		nb := n.nbrs[id]
+		n.watchSilence(nb, since)
 		if nb.state != StateDown && (n.now-nb.lastHeard >= n.cfg.DeadInterval || n.now-nb.lastHello >= helloSilence*n.cfg.DeadInterval) {
 			n.neighborDead(nb)
 		}

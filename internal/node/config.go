@@ -223,6 +223,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
 	}
+	// A link's silence is judged only at a tick that follows the previous
+	// one within half the silence judged (linkstate's suspect.go).
+	if ls := c.LinkState; ls.Keepalive > 0 && ls.SuspectMultiplier > 0 && 2*c.TickInterval > time.Duration(ls.SuspectMultiplier)*ls.Keepalive {
+		errs = append(errs, fmt.Errorf("tick interval %v is more than half the silence that makes a link suspect (%d × keepalive %v): no link would ever be suspected; tick more often or keep links alive less often",
+			c.TickInterval, ls.SuspectMultiplier, ls.Keepalive))
+	}
 	positive := []struct {
 		name string
 		v    int64

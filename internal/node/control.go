@@ -307,8 +307,19 @@ func (n *Node) observe(ev linkstate.Event) {
 	case linkstate.EventAdjacencyUp:
 		n.log.Info("adjacency up", zap.String("peer", name), zap.Uint32("cost", ev.Cost))
 		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))
+		// From 0, so that the first suspicion shows in a rate; 0 is
+		// "never" for the time.
+		n.m.linkSuspected.WithLabelValues(name)
+		n.m.linkSuspectedAt.WithLabelValues(name)
 	case linkstate.EventAdjacencyDown:
 		n.log.Info("adjacency down", zap.String("peer", name), zap.Stringer("reason", ev.Reason))
+	case linkstate.EventLinkSuspect:
+		n.log.Info("link silent: routed around until the peer is heard again",
+			zap.String("peer", name), zap.Duration("silence", ev.RTT))
+		n.m.linkSuspected.WithLabelValues(name).Inc()
+		n.m.linkSuspectedAt.WithLabelValues(name).Set(float64(n.clock.Now().UnixNano()) / 1e9)
+	case linkstate.EventLinkRestored:
+		n.log.Info("link heard again: back in routes", zap.String("peer", name), zap.Duration("after", ev.RTT))
 	case linkstate.EventCostChanged:
 		n.log.Info("link cost changed", zap.String("peer", name), zap.Uint32("from", ev.OldCost), zap.Uint32("to", ev.Cost), zap.Duration("rtt", ev.RTT))
 		n.m.linkCost.WithLabelValues(name).Set(float64(ev.Cost))

@@ -17,9 +17,14 @@ const namespace = "drip"
 type metrics struct {
 	// Per link, labelled by the neighbour's name: what the routing
 	// protocol measures of it (the driver counts its traffic).
-	linkRTT    *prometheus.GaugeVec
-	linkCost   *prometheus.GaugeVec
-	adsRefused *prometheus.CounterVec // reason
+	linkRTT  *prometheus.GaugeVec
+	linkCost *prometheus.GaugeVec
+	// Fast failure detection (linkstate.Config.SuspectMultiplier): how
+	// often the link was routed around for its silence, and when last,
+	// so that an experiment can measure detection times from outside.
+	linkSuspected   *prometheus.CounterVec
+	linkSuspectedAt *prometheus.GaugeVec
+	adsRefused      *prometheus.CounterVec // reason
 
 	// Per broker.
 	published         prometheus.Counter
@@ -96,6 +101,9 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 	m := &metrics{
 		linkRTT:  f.gaugeVec("link_rtt_seconds", "Smoothed round-trip time to the peer measured by hellos.", link),
 		linkCost: f.gaugeVec("link_cost", "Cost this broker advertises for the link to the peer.", link),
+		linkSuspected: f.counterVec("link_suspected_total",
+			"Times nothing arrived from the peer for the silence its keepalives allow, and the link left this broker's routes until the peer was heard again.", link),
+		linkSuspectedAt: f.gaugeVec("link_suspected_timestamp_seconds", "When the link to the peer last became suspect (Unix time; 0: never).", link),
 
 		published:         f.counter("published_messages_total", "Messages accepted from local publishers."),
 		unmatched:         f.counter("unmatched_messages_total", "Published messages routed nowhere: no local subscriber and no other broker's encoded predicate matched."),

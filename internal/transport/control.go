@@ -16,7 +16,7 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 		return &dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{
 			Router: m.Router, Name: m.Name, Version: m.Version,
 			SentAtNs: int64(m.SentAt), Echoed: m.Echoed, EchoNs: int64(m.Echo), HoldNs: int64(m.Hold),
-			Heard: m.Heard, Digest: m.Digest,
+			Heard: m.Heard, Digest: m.Digest, KeepaliveNs: int64(m.Keepalive),
 		}}}, nil
 	case *linkstate.LSA:
 		links := make([]*dripv1.LinkCost, len(m.Links))
@@ -70,13 +70,13 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 	switch m := c.GetMsg().(type) {
 	case *dripv1.Control_Hello:
 		h := m.Hello
-		if h.SentAtNs < 0 || h.EchoNs < 0 || h.HoldNs < 0 {
-			return nil, fmt.Errorf("hello from router %d: negative timestamp", h.Router)
+		if h.SentAtNs < 0 || h.EchoNs < 0 || h.HoldNs < 0 || h.KeepaliveNs < 0 {
+			return nil, fmt.Errorf("hello from router %d: negative timestamp or interval", h.Router)
 		}
 		return &linkstate.Hello{
 			Router: h.Router, Name: h.Name, Version: h.Version,
 			SentAt: time.Duration(h.SentAtNs), Echoed: h.Echoed, Echo: time.Duration(h.EchoNs), Hold: time.Duration(h.HoldNs),
-			Heard: h.Heard, Digest: h.Digest,
+			Heard: h.Heard, Digest: h.Digest, Keepalive: time.Duration(h.KeepaliveNs),
 		}, nil
 	case *dripv1.Control_Lsa:
 		l := m.Lsa

@@ -30,6 +30,7 @@ type LinkMetrics struct {
 	SentBundles    prometheus.Counter
 	RecvBundles    prometheus.Counter
 	SentControl    prometheus.Counter
+	SentKeepalives prometheus.Counter // empty frames sent on an idle link
 	DroppedFull    prometheus.Counter // bundles refused by a full queue
 	DroppedDown    prometheus.Counter // bundles queued when the link went down
 	QueueBytes     prometheus.Gauge
@@ -84,7 +85,14 @@ type LinkConfig struct {
 	// Backpressure says what a full queue does to a started link's
 	// producers; the zero value drops at once.
 	Backpressure Backpressure
-	Metrics      LinkMetrics
+	// Keepalive, if positive, is the longest the link stays silent: when
+	// it has sent nothing for Keepalive, it sends an empty frame, so that
+	// the neighbour can tell a failed link from an idle one long before
+	// its dead interval (linkstate.Config.Keepalive, which hellos
+	// announce). The writer sends them, not the control plane, so that a
+	// broker whose control plane is busy still keeps its links alive.
+	Keepalive time.Duration
+	Metrics   LinkMetrics
 }
 
 // Backpressure is what a started link does when its queue is full. While
@@ -136,6 +144,7 @@ type Link struct {
 	closeOnce  sync.Once
 	parsed     ParsedFrame  // the reader's, reused
 	sending    atomic.Int64 // when the writer's current send began (Now); 0: not sending
+	sent       atomic.Int64 // when the last frame was taken to be sent (Now); 0: none yet
 	oneWay     atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
 	received   atomic.Int64 // when the last frame arrived (Now); 0: none yet
 	handling   atomic.Bool  // the reader is in the handler, reading nothing
@@ -454,23 +463,45 @@ func (l *Link) Drain(ctx context.Context) {
 
 func (l *Link) writeLoop() {
 	defer close(l.writerDone)
+	var idle clock.Timer
+	if l.cfg.Keepalive > 0 {
+		idle = l.clock.NewTimer(l.cfg.Keepalive)
+		defer idle.Stop()
+	}
 	for {
-		f, ok := l.queue.Next(l.conn.Done(), l.cfg.MaxFrameBytes)
+		var idleC <-chan time.Time
+		if idle != nil {
+			idleC = idle.C()
+		}
+		f, ok, isIdle := l.queue.NextWithin(l.conn.Done(), idleC, l.cfg.MaxFrameBytes)
 		if !ok {
 			if l.finishing.Load() && l.finishSent.CompareAndSwap(false, true) {
 				_ = l.conn.Send(AppendFinishedFrame(nil))
 			}
 			return
 		}
-		l.writerMu.Lock()
-		out, err := l.prepare(f)
-		l.writerMu.Unlock()
-		if err != nil {
-			l.Close(fmt.Errorf("link to %s: %w", l.Name(), err))
-			return
+		var out []byte
+		if isIdle {
+			inc(l.cfg.Metrics.SentKeepalives, 1)
+			out = keepaliveFrame
+		} else {
+			l.writerMu.Lock()
+			var err error
+			out, err = l.prepare(f)
+			l.writerMu.Unlock()
+			if err != nil {
+				l.Close(fmt.Errorf("link to %s: %w", l.Name(), err))
+				return
+			}
+		}
+		if idle != nil {
+			// Timer.Reset after the timer fired and its value was
+			// taken, or before it fired: either way nothing stale is
+			// left in its channel (Go 1.23 timers).
+			idle.Reset(l.cfg.Keepalive)
 		}
 		l.sending.Store(l.Now())
-		err = l.conn.Send(out)
+		err := l.conn.Send(out)
 		l.sending.Store(0)
 		if err != nil {
 			return
@@ -478,11 +509,19 @@ func (l *Link) writeLoop() {
 	}
 }
 
+// keepaliveFrame is what an idle link sends (LinkConfig.Keepalive): a
+// frame with nothing in it, which every version of the protocol parses
+// and which the neighbour's reader takes as a sign of life
+// (LastReceived).
+var keepaliveFrame = []byte{}
+
 // closedCh makes Queue.Next return at once when nothing is queued.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // TakeFrame returns the next frame the writer would send, in its wire
-// form, compressed and counted, or false if nothing is queued. It is for
+// form, compressed and counted, or false if nothing is queued: an empty
+// frame when the link has a Keepalive and has sent nothing for that long
+// on the link's clock. It is for
 // drivers that move frames themselves (virtual-time tests); do not mix it
 // with Start.
 func (l *Link) TakeFrame() ([]byte, bool, error) {
@@ -491,8 +530,14 @@ func (l *Link) TakeFrame() ([]byte, bool, error) {
 		if l.finishing.Load() && l.finishSent.CompareAndSwap(false, true) {
 			return AppendFinishedFrame(nil), true, nil
 		}
+		if k := int64(l.cfg.Keepalive); k > 0 && !l.down() && l.Now()-l.sent.Load() >= k {
+			l.sent.Store(l.Now())
+			inc(l.cfg.Metrics.SentKeepalives, 1)
+			return keepaliveFrame, true, nil
+		}
 		return nil, false, nil
 	}
+	l.sent.Store(l.Now())
 	l.writerMu.Lock()
 	defer l.writerMu.Unlock()
 	out, err := l.prepare(f)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -501,4 +502,96 @@ func TestLinkIsHeardWhileItsReaderWaits(t *testing.T) {
 	clock.Step(4 * time.Second)
 	assert.Equal(t, heard, b.LastReceived(), "then the time the handler returned")
 	ca.Close(nil)
+}
+
+func TestIdleLinkSendsKeepalives(t *testing.T) {
+	// Step mode, on a fake clock: an idle link sends an empty frame once
+	// it has sent nothing for its keepalive interval, and a link that
+	// sends data sends none; the far end takes the empty frame as a sign
+	// of life without calling its handler.
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
+	ca, cb := memPipe(open(1), open(2))
+	ma := newMetrics()
+	ma.SentKeepalives = prometheus.NewCounter(prometheus.CounterOpts{Name: "k"})
+	a, err := NewLink(ca, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: ma, Clock: clock, Keepalive: 20 * time.Millisecond},
+		func(*Link, []linkstate.Message, [][]byte) error { return nil })
+	require.NoError(t, err)
+	var rb recorder
+	b, err := NewLink(cb, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: newMetrics(), Clock: clock}, rb.handle)
+	require.NoError(t, err)
+
+	take := func() ([]byte, bool) {
+		f, ok, err := a.TakeFrame()
+		require.NoError(t, err)
+		return f, ok
+	}
+	clock.Step(20 * time.Millisecond)
+	f, ok := take()
+	require.True(t, ok, "idle since the link was made")
+	assert.Empty(t, f)
+	_, ok = take()
+	assert.False(t, ok, "not again at once")
+
+	clock.Step(15 * time.Millisecond)
+	a.PushBundle(numbered(1))
+	_, ok = take()
+	require.True(t, ok)
+	clock.Step(15 * time.Millisecond)
+	_, ok = take()
+	assert.False(t, ok, "data went 15 ms ago")
+	clock.Step(5 * time.Millisecond)
+	f, ok = take()
+	require.True(t, ok, "20 ms after the data")
+	assert.Empty(t, f)
+	assert.Equal(t, 2.0, testutil.ToFloat64(ma.SentKeepalives))
+
+	clock.Step(time.Second)
+	require.NoError(t, b.Deliver(bytes.Clone(f)))
+	assert.Equal(t, b.Now(), b.LastReceived(), "heard")
+	assert.Empty(t, rb.frames, "nothing for the handler")
+	a.Close(nil)
+	b.Close(nil)
+}
+
+func TestWriterSendsKeepalivesWhileIdle(t *testing.T) {
+	// The writer goroutine, in a synctest bubble: over 200 ms of an idle
+	// link with 20 ms keepalives, the far end hears the link at least
+	// every 20 ms; over the same time with data every 10 ms, it hears no
+	// keepalive.
+	synctest.Test(t, func(t *testing.T) {
+		for _, busy := range []bool{false, true} {
+			ca, cb := memPipe(open(1), open(2))
+			ma := newMetrics()
+			ma.SentKeepalives = prometheus.NewCounter(prometheus.CounterOpts{Name: "k"})
+			a, err := NewLink(ca, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: ma, Keepalive: 20 * time.Millisecond},
+				func(*Link, []linkstate.Message, [][]byte) error { return nil })
+			require.NoError(t, err)
+			var rb recorder
+			b, err := NewLink(cb, LinkConfig{QueueBytes: 1 << 16, MaxFrameBytes: 1 << 16, Metrics: newMetrics()}, rb.handle)
+			require.NoError(t, err)
+			a.Start()
+			b.Start()
+			var worst int64
+			for i := range 20 {
+				if busy {
+					a.PushBundle(numbered(i))
+				}
+				time.Sleep(10 * time.Millisecond)
+				synctest.Wait()
+				if i > 0 {
+					worst = max(worst, b.Now()-b.LastReceived())
+				}
+			}
+			if busy {
+				assert.Zero(t, testutil.ToFloat64(ma.SentKeepalives), "data keeps the link alive")
+				assert.Equal(t, 20, rb.count())
+			} else {
+				assert.InDelta(t, 10, testutil.ToFloat64(ma.SentKeepalives), 1, "one every 20 ms")
+			}
+			assert.LessOrEqual(t, worst, int64(20*time.Millisecond), "never silent longer than the keepalive")
+			a.Close(nil)
+			a.Wait()
+			b.Wait()
+		}
+	})
 }

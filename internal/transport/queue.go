@@ -2,6 +2,7 @@ package transport
 
 import (
 	"sync"
+	"time"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/pq"
@@ -216,6 +217,14 @@ func (q *Queue) Bytes() int {
 // to maxFrameBytes (at least one). ok is false once the queue is closed and
 // drained, or done is closed.
 func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f Batch, ok bool) {
+	f, ok, _ = q.NextWithin(done, nil, maxFrameBytes)
+	return f, ok
+}
+
+// NextWithin is Next that also gives up when idle fires (nil: never),
+// with an empty batch and idle true: the link has had nothing to send for
+// its keepalive interval (LinkConfig.Keepalive).
+func (q *Queue) NextWithin(done <-chan struct{}, idle <-chan time.Time, maxFrameBytes int) (f Batch, ok, isIdle bool) {
 	for {
 		q.mu.Lock()
 		if q.pendingLocked() {
@@ -225,17 +234,19 @@ func (q *Queue) Next(done <-chan struct{}, maxFrameBytes int) (f Batch, ok bool)
 			if more {
 				q.signal()
 			}
-			return f, true
+			return f, true, false
 		}
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return Batch{}, false
+			return Batch{}, false, false
 		}
 		select {
 		case <-q.wake:
 		case <-done:
-			return Batch{}, false
+			return Batch{}, false, false
+		case <-idle:
+			return Batch{}, true, true
 		}
 	}
 }

@@ -151,7 +151,8 @@ type simLink struct {
 	delay  time.Duration
 	extra  time.Duration
 	cut    bool
-	gen    int // bumped whenever the connection ends
+	silent bool // Silence: frames are held, and neither end is told
+	gen    int  // bumped whenever the connection ends
 	ends   [2]*transport.Link
 	lastAt [2]time.Duration // FIFO per direction: the last scheduled arrival
 	dialAt bool             // a connect is scheduled
@@ -398,8 +399,9 @@ func (s *Sim) connect(l *simLink) {
 			Account: nd.Budget().Account,
 			Control: n.control,
 			Metrics: n.linkMetrics(peer.name),
-			// Urgency and budgets in virtual time.
-			Clock: s.clock,
+			// Urgency, budgets and keepalives in virtual time.
+			Clock:     s.clock,
+			Keepalive: n.cfg.LinkState.Keepalive,
 		}, func(tl *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 			if n.inc != inc {
 				return errors.New("broker is down")
@@ -467,7 +469,7 @@ func (s *Sim) deliver(l *simLink, side, gen int, raw []byte) {
 	if l.gen != gen || l.ends[0] == nil {
 		return // lost with the connection
 	}
-	if s.group[l.a] != s.group[l.b] {
+	if s.group[l.a] != s.group[l.b] || l.silent {
 		l.held[side] = append(l.held[side], heldFrame{gen, raw})
 		return
 	}
@@ -683,17 +685,45 @@ func (s *Sim) Partition(groups ...[]uint32) {
 	}
 }
 
-// Merge ends a partition: stalled streams deliver what they hold.
+// Merge ends a partition: stalled streams deliver what they hold, but
+// those of silenced links.
 func (s *Sim) Merge() {
 	s.Partition()
 	for _, l := range s.links {
-		for side := range 2 {
-			for _, h := range l.held[side] {
-				at := max(s.now+l.delay+l.extra, l.lastAt[side])
-				l.lastAt[side] = at
-				s.at(at, func() { s.deliver(l, side, h.gen, h.raw) })
-			}
-			l.held[side] = nil
+		if !l.silent {
+			s.unhold(l)
+		}
+	}
+}
+
+// unhold delivers what a stalled stream holds, in order, as TCP
+// retransmits it once the path is back.
+func (s *Sim) unhold(l *simLink) {
+	for side := range 2 {
+		for _, h := range l.held[side] {
+			at := max(s.now+l.delay+l.extra, l.lastAt[side])
+			l.lastAt[side] = at
+			s.at(at, func() { s.deliver(l, side, h.gen, h.raw) })
+		}
+		l.held[side] = nil
+	}
+}
+
+// Silence makes the link between a and b carry nothing until Unsilence,
+// and tells neither end: its stream stays open and stalls, as a TCP
+// connection does on a path that drops every packet.
+func (s *Sim) Silence(a, b uint32) {
+	if l := s.link(a, b); l != nil {
+		l.silent = true
+	}
+}
+
+// Unsilence ends Silence: the stream delivers what it held.
+func (s *Sim) Unsilence(a, b uint32) {
+	if l := s.link(a, b); l != nil && l.silent {
+		l.silent = false
+		if s.group[l.a] == s.group[l.b] {
+			s.unhold(l)
 		}
 	}
 }

@@ -392,16 +392,20 @@ func (*Control_DbRequest) isControl_Msg() {}
 // RTT and compares database digests. Times are nanoseconds on the clock of
 // the broker that set them; only differences on one clock are ever taken.
 type Hello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Router        uint32                 `protobuf:"varint,1,opt,name=router,proto3" json:"router,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Version       uint32                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	SentAtNs      int64                  `protobuf:"varint,4,opt,name=sent_at_ns,json=sentAtNs,proto3" json:"sent_at_ns,omitempty"`
-	Echoed        bool                   `protobuf:"varint,5,opt,name=echoed,proto3" json:"echoed,omitempty"`
-	EchoNs        int64                  `protobuf:"varint,6,opt,name=echo_ns,json=echoNs,proto3" json:"echo_ns,omitempty"`
-	HoldNs        int64                  `protobuf:"varint,7,opt,name=hold_ns,json=holdNs,proto3" json:"hold_ns,omitempty"`
-	Heard         bool                   `protobuf:"varint,8,opt,name=heard,proto3" json:"heard,omitempty"`
-	Digest        uint64                 `protobuf:"fixed64,9,opt,name=digest,proto3" json:"digest,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Router   uint32                 `protobuf:"varint,1,opt,name=router,proto3" json:"router,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Version  uint32                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	SentAtNs int64                  `protobuf:"varint,4,opt,name=sent_at_ns,json=sentAtNs,proto3" json:"sent_at_ns,omitempty"`
+	Echoed   bool                   `protobuf:"varint,5,opt,name=echoed,proto3" json:"echoed,omitempty"`
+	EchoNs   int64                  `protobuf:"varint,6,opt,name=echo_ns,json=echoNs,proto3" json:"echo_ns,omitempty"`
+	HoldNs   int64                  `protobuf:"varint,7,opt,name=hold_ns,json=holdNs,proto3" json:"hold_ns,omitempty"`
+	Heard    bool                   `protobuf:"varint,8,opt,name=heard,proto3" json:"heard,omitempty"`
+	Digest   uint64                 `protobuf:"fixed64,9,opt,name=digest,proto3" json:"digest,omitempty"`
+	// The longest the sender's link stays silent: it sends a frame, if only
+	// an empty one, at least this often. 0: no such promise, and the
+	// receiver detects a failed link only by its dead interval.
+	KeepaliveNs   int64 `protobuf:"varint,10,opt,name=keepalive_ns,json=keepaliveNs,proto3" json:"keepalive_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +499,13 @@ func (x *Hello) GetHeard() bool {
 func (x *Hello) GetDigest() uint64 {
 	if x != nil {
 		return x.Digest
+	}
+	return 0
+}
+
+func (x *Hello) GetKeepaliveNs() int64 {
+	if x != nil {
+		return x.KeepaliveNs
 	}
 	return 0
 }
@@ -1316,7 +1327,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"db_summary\x18\x04 \x01(\v2\x12.drip.v1.DbSummaryH\x00R\tdbSummary\x123\n" +
 	"\n" +
 	"db_request\x18\x05 \x01(\v2\x12.drip.v1.DbRequestH\x00R\tdbRequestB\x05\n" +
-	"\x03msg\"\xe3\x01\n" +
+	"\x03msg\"\x86\x02\n" +
 	"\x05Hello\x12\x16\n" +
 	"\x06router\x18\x01 \x01(\rR\x06router\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -1327,7 +1338,9 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\aecho_ns\x18\x06 \x01(\x03R\x06echoNs\x12\x17\n" +
 	"\ahold_ns\x18\a \x01(\x03R\x06holdNs\x12\x14\n" +
 	"\x05heard\x18\b \x01(\bR\x05heard\x12\x16\n" +
-	"\x06digest\x18\t \x01(\x06R\x06digest\":\n" +
+	"\x06digest\x18\t \x01(\x06R\x06digest\x12!\n" +
+	"\fkeepalive_ns\x18\n" +
+	" \x01(\x03R\vkeepaliveNs\":\n" +
 	"\bLinkCost\x12\x1a\n" +
 	"\bneighbor\x18\x01 \x01(\rR\bneighbor\x12\x12\n" +
 	"\x04cost\x18\x02 \x01(\rR\x04cost\"\xcd\x01\n" +

@@ -1,0 +1,124 @@
+package brokertest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/broker"
+	"github.com/dripmesh/drip/internal/qos"
+)
+
+// silentCut is what one silent link failure did to a ring: deliveries a
+// one-path subscription got late (held in the stalled stream) or never,
+// the same for two paths, and when the cut link's ends suspected it.
+type silentCut struct {
+	oneLate, oneExpected int
+	twoLate, twoExpected int
+	detected             []time.Duration // per end; 0: not suspected
+}
+
+// runSilentCut cuts the first link on the path from router 0 to router 3
+// of a ring of six without telling either end — a path that drops
+// everything — for 1.5 s, shorter than the dead interval, and measures
+// what arrived more than late after it was published, or never.
+func runSilentCut(t *testing.T, seed int64, configure func(*broker.Config), late time.Duration) silentCut {
+	s, err := New(Options{
+		Seed: uint64(seed), Topology: ring(6, 10*time.Millisecond), Workload: qosWorkload(seed),
+		Subscribers: 8, Publishers: 1, Rate: 1000,
+		ClientBrokers: []uint32{0, 3},
+		Flow:          func(i int) qos.Flow { return qos.Flow{TwoPaths: i%4 == 1} },
+		Config:        configure,
+	})
+	require.NoError(t, err)
+	s.RunUntil(3 * time.Second)
+	require.True(t, s.Converged())
+	next, ok := s.Node(0).Inspect().NextHops[3]
+	require.True(t, ok)
+	cutAt := s.Now()
+	s.Silence(0, next)
+	s.RunUntil(cutAt + 1500*time.Millisecond)
+	s.Unsilence(0, next)
+	s.RunUntil(cutAt + 3*time.Second)
+	require.Empty(t, s.Errors())
+	assert.Zero(t, s.Counters("drip_bundles_refused_total", "reason")["reverse_path"],
+		"second copies refused as if they had to take the first path")
+
+	var r silentCut
+	for sub := 1; sub < 8; sub += 2 {
+		at := map[uint64]time.Duration{}
+		for _, d := range s.Ledger().Received(sub) {
+			at[d.Msg] = d.Latency
+		}
+		for _, id := range s.Ledger().Expected(sub, cutAt-100*time.Millisecond, cutAt+1500*time.Millisecond) {
+			lat, got := at[id]
+			bad := !got || lat > late
+			if sub%4 == 1 {
+				r.twoExpected++
+				if bad {
+					r.twoLate++
+				}
+			} else {
+				r.oneExpected++
+				if bad {
+					r.oneLate++
+				}
+			}
+		}
+	}
+	base := s.base
+	for _, ends := range [][2]uint32{{0, next}, {next, 0}} {
+		at := s.CountersOf(ends[0], "drip_link_suspected_timestamp_seconds", "peer")[fmt.Sprintf("b%d", ends[1])]
+		if at == 0 {
+			r.detected = append(r.detected, 0)
+			continue
+		}
+		r.detected = append(r.detected, time.Unix(0, int64(at*1e9)).Sub(base)-cutAt)
+	}
+	return r
+}
+
+func TestSilentLinkFailureCostsMilliseconds(t *testing.T) {
+	// A link cut silently is routed around once three of its 20 ms
+	// keepalives are missed, as the lab's experiments configure it
+	// (docs/results/harmony.md), instead of staying in routes, its stream
+	// stalled, until the dead interval: a one-path subscription then gets
+	// late only what was on its way when the link failed and in the
+	// detection time; a two-path one gets nothing late. Without fast
+	// detection, everything routed over the link in those 1.5 s is late.
+	lab := func(c *broker.Config) {
+		c.TickInterval = 10 * time.Millisecond
+		c.LinkState.Keepalive, c.LinkState.SuspectMultiplier = 20*time.Millisecond, 3
+	}
+	off := func(c *broker.Config) { c.LinkState.SuspectMultiplier = 0 }
+	const late = 250 * time.Millisecond
+	for _, seed := range []int64{1, 2, 3} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			fast := runSilentCut(t, seed, lab, late)
+			slow := runSilentCut(t, seed, func(c *broker.Config) { lab(c); off(c) }, late)
+			t.Logf("fast detection: detected after %v; late one path %d of %d, two paths %d of %d",
+				fast.detected, fast.oneLate, fast.oneExpected, fast.twoLate, fast.twoExpected)
+			t.Logf("dead interval only: late one path %d of %d, two paths %d of %d",
+				slow.oneLate, slow.oneExpected, slow.twoLate, slow.twoExpected)
+			require.Positive(t, fast.oneExpected)
+			require.Positive(t, fast.twoExpected)
+			for _, d := range fast.detected {
+				assert.Positive(t, d, "both ends suspect the link")
+				assert.LessOrEqual(t, d, 100*time.Millisecond, "within 100 ms")
+			}
+			assert.Equal(t, []time.Duration{0, 0}, slow.detected)
+			// Of 1.6 s of messages, those of the detection time and
+			// those on their way when the link failed.
+			assert.LessOrEqual(t, fast.oneLate, fast.oneExpected/10+5)
+			assert.Zero(t, fast.twoLate)
+			// Without fast detection, second copies are what arrives on
+			// time: the first copies wait in the stalled stream.
+			assert.Zero(t, slow.twoLate, "second copies are taken in while the first ones are stalled")
+			assert.Greater(t, slow.oneLate, slow.oneExpected/2, "the test shows nothing")
+			assert.Greater(t, slow.oneLate, 3*fast.oneLate)
+		})
+	}
+}
