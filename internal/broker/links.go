@@ -231,6 +231,20 @@ func (b *Broker) silent(l *transport.Link) bool {
 	return last != 0 && l.Now()-last > int64(b.cfg.LinkState.DeadInterval)
 }
 
+// closeIfSilent ends l, so that its neighbour is dialled again at once,
+// if nothing has arrived on it for a dead interval. A path that fails by
+// dropping everything leaves the connection open: once the path heals, its
+// TCP retransmissions, backed off over the outage, may take as long again
+// to resume it, and the neighbour's redials are refused while this side
+// holds it (refuseNew). A new connection is up one dial after the heal.
+func (b *Broker) closeIfSilent(l *transport.Link) {
+	if !b.silent(l) || l.Down() {
+		return
+	}
+	b.log.Info("link silent for a dead interval: closed, dialling again", zap.String("peer", l.Name()))
+	l.Close(errors.New("silent for a dead interval"))
+}
+
 // link returns the current link to a neighbour, or nil, and a channel
 // closed once a link (this one, say) has been detached.
 func (b *Broker) link(peer uint32) (*transport.Link, <-chan struct{}) {
@@ -263,6 +277,8 @@ func (b *Broker) dialLoop(ctx context.Context, p Peer) {
 			case <-detached:
 			case <-ctx.Done():
 				return
+			case <-b.clock.After(cfg.LinkState.DeadInterval / 2):
+				b.closeIfSilent(l)
 			}
 			continue
 		}

@@ -32,6 +32,7 @@ import (
 // on the machine's load.
 type virtualMesh struct {
 	t       *testing.T
+	mem     *transport.MemNetwork
 	brokers []*broker.Broker
 	cancel  []context.CancelFunc
 	done    []chan struct{}
@@ -39,11 +40,14 @@ type virtualMesh struct {
 
 // startVirtualMesh starts n brokers on a ring with the chords of edges.
 // Call it inside synctest.Test.
-func startVirtualMesh(t *testing.T, n int, edges [][2]int) *virtualMesh {
+func startVirtualMesh(t *testing.T, n int, edges [][2]int, configure ...func(*broker.Config)) *virtualMesh {
 	mem := transport.NewMemNetwork()
-	m := &virtualMesh{t: t}
+	m := &virtualMesh{t: t, mem: mem}
 	for i := range n {
 		cfg := brokertest.FastConfig(uint32(i))
+		for _, f := range configure {
+			f(&cfg)
+		}
 		for _, e := range edges {
 			if e[0] == i {
 				cfg.Peers = append(cfg.Peers, broker.Peer{ID: uint32(e[1]), Addr: fmt.Sprintf("b%d", e[1]), Weight: 1})

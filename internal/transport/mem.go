@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 )
@@ -19,6 +20,9 @@ type MemNetwork struct {
 	mu        sync.Mutex
 	listeners map[string]memListener
 	conns     map[string][]*memConn // by listener address, both ends
+	// silenced are the addresses whose path drops everything (Silence),
+	// each with a channel closed when it heals.
+	silenced map[string]chan struct{}
 }
 
 type memListener struct {
@@ -28,7 +32,7 @@ type memListener struct {
 
 // NewMemNetwork returns an empty network.
 func NewMemNetwork() *MemNetwork {
-	return &MemNetwork{listeners: map[string]memListener{}, conns: map[string][]*memConn{}}
+	return &MemNetwork{listeners: map[string]memListener{}, conns: map[string][]*memConn{}, silenced: map[string]chan struct{}{}}
 }
 
 // Listen registers handle for links dialled to addr, which introduce
@@ -58,6 +62,34 @@ func (n *MemNetwork) Cut(addr string) {
 	}
 }
 
+// Silence makes the path to addr drop everything, without closing
+// anything, as a failed network path does: frames on the links dialled to
+// addr vanish in both directions, and those links never carry anything
+// again (a TCP connection whose retransmissions have backed off past
+// the test's horizon); a dial to addr waits for its context, as one to an
+// unreachable host waits for its timeout, until Heal.
+func (n *MemNetwork) Silence(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.silenced[addr]; !ok {
+		n.silenced[addr] = make(chan struct{})
+	}
+	for _, c := range n.conns[addr] {
+		c.shared.silent.Store(true)
+	}
+}
+
+// Heal ends Silence for new links to addr; the links it silenced stay
+// silent.
+func (n *MemNetwork) Heal(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ch, ok := n.silenced[addr]; ok {
+		close(ch)
+		delete(n.silenced, addr)
+	}
+}
+
 // Dialer returns a Dialer into this network.
 func (n *MemNetwork) Dialer() Dialer { return memDialer{n} }
 
@@ -67,7 +99,15 @@ func (d memDialer) Dial(ctx context.Context, addr string, local *dripv1.Open) (C
 	n := d.n
 	n.mu.Lock()
 	l, ok := n.listeners[addr]
+	healed, silent := n.silenced[addr]
 	n.mu.Unlock()
+	if silent {
+		select {
+		case <-healed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial %s: %w", addr, ctx.Err())
+		}
+	}
 	if !ok {
 		return nil, fmt.Errorf("dial %s: connection refused", addr)
 	}
@@ -104,9 +144,10 @@ type memConn struct {
 }
 
 type memShared struct {
-	once sync.Once
-	done chan struct{}
-	err  error
+	once   sync.Once
+	done   chan struct{}
+	err    error
+	silent atomic.Bool // MemNetwork.Silence: frames vanish
 }
 
 // memPipe returns the two ends of a link; a's Remote is bOpen and vice versa.
@@ -123,6 +164,9 @@ func memPipe(aOpen, bOpen *dripv1.Open) (a, b *memConn) {
 func (c *memConn) Remote() *dripv1.Open { return c.remote }
 
 func (c *memConn) Send(frame []byte) error {
+	if c.shared.silent.Load() {
+		return nil
+	}
 	f := bytes.Clone(frame)
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()

@@ -1,0 +1,64 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/broker"
+)
+
+// TestSilentLinkIsRoutedAroundAndDialledAgain: whole brokers in virtual
+// time, 0–1, 1–2 and 0–2, where the path of the link 0 dialled to 1
+// starts dropping everything. The mesh routes around the link within
+// 100 ms (three 20 ms keepalives and a tick); the adjacency dies after the
+// dead interval; once the path heals, 0 has closed the silent connection
+// and dials 1 again, and the direct route is back within a backoff and a
+// database exchange, although the old connection never recovers.
+func TestSilentLinkIsRoutedAroundAndDialledAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := startVirtualMesh(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}}, func(c *broker.Config) {
+			c.LinkState.Keepalive, c.LinkState.SuspectMultiplier = 20*time.Millisecond, 3
+		})
+		m.settled(0, 1, 2)
+		nextHop := func(from int, to uint32) uint32 {
+			in, err := m.brokers[from].Inspect(context.Background())
+			require.NoError(t, err)
+			return in.NextHops[to]
+		}
+		require.Equal(t, uint32(1), nextHop(0, 1))
+
+		start := time.Now()
+		m.mem.Silence("b1")
+		var around time.Duration
+		for time.Since(start) < time.Second && around == 0 {
+			time.Sleep(5 * time.Millisecond)
+			if nextHop(0, 1) == 2 && nextHop(1, 0) == 2 {
+				around = time.Since(start)
+			}
+		}
+		t.Logf("routed around after %v", around)
+		require.Positive(t, around, "not routed around within a second")
+		assert.LessOrEqual(t, around, 100*time.Millisecond)
+
+		time.Sleep(time.Second) // past the dead interval (400 ms)
+		healed := time.Now()
+		m.mem.Heal("b1")
+		var back time.Duration
+		for time.Since(healed) < 5*time.Second && back == 0 {
+			time.Sleep(5 * time.Millisecond)
+			if nextHop(0, 1) == 1 && nextHop(1, 0) == 0 {
+				back = time.Since(healed)
+			}
+		}
+		t.Logf("direct again %v after the heal", back)
+		require.Positive(t, back, "the direct link did not come back within 5 s of the heal")
+		// The dial backoff (at most 200 ms), a dial, hellos both ways and
+		// the database exchange.
+		assert.LessOrEqual(t, back, 500*time.Millisecond)
+	})
+}
