@@ -67,8 +67,9 @@ type Config struct {
 	// hello, no frame of any kind (Alive) — has arrived for
 	// SuspectMultiplier of those keepalives, is suspect. Its link leaves
 	// the router's LSA at once, so the mesh routes around it in tens of
-	// milliseconds rather than after DeadInterval, and returns at the
-	// first frame heard, without a new database exchange (suspect.go).
+	// milliseconds rather than after DeadInterval, and returns once it is
+	// heard again and a probe has measured its RTT, without a new database
+	// exchange (suspect.go).
 	SuspectMultiplier int
 	// RefreshInterval is how often the router re-originates its LSA and
 	// predicate advertisement even when nothing changed, so that entries

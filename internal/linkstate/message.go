@@ -103,6 +103,10 @@ type Hello struct {
 	// stays silent. 0: it promises nothing, and the receiver suspects no
 	// silence of it (Config.SuspectMultiplier).
 	Keepalive time.Duration
+	// Probe asks the receiver for a hello back at once, which echoes this
+	// one: the sender heard a silent link again and wants its RTT before
+	// it routes over it (suspect.go).
+	Probe bool
 }
 
 // Link is one adjacency in an LSA.
@@ -247,7 +251,7 @@ func framed(body int) int { return bytesField(body) }
 func (h *Hello) WireSize() int {
 	n := uintField(uint64(h.Router)) + uintField(uint64(h.Version)) + durField(h.SentAt) +
 		boolField(h.Echoed) + durField(h.Echo) + durField(h.Hold) + boolField(h.Heard) +
-		fixed64Field(h.Digest) + durField(h.Keepalive)
+		fixed64Field(h.Digest) + durField(h.Keepalive) + boolField(h.Probe)
 	if h.Name != "" {
 		n += bytesField(len(h.Name))
 	}

@@ -60,11 +60,13 @@ type neighbor struct {
 
 	// keepalive is what the neighbour's hellos announce (Hello.Keepalive);
 	// suspect says its link is left out of the LSA for its silence since
-	// suspectAt, and penalty doubles the silence that makes it suspect
-	// after false alarms, until calmAt forgives one (suspect.go).
+	// suspectAt, probeAt when a probe asked for its RTT after it was heard
+	// again, and penalty doubles the silence that makes it suspect after
+	// false alarms, until calmAt forgives one (suspect.go).
 	keepalive time.Duration
 	suspect   bool
 	suspectAt time.Duration
+	probeAt   time.Duration
 	penalty   uint
 	calmAt    time.Duration
 
@@ -129,7 +131,11 @@ func (n *Node) Neighbors() []NeighborInfo {
 	return out
 }
 
-func (n *Node) sendHello(nb *neighbor) {
+func (n *Node) sendHello(nb *neighbor) { n.send(nb.id, n.hello(nb)) }
+
+// hello is the next hello to nb, echoing the last one received from it
+// once.
+func (n *Node) hello(nb *neighbor) *Hello {
 	h := &Hello{
 		Router:    n.cfg.ID,
 		Name:      n.cfg.Name,
@@ -144,7 +150,7 @@ func (n *Node) sendHello(nb *neighbor) {
 		nb.echoPending = false
 	}
 	nb.nextHello = n.now + n.cfg.HelloInterval
-	n.send(nb.id, h)
+	return h
 }
 
 func (n *Node) stepHello(nb *neighbor, h *Hello) error {
@@ -184,11 +190,16 @@ func (n *Node) stepHello(nb *neighbor, h *Hello) error {
 	case nb.state == StateFull:
 		n.compareDigest(nb, h.Digest)
 	}
-	// Answer at once when the neighbour has not heard us yet or our side
-	// just came up, so an adjacency forms in about one RTT rather than one
-	// HelloInterval. Neither condition holds once both sides are up, so
-	// this cannot ping-pong.
-	if !h.Heard || prev != StateFull && nb.state == StateFull {
+	if nb.suspect && nb.state == StateFull && h.Echoed && nb.probeAt > nb.suspectAt && h.Echo >= nb.probeAt {
+		// The probe's answer: the link's RTT is known again, and its cost
+		// follows it (rttSample, above) before it returns to the LSA.
+		n.restore(nb)
+	}
+	// Answer at once when the neighbour has not heard us yet, our side
+	// just came up, or it probes, so an adjacency forms (or a silent link's
+	// RTT is known) in about one RTT rather than one HelloInterval. None
+	// of these holds for the answer, so this cannot ping-pong.
+	if !h.Heard || prev != StateFull && nb.state == StateFull || h.Probe {
 		n.sendHello(nb)
 	}
 	return nil

@@ -280,3 +280,94 @@ func TestNeighbourWithoutKeepalivesIsNeverSuspect(t *testing.T) {
 	assert.Empty(t, suspectedB, "b does not detect fast")
 	assert.Equal(t, StateDown, state(a, 2))
 }
+
+func TestSuspectLinkReturnsAfterItsRTTIsMeasured(t *testing.T) {
+	// A silent link heard again is probed — a hello answered at once — and
+	// returns to the LSA with the answer, its cost following the RTT the
+	// answer measured: the silence was a delay that jumped to 100 ms one
+	// way, and the link must not carry traffic at its old cost meanwhile.
+	l := triangle(t, rttMode)
+	a := l.nodes[1]
+	l.silence(1, 2, true)
+	l.run(10*ms, l.now+100*ms, nil)
+	require.True(t, l.info(1, 2).Suspect)
+	oldCost := l.info(1, 2).Cost
+
+	// Frames arrive again, but b's hellos do not yet (they are 100 ms
+	// away).
+	l.silence(1, 2, false)
+	l.drop = func(from, to uint32, m Message) bool {
+		_, hello := m.(*Hello)
+		return hello && (from == 2 && to == 1 || from == 1 && to == 2)
+	}
+	var probes []*Hello
+	l.run(10*ms, l.now+30*ms, func(time.Duration) {
+		for _, h := range only[*Hello](to(*l.log[1], 2)) {
+			if h.Probe {
+				probes = append(probes, h)
+			}
+		}
+		assert.Empty(t, events(*l.log[1], EventLinkRestored), "back before its RTT is known")
+	})
+	require.Len(t, probes, 1, "one probe")
+	assert.True(t, l.info(1, 2).Suspect)
+	assert.False(t, l.inLSA(1, 2))
+
+	// b's answer: it echoes the probe after 200 ms.
+	probe := probes[0]
+	answer := &Hello{Router: 2, Version: Version, Heard: true, Keepalive: 20 * ms, Echoed: true, Echo: probe.SentAt}
+	require.NoError(t, a.Step(2, answer, probe.SentAt+200*ms))
+	rd := drain(a)
+	require.Len(t, events(rd, EventLinkRestored), 1)
+	assert.False(t, l.info(1, 2).Suspect)
+	own, _ := a.LSA(1)
+	var cost uint32
+	for _, k := range own.Links {
+		if k.Neighbor == 2 {
+			cost = k.Cost
+		}
+	}
+	assert.Greater(t, cost, 5*oldCost, "back with the cost of its new RTT (EWMA 0.25 of 200 ms)")
+	assert.Equal(t, l.info(1, 2).Cost, cost)
+}
+
+func TestProbeWithoutAnswer(t *testing.T) {
+	// A neighbour that does not answer probes (older than them) sends its
+	// hellos every HelloInterval, which echo the probe: the link returns
+	// then at the latest, heard all along.
+	l := triangle(t)
+	l.silence(1, 2, true)
+	l.run(10*ms, l.now+100*ms, nil)
+	require.True(t, l.info(1, 2).Suspect)
+	l.silence(1, 2, false)
+	l.drop = func(from, to uint32, m Message) bool {
+		_, hello := m.(*Hello)
+		return hello && from == 2 && to == 1
+	}
+	heardAt := l.now + 10*ms
+	var restored time.Duration
+	l.run(10*ms, l.now+2*time.Second, func(now time.Duration) {
+		if len(events(*l.log[1], EventLinkRestored)) > 0 && restored == 0 {
+			restored = now
+		}
+	})
+	assert.Equal(t, heardAt+l.nodes[1].Config().HelloInterval, restored)
+	assert.Equal(t, StateFull, state(l.nodes[1], 2))
+}
+
+func TestProbeIsAnsweredAtOnce(t *testing.T) {
+	l := triangle(t)
+	b := l.nodes[2]
+	drain(b)
+	now := l.now + 3*ms
+	require.NoError(t, b.Step(1, &Hello{Router: 1, Version: Version, Heard: true, SentAt: 777 * ms, Probe: true}, now))
+	h := only[*Hello](to(drain(b), 1))
+	require.Len(t, h, 1)
+	assert.True(t, h[0].Echoed)
+	assert.Equal(t, 777*ms, h[0].Echo)
+	assert.Zero(t, h[0].Hold)
+	assert.False(t, h[0].Probe, "an answer is no probe: no ping-pong")
+
+	require.NoError(t, b.Step(1, &Hello{Router: 1, Version: Version, Heard: true, SentAt: 778 * ms}, now))
+	assert.Empty(t, only[*Hello](to(drain(b), 1)), "a hello that does not probe waits for the next HelloInterval")
+}

@@ -16,7 +16,7 @@ func ControlToProto(m linkstate.Message) (*dripv1.Control, error) {
 		return &dripv1.Control{Msg: &dripv1.Control_Hello{Hello: &dripv1.Hello{
 			Router: m.Router, Name: m.Name, Version: m.Version,
 			SentAtNs: int64(m.SentAt), Echoed: m.Echoed, EchoNs: int64(m.Echo), HoldNs: int64(m.Hold),
-			Heard: m.Heard, Digest: m.Digest, KeepaliveNs: int64(m.Keepalive),
+			Heard: m.Heard, Digest: m.Digest, KeepaliveNs: int64(m.Keepalive), Probe: m.Probe,
 		}}}, nil
 	case *linkstate.LSA:
 		links := make([]*dripv1.LinkCost, len(m.Links))
@@ -76,7 +76,7 @@ func ControlFromProto(c *dripv1.Control) (linkstate.Message, error) {
 		return &linkstate.Hello{
 			Router: h.Router, Name: h.Name, Version: h.Version,
 			SentAt: time.Duration(h.SentAtNs), Echoed: h.Echoed, Echo: time.Duration(h.EchoNs), Hold: time.Duration(h.HoldNs),
-			Heard: h.Heard, Digest: h.Digest, Keepalive: time.Duration(h.KeepaliveNs),
+			Heard: h.Heard, Digest: h.Digest, Keepalive: time.Duration(h.KeepaliveNs), Probe: h.Probe,
 		}, nil
 	case *dripv1.Control_Lsa:
 		l := m.Lsa

@@ -104,6 +104,8 @@ instead of 3 minutes); a scenario takes about 12 minutes.`,
 	f.DurationVar(&cfg.DegradedDelay, "degraded-delay", cfg.DegradedDelay, "one-way delay of a degraded link (scenario delay)")
 	f.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "deadline of the BP+QoS subscriptions")
 	f.DurationVar(&cfg.BestPathInterval, "best-path-interval", cfg.BestPathInterval, "how often BP's link costs are checked")
+	f.DurationVar(&cfg.Keepalive, "keepalive", cfg.Keepalive, "drip's keepalive interval: the longest an idle link stays silent")
+	f.IntVar(&cfg.SuspectMultiplier, "suspect-multiplier", cfg.SuspectMultiplier, "keepalives of silence after which drip routes around a link (0: the dead interval alone)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "draws the schedule of degradations")
 	return cmd
 }

@@ -28,8 +28,43 @@ type VariantResult struct {
 	// LinkBytes is what every link carried while publishing and
 	// draining, both directions: the cost of a variant, two paths included.
 	LinkBytes uint64 `json:"link_bytes"`
+	// Detections are, for each link cut (the failure scenario, drip),
+	// how long after the cut each end routed around it; Suspicions count
+	// every suspicion of the run, false alarms included.
+	Detections []Detection `json:"detections,omitempty"`
+	Suspicions float64     `json:"suspicions"`
 
 	latencies []time.Duration // every pair's, for All
+}
+
+// Detection is when the two ends of a link cut in Period suspected it:
+// milliseconds after the cut, at A and at B; −1: not before the period
+// ended.
+type Detection struct {
+	Period int        `json:"period"`
+	A      string     `json:"a"`
+	B      string     `json:"b"`
+	Ms     [2]float64 `json:"ms"`
+}
+
+// DetectionStats are the median and the worst of detection times over
+// every end of every cut, and how many ends never suspected theirs.
+func DetectionStats(ds []Detection) (median, worst float64, missed int) {
+	var all []float64
+	for _, d := range ds {
+		for _, ms := range d.Ms {
+			if ms < 0 {
+				missed++
+				continue
+			}
+			all = append(all, ms)
+		}
+	}
+	if len(all) == 0 {
+		return 0, 0, missed
+	}
+	slices.Sort(all)
+	return all[len(all)/2], all[len(all)-1], missed
 }
 
 // PairStats is what one subscriber-topic pair received.
@@ -138,6 +173,11 @@ func (v *VariantResult) total(deadline time.Duration) {
 
 func (v *VariantResult) summary() string {
 	a := v.All
-	return fmt.Sprintf("lost %d of %d (%.3f%%), p50 %.1f ms, p99 %.1f ms, %.2f%% over the deadline, %.2f%% over 100 ms, %.1f MB on the links",
+	s := fmt.Sprintf("lost %d of %d (%.3f%%), p50 %.1f ms, p99 %.1f ms, %.2f%% over the deadline, %.2f%% over 100 ms, %.1f MB on the links",
 		a.Lost, a.Published, 100*a.LossRate, a.P50, a.P99, 100*a.OverDeadline, 100*a.Over100ms, float64(v.LinkBytes)/1e6)
+	if len(v.Detections) > 0 {
+		med, worst, missed := DetectionStats(v.Detections)
+		s += fmt.Sprintf("; cuts detected after %.1f ms (median), %.1f ms (worst), %d ends not; %.0f suspicions in all", med, worst, missed, v.Suspicions)
+	}
+	return s
 }

@@ -1,14 +1,17 @@
 package harmony
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,7 +95,14 @@ type Config struct {
 	// neighbour again after the link failed: how soon a healed link is
 	// back in routes.
 	DialBackoffMax time.Duration `json:"dial_backoff_max_ns"`
-	Seed           uint64        `json:"seed"`
+	// Keepalive and SuspectMultiplier are drip's fast failure detection
+	// (linkstate.Config): a link silent for SuspectMultiplier keepalives
+	// is routed around. TickInterval is how often brokers judge it.
+	// Zero multiplier: the dead interval alone.
+	Keepalive         time.Duration `json:"keepalive_ns"`
+	SuspectMultiplier int           `json:"suspect_multiplier"`
+	TickInterval      time.Duration `json:"tick_interval_ns"`
+	Seed              uint64        `json:"seed"`
 
 	// Not recorded: where to run.
 	Dir       string              `json:"-"` // scratch for the systems' files
@@ -111,7 +121,8 @@ func DefaultConfig(scenario string) Config {
 		Warmup: 5 * time.Second, Drain: 3 * time.Second,
 		HelloInterval: 250 * time.Millisecond, DeadInterval: time.Second, BestPathInterval: 2 * time.Second,
 		DialBackoffMax: 500 * time.Millisecond,
-		Seed:           1,
+		Keepalive:      20 * time.Millisecond, SuspectMultiplier: 3, TickInterval: 10 * time.Millisecond,
+		Seed: 1,
 	}
 }
 
@@ -173,6 +184,10 @@ func (c Config) system(v Variant) systems.System {
 		b.LinkState.HelloInterval, b.LinkState.DeadInterval = c.HelloInterval, c.DeadInterval
 		if c.DialBackoffMax > 0 {
 			b.DialBackoffMax = c.DialBackoffMax
+		}
+		b.LinkState.Keepalive, b.LinkState.SuspectMultiplier = c.Keepalive, c.SuspectMultiplier
+		if c.TickInterval > 0 {
+			b.TickInterval = c.TickInterval
 		}
 		if v.BestPath {
 			b.LinkState.CostMode = linkstate.CostRTT
@@ -286,12 +301,21 @@ func runVariant(ctx context.Context, cfg Config, topo *topology.Topology, sched 
 		}()
 	}
 
+	var detections []Detection
 	for k := range cfg.Periods {
-		if err := applyPeriod(ctx, cfg, topo, sched, k); err != nil {
+		cuts, err := applyPeriod(ctx, cfg, topo, sched, k)
+		if err != nil {
 			return nil, err
 		}
 		if err := sleep(ctx, time.Until(start.Add(time.Duration(k+1)*cfg.Period))); err != nil {
 			return nil, err
+		}
+		if mr, ok := dep.(systems.MetricReader); ok && cfg.Scenario == ScenarioFailure {
+			d, err := detected(ctx, mr, k, cuts)
+			if err != nil {
+				return nil, err
+			}
+			detections = append(detections, d...)
 		}
 	}
 	stopPublishing()
@@ -315,7 +339,12 @@ func runVariant(ctx context.Context, cfg Config, topo *topology.Topology, sched 
 	cancel()
 	readers.Wait()
 
-	vr := &VariantResult{Variant: v, Info: dep.Info(), LinkBytes: after - before}
+	vr := &VariantResult{Variant: v, Info: dep.Info(), LinkBytes: after - before, Detections: detections}
+	if mr, ok := dep.(systems.MetricReader); ok {
+		if vr.Suspicions, err = suspicions(ctx, mr, topo); err != nil {
+			return nil, err
+		}
+	}
 	for i, p := range pairs {
 		vr.Pairs = append(vr.Pairs, pairStats(p, published[p.Topic], logs[i], cfg))
 		vr.latencies = append(vr.latencies, logs[i].latencies...)
@@ -394,25 +423,73 @@ func publish(ctx context.Context, p bench.Publisher, topic int, rate float64, n 
 
 // applyPeriod degrades the links of period k and restores those of k−1
 // that are not degraded again.
-func applyPeriod(ctx context.Context, cfg Config, topo *topology.Topology, sched []Degradation, k int) error {
+// applyPeriod degrades the links of period k and restores those of k−1
+// that are not degraded again, and returns when each fresh degradation
+// was applied.
+func applyPeriod(ctx context.Context, cfg Config, topo *topology.Topology, sched []Degradation, k int) (map[[2]string]time.Time, error) {
 	if cfg.Network == nil {
-		return nil
+		return nil, nil
 	}
+	applied := map[[2]string]time.Time{}
 	now, prev := degradedIn(sched, k), degradedIn(sched, k-1)
 	for _, l := range topo.Links {
 		key := [2]string{l.A, l.B}
 		switch {
 		case now[key] && !prev[key]:
+			at := time.Now()
 			if err := cfg.Network.Degrade(ctx, cfg.Scenario, l.A, l.B, cfg.DegradedDelay); err != nil {
-				return err
+				return nil, err
 			}
+			applied[key] = at
 		case prev[key] && !now[key]:
 			if err := cfg.Network.Restore(ctx, l.A, l.B, time.Duration(l.Delay)); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return applied, nil
+}
+
+// detected reads, at both ends of each link cut in period k, when the
+// broker last suspected the link (drip_link_suspected_timestamp_seconds),
+// and returns how long after the cut that was.
+func detected(ctx context.Context, mr systems.MetricReader, k int, cuts map[[2]string]time.Time) ([]Detection, error) {
+	var out []Detection
+	for _, key := range slices.SortedFunc(maps.Keys(cuts), func(a, b [2]string) int { return cmp.Compare(a[0]+" "+a[1], b[0]+" "+b[1]) }) {
+		at := cuts[key]
+		d := Detection{Period: k, A: key[0], B: key[1]}
+		for i, end := range [][2]string{{key[0], key[1]}, {key[1], key[0]}} {
+			got, err := mr.Metric(ctx, end[0], "drip_link_suspected_timestamp_seconds", "peer")
+			if err != nil {
+				return nil, err
+			}
+			ms := -1.0 // not suspected since the cut
+			if ts := got[end[1]]; ts > 0 {
+				if since := time.Unix(0, int64(ts*1e9)).Sub(at); since >= 0 {
+					ms = float64(since.Microseconds()) / 1000
+				}
+			}
+			d.Ms[i] = ms
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// suspicions sums drip_link_suspected_total over every broker: with the
+// detections, it tells false alarms from failures.
+func suspicions(ctx context.Context, mr systems.MetricReader, topo *topology.Topology) (float64, error) {
+	var total float64
+	for _, b := range topo.Brokers {
+		got, err := mr.Metric(ctx, b.Name, "drip_link_suspected_total", "peer")
+		if err != nil {
+			return 0, err
+		}
+		for _, v := range got {
+			total += v
+		}
+	}
+	return total, nil
 }
 
 func degradedIn(sched []Degradation, k int) map[[2]string]bool {

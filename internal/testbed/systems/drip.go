@@ -377,6 +377,28 @@ func (d *dripDeployment) scrape(ctx context.Context, site string) (map[string]*d
 	return fams, nil
 }
 
+// Metric implements MetricReader.
+func (d *dripDeployment) Metric(ctx context.Context, site, name, label string) (map[string]float64, error) {
+	if _, ok := d.sites[site]; !ok {
+		return nil, fmt.Errorf("no site %q", site)
+	}
+	fams, err := d.scrape(ctx, site)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range fams[name].GetMetric() {
+		key := ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label {
+				key = lp.GetValue()
+			}
+		}
+		out[key] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
 // gauge returns the value of an unlabelled gauge, or -1 when absent.
 func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
 	f, ok := fams[name]

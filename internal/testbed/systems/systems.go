@@ -94,6 +94,15 @@ type Server struct {
 	Monitor string `json:"monitor,omitempty"`
 }
 
+// MetricReader is implemented by deployments whose brokers export
+// Prometheus metrics an experiment reads while it runs (drip's).
+type MetricReader interface {
+	// Metric returns the values of the gauge or counter name at site's
+	// broker, by the value of its label (one series, "", when it has no
+	// label).
+	Metric(ctx context.Context, site, name, label string) (map[string]float64, error)
+}
+
 // ServerLister is implemented by the deployments of every system: the
 // brokers it runs, in site order.
 type ServerLister interface {

@@ -405,7 +405,11 @@ type Hello struct {
 	// The longest the sender's link stays silent: it sends a frame, if only
 	// an empty one, at least this often. 0: no such promise, and the
 	// receiver detects a failed link only by its dead interval.
-	KeepaliveNs   int64 `protobuf:"varint,10,opt,name=keepalive_ns,json=keepaliveNs,proto3" json:"keepalive_ns,omitempty"`
+	KeepaliveNs int64 `protobuf:"varint,10,opt,name=keepalive_ns,json=keepaliveNs,proto3" json:"keepalive_ns,omitempty"`
+	// The sender asks for a hello back at once, to measure the RTT of a
+	// link that was silent (a probe); older brokers answer at their next
+	// hello.
+	Probe         bool `protobuf:"varint,11,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,6 +512,13 @@ func (x *Hello) GetKeepaliveNs() int64 {
 		return x.KeepaliveNs
 	}
 	return 0
+}
+
+func (x *Hello) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
 }
 
 // LinkCost is one adjacency of an LSA. Cost is the configured weight or the
@@ -1327,7 +1338,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"db_summary\x18\x04 \x01(\v2\x12.drip.v1.DbSummaryH\x00R\tdbSummary\x123\n" +
 	"\n" +
 	"db_request\x18\x05 \x01(\v2\x12.drip.v1.DbRequestH\x00R\tdbRequestB\x05\n" +
-	"\x03msg\"\x86\x02\n" +
+	"\x03msg\"\x9c\x02\n" +
 	"\x05Hello\x12\x16\n" +
 	"\x06router\x18\x01 \x01(\rR\x06router\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -1340,7 +1351,8 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x05heard\x18\b \x01(\bR\x05heard\x12\x16\n" +
 	"\x06digest\x18\t \x01(\x06R\x06digest\x12!\n" +
 	"\fkeepalive_ns\x18\n" +
-	" \x01(\x03R\vkeepaliveNs\":\n" +
+	" \x01(\x03R\vkeepaliveNs\x12\x14\n" +
+	"\x05probe\x18\v \x01(\bR\x05probe\":\n" +
 	"\bLinkCost\x12\x1a\n" +
 	"\bneighbor\x18\x01 \x01(\rR\bneighbor\x12\x12\n" +
 	"\x04cost\x18\x02 \x01(\rR\x04cost\"\xcd\x01\n" +
