@@ -22,6 +22,11 @@ type Config struct {
 	// wait for room as SlowLinks says, or are dropped and counted (reason
 	// queue_full).
 	LinkQueueBytes int
+	// LinkReplayBytes is how much of what each link sent last it keeps,
+	// to send again around it if it turns out to have failed silently
+	// (node's replay.go); 0 keeps nothing. It needs to cover a link's
+	// traffic over the silence that makes it suspect and a round trip.
+	LinkReplayBytes int
 	// SlowLinks says what a full link queue does: while the link's writer
 	// keeps sending, the publishers and upstream brokers that feed it wait
 	// up to Behind for room; a link whose send has stalled for Stalled
@@ -70,6 +75,7 @@ func DefaultConfig(id uint32, name string) Config {
 	return Config{
 		Config:              node.DefaultConfig(id, name),
 		LinkQueueBytes:      4 << 20,
+		LinkReplayBytes:     128 << 10,
 		MaxFrameBytes:       64 << 10,
 		PeerCompression:     true,
 		PeerPredicateDeltas: true,
@@ -103,6 +109,9 @@ func (c Config) Validate() error {
 		if p.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", p.name, p.v))
 		}
+	}
+	if c.LinkReplayBytes < 0 {
+		errs = append(errs, fmt.Errorf("link replay bytes must not be negative (0: none), got %d", c.LinkReplayBytes))
 	}
 	if c.SlowLinks.Stalled <= 0 || c.SlowLinks.Behind < 0 {
 		errs = append(errs, fmt.Errorf("slow links: stalled %v must be positive, behind %v not negative",

@@ -84,6 +84,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		Control:      b.control,
 		Clock:        b.clock,
 		Keepalive:    cfg.LinkState.Keepalive,
+		ReplayBytes:  cfg.LinkReplayBytes,
 	}, func(l *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 		if len(msgs) > 0 {
 			b.toCore(coreEvent{kind: evControl, link: l, ctl: msgs, arrived: b.clock.Now()})

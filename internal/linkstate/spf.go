@@ -226,9 +226,10 @@ type Table struct {
 }
 
 // sourcePaths is what one source's shortest-path tree says of Self's
-// neighbours.
+// neighbours, and the tree itself (OnPath).
 type sourcePaths struct {
-	reverse int32 // the neighbour on the path to Self, −1 if none
+	reverse int32   // the neighbour on the path to Self, −1 if none
+	parent  []int32 // per node, its parent in the source's tree; nil: unreachable source
 }
 
 func newTable(self uint32, g *graph) *Table {
@@ -379,8 +380,60 @@ func (t *Table) sourcePaths(source uint32) *sourcePaths {
 	}
 	sp := &sourcePaths{reverse: -1}
 	if t.tree.dist[s] != infinite {
-		sp.reverse = t.g.dijkstra(s).parent[t.root]
+		sp.parent = t.g.dijkstra(s).parent
+		sp.reverse = sp.parent[t.root]
 	}
 	t.from[s].Store(sp)
 	return sp
+}
+
+// OnPath reports whether via lies on the shortest path from source to dst,
+// either end included, as this table sees it; false when any of them is
+// unknown or dst is unreachable from source.
+func (t *Table) OnPath(source, via, dst uint32) bool {
+	v := t.g.index(via)
+	found := false
+	ok := t.walkPath(source, dst, func(x int32) { found = found || x == v })
+	return v >= 0 && ok && found
+}
+
+// PathFrom returns the routers on the shortest path from source to dst, dst
+// first and source last; nil when either is unknown or dst is unreachable
+// from source. Both are the checks of bundles that left the shortest-path
+// tree of their source around a failure (node's source.go); the first
+// call for a source costs a Dijkstra run per Table, as ReversePath's.
+func (t *Table) PathFrom(source, dst uint32) []uint32 {
+	var out []uint32
+	if !t.walkPath(source, dst, func(x int32) { out = append(out, t.g.ids[x]) }) {
+		return nil
+	}
+	return out
+}
+
+// walkPath calls visit for each node of the shortest path from source to
+// dst, dst first, and reports whether the path exists (visit may have
+// been called for a path that does not).
+func (t *Table) walkPath(source, dst uint32, visit func(int32)) bool {
+	s, d := t.g.index(source), t.g.index(dst)
+	if s < 0 || d < 0 {
+		return false
+	}
+	parent := t.tree.parent
+	if s != t.root {
+		sp := t.sourcePaths(source)
+		if sp == nil || sp.parent == nil {
+			return false
+		}
+		parent = sp.parent
+	}
+	for x, steps := d, 0; steps <= len(parent); x, steps = parent[x], steps+1 {
+		visit(x)
+		if x == s {
+			return true
+		}
+		if parent[x] < 0 {
+			return false // unreachable
+		}
+	}
+	return false
 }

@@ -482,3 +482,40 @@ func TestTableIncarnations(t *testing.T) {
 	restarted := []*LSA{{Origin: 1, Seq: 8<<IncarnationShift | 1, Links: []Link{{2, 1}}}, lsas[1]}
 	assert.NotEqual(t, newGraph(1, lsas).print, newGraph(1, restarted).print, "a restart makes a new table")
 }
+
+func TestPathFromFollowsNextHops(t *testing.T) {
+	// Any router's view of the shortest path from s to d (PathFrom,
+	// OnPath) is the path that hop-by-hop forwarding from s takes, each
+	// router using its own table.
+	for seed := range uint64(8) {
+		rng := rand.New(rand.NewPCG(seed, 21))
+		n := 8 + rng.IntN(20)
+		lsas := randomLSAs(rng, n, 2+rng.IntN(3), 1+rng.Uint32N(5), uint32(n), 0)
+		tables := allTables(lsas)
+		for s := range tables {
+			for d := range tables {
+				if !tables[s].Reachable(d) {
+					continue
+				}
+				route := []uint32{s}
+				for at := s; at != d; {
+					next, ok := tables[at].NextHop(d)
+					require.True(t, ok)
+					route = append(route, next)
+					require.LessOrEqual(t, len(route), n)
+					at = next
+				}
+				observer := uint32(rng.IntN(n))
+				if tables[observer] == nil {
+					continue
+				}
+				got := tables[observer].PathFrom(s, d)
+				slices.Reverse(got)
+				require.Equal(t, route, got, "seed %d: %d→%d seen from %d", seed, s, d, observer)
+				for v := range uint32(n) {
+					require.Equal(t, slices.Contains(route, v), tables[observer].OnPath(s, v, d), "seed %d: %d on %d→%d", seed, v, s, d)
+				}
+			}
+		}
+	}
+}

@@ -318,6 +318,7 @@ func (n *Node) observe(ev linkstate.Event) {
 			zap.String("peer", name), zap.Duration("silence", ev.RTT))
 		n.m.linkSuspected.WithLabelValues(name).Inc()
 		n.m.linkSuspectedAt.WithLabelValues(name).Set(float64(n.clock.Now().UnixNano()) / 1e9)
+		n.replayLink(ev.Peer, ev.RTT)
 	case linkstate.EventLinkRestored:
 		n.log.Info("link heard again: back in routes", zap.String("peer", name), zap.Duration("after", ev.RTT))
 	case linkstate.EventCostChanged:

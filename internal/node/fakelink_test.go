@@ -35,3 +35,4 @@ func (l *fakeLink) Finish()                             { l.finishing = true }
 func (l *fakeLink) Finishing() bool                     { return l.finishing }
 func (l *fakeLink) PeerFinished() bool                  { return l.finished }
 func (l *fakeLink) Close(error)                         {}
+func (l *fakeLink) Recent(int64) [][]byte               { return nil }

@@ -44,6 +44,10 @@ type Link interface {
 	PeerFinished() bool
 	// Close ends the link at once.
 	Close(reason error)
+	// Recent returns the bundles the link took to send at or after since,
+	// on its clock, as far back as it keeps them, oldest first: what it may
+	// have lost if it has failed silently (replay.go).
+	Recent(since int64) [][]byte
 }
 
 // Peer is a configured neighbour: the broker dials it, and joins the mesh

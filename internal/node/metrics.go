@@ -41,6 +41,7 @@ type metrics struct {
 	bounced                  *prometheus.CounterVec // outcome
 	bouncedHeld              prometheus.Gauge
 	heldForLink              prometheus.Counter
+	replayed                 prometheus.Counter
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
@@ -124,6 +125,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 		bouncedHeld: f.gauge("bounced_bundles_held", "Bounced bundles waiting for this broker's routes to change (see bounced_bundles_total), and bundles held for a link that had ended (see bundles_held_for_link_total)."),
 		heldForLink: f.counter("bundles_held_for_link_total",
 			"Bundles whose next hop's link had ended while the routes still led there (the core had not yet heard of the end): held until this broker's routes changed, then decided again."),
+		replayed: f.counter("bundles_replayed_total",
+			"Bundles a link had taken to send in the moments before it fell silent, sent again around it when it became suspect (duplicates of any that had arrived are suppressed where they are delivered)."),
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
 		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),

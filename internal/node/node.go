@@ -116,6 +116,9 @@ type Node struct {
 	// (bounce.go); bounceLog logs a few of them.
 	bounces   bounceHold
 	bounceLog *rate.Sometimes
+	// replays holds what links that became suspect had sent last, to be
+	// sent again around them (replay.go).
+	replays replayHold
 	// Per router, its QoS classes (docs/design.md §11), and whether the
 	// data plane's qos.Table is behind them.
 	classes      map[uint32][]linkstate.QoSClass

@@ -16,7 +16,7 @@ import (
 // forwarding does.
 func (f *Forwarder) ReleaseHeld(all bool) {
 	n := f.n
-	if n.bounces.count.Load() == 0 && n.unverified.count.Load() == 0 {
+	if n.bounces.count.Load() == 0 && n.unverified.count.Load() == 0 && n.replays.count.Load() == 0 {
 		return
 	}
 	routes := n.routes.Load()
@@ -32,6 +32,9 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 		f.Bundles(u.from, [][]byte{u.raw})
 	}
 	f.heldUntil = time.Time{}
+	for _, r := range n.replays.take(routes, now, true) {
+		f.replay(r.from, r.raw)
+	}
 	for _, hb := range n.bounces.take(routes, now, all) {
 		b := drp.Bundle{Source: hb.source, Dest: hb.dest, HopsLeft: hb.hops}
 		if hb.linkEnded {

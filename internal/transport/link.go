@@ -92,7 +92,10 @@ type LinkConfig struct {
 	// announce). The writer sends them, not the control plane, so that a
 	// broker whose control plane is busy still keeps its links alive.
 	Keepalive time.Duration
-	Metrics   LinkMetrics
+	// ReplayBytes, if positive, is how many bytes of the bundles it sent
+	// last the link keeps, newest first, for Recent.
+	ReplayBytes int
+	Metrics     LinkMetrics
 }
 
 // Backpressure is what a started link does when its queue is full. While
@@ -145,6 +148,7 @@ type Link struct {
 	parsed     ParsedFrame  // the reader's, reused
 	sending    atomic.Int64 // when the writer's current send began (Now); 0: not sending
 	sent       atomic.Int64 // when the last frame was taken to be sent (Now); 0: none yet
+	replay     *sentRing    // what was sent last (LinkConfig.ReplayBytes); nil: nothing kept
 	oneWay     atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
 	received   atomic.Int64 // when the last frame arrived (Now); 0: none yet
 	handling   atomic.Bool  // the reader is in the handler, reading nothing
@@ -183,6 +187,9 @@ func NewLink(c Conn, cfg LinkConfig, handle FrameHandler) (*Link, error) {
 		l.clock = clock.RealClock{}
 	}
 	l.made = l.clock.Now()
+	if cfg.ReplayBytes > 0 {
+		l.replay = newSentRing(cfg.ReplayBytes)
+	}
 	l.ads = NewAdDecoder(cfg.PredicateDeltas, cfg.MaxAdFilters)
 	if l.SendsPredicateDeltas() {
 		l.adEnc = NewAdEncoder()
@@ -361,6 +368,17 @@ func (l *Link) LastReceived() int64 {
 		return l.Now()
 	}
 	return l.received.Load()
+}
+
+// Recent returns the bundles the link took to send at or after since, on
+// its clock (Now), oldest first, as far back as LinkConfig.ReplayBytes
+// keeps them (none without): those it may have lost if it has failed
+// silently. They are the bundles as pushed, which must not be changed.
+func (l *Link) Recent(since int64) [][]byte {
+	if l.replay == nil {
+		return nil
+	}
+	return l.replay.since(since)
 }
 
 // Now reads the link's clock in nanoseconds since the link was made (plus
@@ -574,6 +592,9 @@ func (l *Link) prepare(b Batch) ([]byte, error) {
 		if frame, err = l.comp.Compress(frame); err != nil {
 			return nil, err
 		}
+	}
+	if l.replay != nil && len(b.Bundles) > 0 {
+		l.replay.record(l.Now(), b.Bundles)
 	}
 	m := l.cfg.Metrics
 	inc(m.SentBytes, len(frame))

@@ -400,8 +400,9 @@ func (s *Sim) connect(l *simLink) {
 			Control: n.control,
 			Metrics: n.linkMetrics(peer.name),
 			// Urgency, budgets and keepalives in virtual time.
-			Clock:     s.clock,
-			Keepalive: n.cfg.LinkState.Keepalive,
+			Clock:       s.clock,
+			Keepalive:   n.cfg.LinkState.Keepalive,
+			ReplayBytes: n.cfg.LinkReplayBytes,
 		}, func(tl *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 			if n.inc != inc {
 				return errors.New("broker is down")

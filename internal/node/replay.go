@@ -1,0 +1,110 @@
+package node
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dripmesh/drip/internal/drp"
+	"github.com/dripmesh/drip/internal/linkstate"
+	"github.com/dripmesh/drip/internal/wire"
+)
+
+// A link that fails silently has taken bundles it will never deliver: in
+// the moments before the silence showed, it passed them to TCP, and they
+// wait in its buffers or were dropped on the way. Routing around the link
+// (linkstate's suspect.go) saves what comes after; what went before is
+// lost with the connection, however fast the failure was found
+// (docs/results/harmony.md). So when a link becomes suspect, this broker
+// sends again, on the routes around it, what the link took in the time
+// that may not have arrived: the silence that made it suspect, a round
+// trip and a keepalive. Whatever had arrived after all is a duplicate,
+// which the broker that delivers it recognises by its stamp (dedup) as it
+// does the copies of two-path messages; a neighbour that was only slow
+// gets nothing twice but a few bundles.
+//
+// Broadcast bundles follow the source's tree, which a broker cannot
+// repair from where it stands; they are not sent again.
+
+// replayBundle is a bundle sent on a link that became suspect, waiting to
+// be decided again (Forwarder.ReleaseHeld).
+type replayBundle struct {
+	from uint32 // the suspect neighbour
+	raw  []byte // as pushed to the link
+}
+
+// Bounds of the bundles waiting to be sent again: what a few links keep
+// (broker.Config.LinkReplayBytes) if they are suspected at once.
+const (
+	maxReplayBundles = 16384
+	maxReplayBytes   = 4 << 20
+)
+
+// Replayed bundles are due at once: nil routes are never the node's.
+func (r replayBundle) wait() (*linkstate.Table, time.Time, int) { return nil, time.Time{}, len(r.raw) }
+func (replayBundle) bounds() (int, int)                         { return maxReplayBundles, maxReplayBytes }
+
+type replayHold = routeHold[replayBundle]
+
+// replayLink takes back what the link to peer sent in the window before
+// it became suspect, silence after its last frame, for the data plane to
+// send again (a control-plane call).
+func (n *Node) replayLink(peer uint32, silence time.Duration) {
+	l := n.current[peer]
+	if l == nil {
+		return
+	}
+	window := silence + n.cfg.LinkState.Keepalive
+	for _, nb := range n.ls.Neighbors() {
+		if nb.ID == peer && nb.Samples > 0 {
+			window += nb.RTT
+		}
+	}
+	raws := l.Recent(l.Now() - int64(window))
+	kept := 0
+	for _, raw := range raws {
+		if !n.replays.add(replayBundle{from: peer, raw: raw}) {
+			break
+		}
+		kept++
+	}
+	n.m.replayed.Add(float64(kept))
+	if kept < len(raws) {
+		n.log.Warn("bundles of a silent link not sent again: too many wait already",
+			zap.String("peer", l.Name()), zap.Int("bundles", len(raws)-kept))
+	}
+}
+
+// replay decides again, here and on the current routes, a bundle that the
+// link to from took before it fell silent, and sends it on around it.
+func (f *Forwarder) replay(from uint32, raw []byte) {
+	n := f.n
+	var b wire.Bundle
+	var err error
+	b, f.words, err = wire.ParseBundle(raw, n.cfg.MaxRouterID, &f.in, f.words)
+	if err != nil || b.Broadcast {
+		return // this broker encoded it: never malformed
+	}
+	b.QoS = saneQoS(b.QoS)
+	routes := n.routes.Load()
+	var rt drp.Routing = routes
+	if b.QoS.Path == wire.PathSecond {
+		rt = routes.Second(b.Source)
+	}
+	// As it was decided when it was sent: Transit passes on one hop less
+	// than it is given.
+	bb := b.Bundle
+	bb.HopsLeft++
+	d := f.decideHere(rt, bb)
+	d.Deliver = false // its destinations lay behind the link
+	h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops}
+	if b.QoS.Deadline != 0 {
+		h.elapsed = max(time.Duration(b.QoS.Deadline-b.QoS.Budget), 1)
+	}
+	if b.QoS.Deadline == 0 && b.QoS.Path == 0 {
+		f.sendPlain(d, routes, b.Message, h)
+		return
+	}
+	p := f.plan(nil, time.Duration(b.QoS.Deadline), time.Duration(b.QoS.Budget))
+	f.send(d, routes, p, b.QoS.Path, b.Message, h)
+}
