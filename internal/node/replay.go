@@ -101,6 +101,9 @@ func (f *Forwarder) replay(from uint32, raw []byte) {
 	if b.QoS.Deadline != 0 {
 		h.elapsed = max(time.Duration(b.QoS.Deadline-b.QoS.Budget), 1)
 	}
+	if len(d.Forwards) > 0 {
+		n.sent.record(b.Stamp, b.Message) // what may come back (own.go)
+	}
 	if b.QoS.Deadline == 0 && b.QoS.Path == 0 {
 		f.sendPlain(d, routes, b.Message, h)
 		return

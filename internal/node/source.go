@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -132,21 +133,19 @@ func onReversePath(peer uint32, b *wire.Bundle, routes *linkstate.Table) bool {
 }
 
 // rerouted says whether bundle b may come from the neighbour peer off its
-// source's tree: because a router on the source's path to one of its
-// destinations routes that destination through peer, and peer through
-// this broker — by the current routes or ones replaced lately. So comes a
+// source's tree: whether a router on the source's path to one of its
+// destinations routes that destination through peer and then this
+// broker, by the current routes or ones replaced lately. So comes a
 // bundle that a broker sent on around a link that failed silently, or
-// again (replay.go), or that took a detour while routes changed. A
-// neighbour may thus send another source's bundles only along routes from
-// that source's paths towards their destinations: in a mesh whose links
-// all work, along the source's own paths, as the reverse-path check asks
-// (docs/security.md). Only bundles the reverse-path checks refuse get
-// here, which is rare: it walks the paths of each destination.
+// again (replay.go), or that took a detour while routes changed. In a mesh
+// whose routes have not changed for retiredRoutesFor this is the
+// reverse-path check again: a path from a router on a shortest path runs
+// along it. A neighbour may thus send another source's bundles only where
+// a router that had them would send them through it, to the next router on
+// the way (docs/security.md). Only bundles the reverse-path checks refuse
+// get here, which is rare: it walks the paths towards each destination.
 func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bool {
 	src, self := b.Stamp.Origin, n.cfg.ID
-	if inc, ok := routes.Incarnation(src); ok && b.Stamp.Epoch > inc*uint64(linkstate.IncarnationUnit) {
-		return false
-	}
 	tables := []*linkstate.Table{routes}
 	if rs := n.retired.Load(); rs != nil {
 		now := n.clock.Now()
@@ -156,18 +155,27 @@ func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bo
 			}
 		}
 	}
-	onPath := func(from, via, d uint32) bool {
+	// The source's boot epoch, as the latest routes that know the source
+	// tell it (a source they do not know has sent nothing to take in).
+	i := slices.IndexFunc(tables, func(t *linkstate.Table) bool { _, ok := t.Incarnation(src); return ok })
+	if i < 0 {
+		return false
+	}
+	if inc, _ := tables[i].Incarnation(src); b.Stamp.Epoch > inc*uint64(linkstate.IncarnationUnit) {
+		return false
+	}
+	// viaPeer says whether some table has the path from r to d run
+	// through peer and on to this broker next.
+	viaPeer := func(r, d uint32) bool {
 		for _, t := range tables {
-			if t.OnPath(from, via, d) {
+			path := t.PathFrom(r, d) // d first
+			if i := slices.Index(path, peer); i > 0 && path[i-1] == self {
 				return true
 			}
 		}
 		return false
 	}
 	check := func(d uint32) bool {
-		if d != self && !onPath(peer, self, d) {
-			return false
-		}
 		for _, t := range tables {
 			path := t.PathFrom(src, d)
 			if b.QoS.Path == wire.PathSecond {
@@ -176,7 +184,7 @@ func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bo
 				}
 			}
 			for _, r := range path {
-				if onPath(r, peer, d) {
+				if viaPeer(r, d) {
 					return true
 				}
 			}

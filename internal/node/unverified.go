@@ -46,8 +46,10 @@ func (unverifiedBundle) bounds() (int, int) { return maxUnverified, maxUnverifie
 const retiredRoutesFor = 10 * time.Second
 
 // maxRetiredRoutes bounds the routes kept for retiredRoutesFor: the
-// latest; older ones are forgotten sooner when routes change often.
-const maxRetiredRoutes = 8
+// latest; older ones are forgotten sooner when routes change often, as
+// they do around a link that falls silent: each end's suspicion, its
+// return and the cost it returns with are a table each, at every broker.
+const maxRetiredRoutes = 16
 
 // retiredRoutes are routes the node replaced, and until when bundles
 // following them are taken in.

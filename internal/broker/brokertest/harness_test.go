@@ -224,9 +224,11 @@ func (a *adversary) step() {
 		a.inject(v, BundleFrame(st, []uint32{v}, marked(msg, Forgery)), "source")
 	case k < 4:
 		// A stamp of an honest source with a boot epoch it has not booted
-		// with, on its path or not.
+		// with, on its path or not. Not to the broker about to restart:
+		// one that waits for the routes to confirm its path would be lost
+		// with it, neither taken in nor counted as refused.
 		src := a.honest[rng.IntN(len(a.honest))]
-		if s.Node(src) == nil {
+		if s.Node(src) == nil || a.restarts && v == a.restarted && s.now < 15*time.Second {
 			return
 		}
 		st := dedup.Stamp{Origin: src, Epoch: s.Epoch(src) + 1 + rng.Uint64N(math.MaxUint64-s.Epoch(src)-1), Seq: 1 + rng.Uint64N(1<<62)}

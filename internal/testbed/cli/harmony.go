@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 func newHarmonyCmd() *cobra.Command {
 	var (
 		scenarios string
+		variants  []string
 		out       string
 		keep      string
 		labName   string
@@ -49,6 +51,17 @@ instead of 3 minutes); a scenario takes about 12 minutes.`,
   bin/driplab harmony --scenario delay --periods 3 --out /tmp/harmony`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(variants) > 0 {
+				all := harmony.Variants()
+				cfg.Variants = nil
+				for _, name := range variants {
+					i := slices.IndexFunc(all, func(v harmony.Variant) bool { return v.Name == name })
+					if i < 0 {
+						return fmt.Errorf("--variants: no variant %q (DP, BP, BP+QoS, BP+QoS+MP, NATS)", name)
+					}
+					cfg.Variants = append(cfg.Variants, all[i])
+				}
+			}
 			var list []string
 			switch scenarios {
 			case "all":
@@ -97,6 +110,7 @@ instead of 3 minutes); a scenario takes about 12 minutes.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&scenarios, "scenario", "all", "delay, failure or all")
+	f.StringSliceVar(&variants, "variants", nil, "run only these variants, in this order (default: all five)")
 	labRunFlags(cmd, &out, &keep, &labName, "harmony")
 	f.IntVar(&cfg.Periods, "periods", cfg.Periods, "periods per variant")
 	f.DurationVar(&cfg.Period, "period", cfg.Period, "how long a degradation lasts")

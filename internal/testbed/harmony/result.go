@@ -33,6 +33,9 @@ type VariantResult struct {
 	// every suspicion of the run, false alarms included.
 	Detections []Detection `json:"detections,omitempty"`
 	Suspicions float64     `json:"suspicions"`
+	// Counters are drip's drops, refusals, holds and suppressed copies,
+	// summed over the brokers at the end of the run (none for NATS).
+	Counters map[string]float64 `json:"counters,omitempty"`
 
 	latencies []time.Duration // every pair's, for All
 }

@@ -344,6 +344,9 @@ func runVariant(ctx context.Context, cfg Config, topo *topology.Topology, sched 
 		if vr.Suspicions, err = suspicions(ctx, mr, topo); err != nil {
 			return nil, err
 		}
+		if vr.Counters, err = counters(ctx, mr, topo); err != nil {
+			return nil, err
+		}
 	}
 	for i, p := range pairs {
 		vr.Pairs = append(vr.Pairs, pairStats(p, published[p.Topic], logs[i], cfg))
@@ -472,6 +475,45 @@ func detected(ctx context.Context, mr systems.MetricReader, k int, cuts map[[2]s
 			d.Ms[i] = ms
 		}
 		out = append(out, d)
+	}
+	return out, nil
+}
+
+// countedDrops are the counters whose sum over the brokers accounts for
+// what a variant lost, or sent twice, with the label each is split by.
+var countedDrops = []struct{ name, label string }{
+	{"drip_bundles_refused_total", "reason"},
+	{"drip_route_dropped_destinations_total", "reason"},
+	{"drip_link_dropped_bundles_total", "reason"},
+	{"drip_subscriber_dropped_total", ""},
+	{"drip_deadline_missed_total", ""},
+	{"drip_bounced_bundles_total", "outcome"},
+	{"drip_bundles_held_for_link_total", ""},
+	{"drip_bundles_replayed_total", ""},
+	{"drip_duplicates_suppressed_total", "verdict"},
+	{"drip_redundant_copies_suppressed_total", ""},
+}
+
+// counters sums countedDrops over every broker, as name{label="value"},
+// leaving out what is zero.
+func counters(ctx context.Context, mr systems.MetricReader, topo *topology.Topology) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, b := range topo.Brokers {
+		for _, c := range countedDrops {
+			got, err := mr.Metric(ctx, b.Name, c.name, c.label)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range got {
+				key := c.name
+				if c.label != "" {
+					key += "{" + c.label + "=\"" + k + "\"}"
+				}
+				if v != 0 {
+					out[key] += v
+				}
+			}
+		}
 	}
 	return out, nil
 }
