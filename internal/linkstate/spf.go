@@ -397,6 +397,24 @@ func (t *Table) OnPath(source, via, dst uint32) bool {
 	return v >= 0 && ok && found
 }
 
+// After returns the router that follows via on the shortest path from
+// source to dst; ok is false when via is not on it, is dst, or the path
+// does not exist. It walks the path without allocating.
+func (t *Table) After(source, dst, via uint32) (next uint32, ok bool) {
+	v := t.g.index(via)
+	prev, found := int32(-1), int32(-1)
+	exists := t.walkPath(source, dst, func(x int32) {
+		if x == v && found < 0 {
+			found = prev
+		}
+		prev = x
+	})
+	if !exists || v < 0 || found < 0 {
+		return 0, false
+	}
+	return t.g.ids[found], true
+}
+
 // PathFrom returns the routers on the shortest path from source to dst, dst
 // first and source last; nil when either is unknown or dst is unreachable
 // from source. Both are the checks of bundles that left the shortest-path

@@ -514,6 +514,13 @@ func TestPathFromFollowsNextHops(t *testing.T) {
 				require.Equal(t, route, got, "seed %d: %d→%d seen from %d", seed, s, d, observer)
 				for v := range uint32(n) {
 					require.Equal(t, slices.Contains(route, v), tables[observer].OnPath(s, v, d), "seed %d: %d on %d→%d", seed, v, s, d)
+					next, ok := tables[observer].After(s, d, v)
+					if i := slices.Index(route, v); i >= 0 && i < len(route)-1 {
+						require.True(t, ok)
+						require.Equal(t, route[i+1], next, "seed %d: after %d on %d→%d", seed, v, s, d)
+					} else {
+						require.False(t, ok, "seed %d: after %d on %d→%d", seed, v, s, d)
+					}
 				}
 			}
 		}

@@ -149,8 +149,8 @@ func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bo
 	tables := []*linkstate.Table{routes}
 	if rs := n.retired.Load(); rs != nil {
 		now := n.clock.Now()
-		for _, r := range *rs {
-			if now.Before(r.until) {
+		for _, r := range *rs { // the newest first
+			if now.Before(r.until) && len(tables) < reroutedTables {
 				tables = append(tables, r.routes)
 			}
 		}
@@ -168,8 +168,7 @@ func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bo
 	// through peer and on to this broker next.
 	viaPeer := func(r, d uint32) bool {
 		for _, t := range tables {
-			path := t.PathFrom(r, d) // d first
-			if i := slices.Index(path, peer); i > 0 && path[i-1] == self {
+			if next, ok := t.After(r, d, peer); ok && next == self {
 				return true
 			}
 		}
@@ -197,13 +196,29 @@ func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bo
 	if b.Dest == nil {
 		return false
 	}
-	for d, ok := b.Dest.NextSet(0); ok; d, ok = b.Dest.NextSet(d + 1) {
+	checked := 0
+	for d, ok := b.Dest.NextSet(0); ok && checked < reroutedDests; d, ok = b.Dest.NextSet(d + 1) {
+		if uint32(d) == self {
+			continue
+		}
 		if check(uint32(d)) {
 			return true
 		}
+		checked++
 	}
 	return false
 }
+
+// A bundle that the reverse-path checks refuse costs rerouted a walk of
+// every path from its source's path to its destinations, in every table:
+// reroutedTables (the current and the newest retired) and reroutedDests
+// bound what one bundle, from a neighbour that sends them on purpose, can
+// cost. A correct bundle leaves its source's tree for its first
+// destinations as much as for its others.
+const (
+	reroutedTables = 5
+	reroutedDests  = 4
+)
 
 // retire keeps t, the routes replaced at now, for the data plane's checks
 // for retiredRoutesFor (a control-plane call).
