@@ -22,6 +22,12 @@
 //     the sender hears the receiver; an adjacency is up (StateFull) once
 //     each side hears that it is heard, and drops after DeadInterval of
 //     silence, at LinkDown, or when the neighbour stops hearing us.
+//   - Fast failure detection (suspect.go): a neighbour whose hellos
+//     announce a keepalive interval, and from which nothing has arrived
+//     for Config.SuspectMultiplier of them, is suspect: its link leaves
+//     the LSA at once and returns, without a database exchange, once it is
+//     heard again and a probe (a hello answered at once) has measured its
+//     RTT (BFD's role under OSPF, RFC 5880).
 //   - Each hello echoes the timestamp of the last hello received on the
 //     link and how long it was held, so the receiver measures RTT = now −
 //     echo − hold on its own clock. The smoothed RTT is an EWMA with weight

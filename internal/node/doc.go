@@ -42,7 +42,10 @@
 // loses messages (counted and reported to it) and slows nobody else. One
 // memory budget bounds all the queues together, counted with an atomic add
 // per delivery; a delivery that would exceed it sheds the subscriber
-// holding the most (Budget, docs/design.md §14).
+// holding the most (Budget, docs/design.md §14). When the routing protocol
+// suspects a silent link, the bundles the link took last are decided again
+// around it (replay.go), and the reverse-path check takes in bundles that
+// left their source's tree around a failure (source.go).
 //
 // Lock order: the subscriptions' mutex, then a subscription queue's mutex;
 // none is held while sending on a channel that can block.

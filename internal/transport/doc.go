@@ -11,5 +11,8 @@
 // frames (AppendFrame, ParseFrame), link-state control messages as protobuf
 // (ControlToProto, ControlFromProto), predicate advertisements as deltas
 // against what the link last carried (AdEncoder, AdDecoder), and the
-// compression both ends agreed on.
+// compression both ends agreed on. A Link sends an empty frame when it has
+// been idle for its keepalive interval, so that the neighbour can tell a
+// failed link from an idle one, and keeps what it sent last (Recent) for
+// the broker to send again around it if it fails silently.
 package transport
