@@ -23,7 +23,8 @@ type Options struct {
 	// when zero, as a broker's driver does.
 	TickInterval time.Duration
 	// Config returns a router's configuration; linkstate.DefaultConfig
-	// named "r<id>" when nil.
+	// named "r<id>" when nil. Its Keepalive is ignored: the network
+	// carries no frames but link-state messages.
 	Config func(id uint32) linkstate.Config
 	// OnReady, if set, sees every Ready a router produces, before the
 	// network acts on it.
@@ -146,7 +147,12 @@ func New(topo Topology, opts Options) (*Network, error) {
 }
 
 func (nw *Network) boot(r *router) error {
-	n, err := linkstate.New(nw.opts.Config(r.id))
+	cfg := nw.opts.Config(r.id)
+	// Links here carry link-state messages alone, no frames between
+	// them: a router has no keepalives to promise, and its neighbours
+	// would take the silence between its hellos for a failed link.
+	cfg.Keepalive = 0
+	n, err := linkstate.New(cfg)
 	if err != nil {
 		return fmt.Errorf("sim: router %d: %w", r.id, err)
 	}
