@@ -59,14 +59,13 @@ func (n *Node) admitSource(from Link, raw []byte, b *wire.Bundle, routes *linkst
 		return n.refuseSource(from, s, reason)
 	}
 	now := n.clock.Now()
-	if rs := n.retired.Load(); rs != nil {
-		for _, r := range *rs {
-			if now.Before(r.until) && sourceRefusal(peer, b, r.routes) == "" {
-				return true
-			}
+	recent := n.recentRoutes(routes, now)
+	for _, t := range recent[1:] {
+		if sourceRefusal(peer, b, t) == "" {
+			return true
 		}
 	}
-	if n.rerouted(peer, b, routes) {
+	if n.rerouted(peer, b, recent[:min(len(recent), reroutedTables)]) {
 		return true
 	}
 	if until.IsZero() {
@@ -144,17 +143,11 @@ func onReversePath(peer uint32, b *wire.Bundle, routes *linkstate.Table) bool {
 // a router that had them would send them through it, to the next router on
 // the way (docs/security.md). Only bundles the reverse-path checks refuse
 // get here, which is rare: it walks the paths towards each destination.
-func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bool {
+//
+// tables are the current routes and those replaced lately, newest first
+// (recentRoutes).
+func (n *Node) rerouted(peer uint32, b *wire.Bundle, tables []*linkstate.Table) bool {
 	src, self := b.Stamp.Origin, n.cfg.ID
-	tables := []*linkstate.Table{routes}
-	if rs := n.retired.Load(); rs != nil {
-		now := n.clock.Now()
-		for _, r := range *rs { // the newest first
-			if now.Before(r.until) && len(tables) < reroutedTables {
-				tables = append(tables, r.routes)
-			}
-		}
-	}
 	// The source's boot epoch, as the latest routes that know the source
 	// tell it (a source they do not know has sent nothing to take in).
 	i := slices.IndexFunc(tables, func(t *linkstate.Table) bool { _, ok := t.Incarnation(src); return ok })
@@ -211,7 +204,8 @@ func (n *Node) rerouted(peer uint32, b *wire.Bundle, routes *linkstate.Table) bo
 
 // A bundle that the reverse-path checks refuse costs rerouted a walk of
 // every path from its source's path to its destinations, in every table:
-// reroutedTables (the current and the newest retired) and reroutedDests
+// reroutedTables (the current and the newest retired, of those
+// recentRoutes returns) and reroutedDests
 // bound what one bundle, from a neighbour that sends them on purpose, can
 // cost. A correct bundle leaves its source's tree for its first
 // destinations as much as for its others.
@@ -219,6 +213,20 @@ const (
 	reroutedTables = 5
 	reroutedDests  = 4
 )
+
+// recentRoutes returns routes and the routes it replaced that bundles may
+// still follow at now (retiredRoutesFor), newest first.
+func (n *Node) recentRoutes(routes *linkstate.Table, now time.Time) []*linkstate.Table {
+	out := []*linkstate.Table{routes}
+	if rs := n.retired.Load(); rs != nil {
+		for _, r := range *rs {
+			if now.Before(r.until) {
+				out = append(out, r.routes)
+			}
+		}
+	}
+	return out
+}
 
 // retire keeps t, the routes replaced at now, for the data plane's checks
 // for retiredRoutesFor (a control-plane call).
