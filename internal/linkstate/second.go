@@ -1,7 +1,6 @@
 package linkstate
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/dripmesh/drip/internal/pq"
@@ -224,19 +223,6 @@ func (t *Table) SecondReversePath(source, dst uint32) (neighbor uint32, ok bool)
 	defer t.sec.mu.Unlock()
 	h := t.secondHopLocked(source, dst)
 	return h.prev, h.on
-}
-
-// OnSecondPath reports whether via lies on the second path from source to
-// dst, either end included (OnPath for second copies).
-func (t *Table) OnSecondPath(source, via, dst uint32) bool {
-	v := t.g.index(via)
-	if v < 0 {
-		return false
-	}
-	t.sec.mu.Lock()
-	defer t.sec.mu.Unlock()
-	p, _, ok := t.secondPathLocked(source, dst)
-	return ok && slices.Contains(p, v)
 }
 
 func (t *Table) secondHopLocked(source, dst uint32) secondHop {

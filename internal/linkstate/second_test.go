@@ -126,6 +126,21 @@ func TestSecondPathMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// hopByHop is the route from s to d that next takes, router by router; it
+// fails the test on a router without a next hop or a route longer than n.
+func hopByHop(t *testing.T, s, d uint32, n int, next func(at uint32) (uint32, bool)) []uint32 {
+	t.Helper()
+	route := []uint32{s}
+	for at := s; at != d; {
+		hop, ok := next(at)
+		require.True(t, ok, "router %d has no next hop towards %d", at, d)
+		route = append(route, hop)
+		require.LessOrEqual(t, len(route), n, "loop on the way %d→%d: %v", s, d, route)
+		at = hop
+	}
+	return route
+}
+
 func TestSecondPathsForwardHopByHop(t *testing.T) {
 	// Hop-by-hop forwarding of second copies, each router using only its
 	// own table, follows the source's second path exactly: no loops, and
@@ -142,14 +157,7 @@ func TestSecondPathsForwardHopByHop(t *testing.T) {
 				}
 				want, _, ok := tables[s].SecondPath(s, d)
 				require.True(t, ok, "both paths reach every reachable destination")
-				got := []uint32{s}
-				for at := s; at != d; {
-					next, ok := tables[at].Second(s).NextHop(d)
-					require.True(t, ok)
-					got = append(got, next)
-					require.LessOrEqual(t, len(got), n, "seed %d: loop on the second path %d→%d: %v", seed, s, d, got)
-					at = next
-				}
+				got := hopByHop(t, s, d, n, func(at uint32) (uint32, bool) { return tables[at].Second(s).NextHop(d) })
 				require.Equal(t, want, got, "seed %d: %d→%d", seed, s, d)
 				// Each router on the path knows where the copy comes
 				// from (the reverse-path check of second copies); the

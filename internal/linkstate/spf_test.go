@@ -497,14 +497,7 @@ func TestPathFromFollowsNextHops(t *testing.T) {
 				if !tables[s].Reachable(d) {
 					continue
 				}
-				route := []uint32{s}
-				for at := s; at != d; {
-					next, ok := tables[at].NextHop(d)
-					require.True(t, ok)
-					route = append(route, next)
-					require.LessOrEqual(t, len(route), n)
-					at = next
-				}
+				route := hopByHop(t, s, d, n, func(at uint32) (uint32, bool) { return tables[at].NextHop(d) })
 				observer := uint32(rng.IntN(n))
 				if tables[observer] == nil {
 					continue
