@@ -147,7 +147,7 @@ type Link struct {
 	closeOnce  sync.Once
 	parsed     ParsedFrame  // the reader's, reused
 	sending    atomic.Int64 // when the writer's current send began (Now); 0: not sending
-	sent       atomic.Int64 // when the last frame was taken to be sent (Now); 0: none yet
+	sent       atomic.Int64 // when TakeFrame last gave a frame (Now), for its keepalives; 0: none yet
 	replay     *sentRing    // what was sent last (LinkConfig.ReplayBytes); nil: nothing kept
 	oneWay     atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
 	received   atomic.Int64 // when the last frame arrived (Now); 0: none yet

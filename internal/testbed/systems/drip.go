@@ -469,16 +469,12 @@ type dripLinks struct{ d *dripDeployment }
 func (l dripLinks) LinkBytes(ctx context.Context) (map[Direction]uint64, error) {
 	out := map[Direction]uint64{}
 	for _, name := range l.d.order {
-		fams, err := l.d.scrape(ctx, name)
+		sent, err := l.d.Metric(ctx, name, "drip_link_sent_bytes_total", "peer")
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range fams["drip_link_sent_bytes_total"].GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "peer" {
-					out[Direction{From: name, To: lp.GetValue()}] += uint64(m.GetCounter().GetValue())
-				}
-			}
+		for peer, bytes := range sent {
+			out[Direction{From: name, To: peer}] += uint64(bytes)
 		}
 	}
 	return out, nil
