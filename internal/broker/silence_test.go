@@ -32,29 +32,28 @@ func TestSilentLinkIsRoutedAroundAndDialledAgain(t *testing.T) {
 		}
 		require.Equal(t, uint32(1), nextHop(0, 1))
 
-		start := time.Now()
-		m.mem.Silence("b1")
-		var around time.Duration
-		for time.Since(start) < time.Second && around == 0 {
-			time.Sleep(5 * time.Millisecond)
-			if nextHop(0, 1) == 2 && nextHop(1, 0) == 2 {
-				around = time.Since(start)
+		// until polls cond every 5 ms (virtual) for up to limit, and
+		// returns how long it took to hold, 0 if it never did.
+		until := func(limit time.Duration, cond func() bool) time.Duration {
+			start := time.Now()
+			for time.Since(start) < limit {
+				time.Sleep(5 * time.Millisecond)
+				if cond() {
+					return time.Since(start)
+				}
 			}
+			return 0
 		}
+
+		m.mem.Silence("b1")
+		around := until(time.Second, func() bool { return nextHop(0, 1) == 2 && nextHop(1, 0) == 2 })
 		t.Logf("routed around after %v", around)
 		require.Positive(t, around, "not routed around within a second")
 		assert.LessOrEqual(t, around, 100*time.Millisecond)
 
 		time.Sleep(time.Second) // past the dead interval (400 ms)
-		healed := time.Now()
 		m.mem.Heal("b1")
-		var back time.Duration
-		for time.Since(healed) < 5*time.Second && back == 0 {
-			time.Sleep(5 * time.Millisecond)
-			if nextHop(0, 1) == 1 && nextHop(1, 0) == 0 {
-				back = time.Since(healed)
-			}
-		}
+		back := until(5*time.Second, func() bool { return nextHop(0, 1) == 1 && nextHop(1, 0) == 0 })
 		t.Logf("direct again %v after the heal", back)
 		require.Positive(t, back, "the direct link did not come back within 5 s of the heal")
 		// The dial backoff (at most 200 ms), a dial, hellos both ways and
