@@ -216,7 +216,17 @@ func (d *amqDeployment) start(ctx context.Context) error {
 	}
 	for _, name := range d.order {
 		s := d.sites[name]
-		if err := waitTCP(ctx, d.place, name, s.stomp, s.proc.alive); err != nil {
+		// An open port is not enough: on a loaded 2-core machine a broker
+		// just started closed a STOMP connection in its handshake
+		// (unexpected EOF), so a site is up once a handshake completes.
+		e := &amqEndpoint{d: d, site: name, addr: s.stomp}
+		if err := waitAccepting(ctx, s.stomp, s.proc.alive, func(ctx context.Context) error {
+			c, err := e.dial(ctx)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}); err != nil {
 			return fmt.Errorf("site %s: %w", name, err)
 		}
 	}

@@ -307,12 +307,23 @@ func hostPort(host string, port int) string { return net.JoinHostPort(host, strc
 // waitTCP waits until addr accepts a connection from site, or ctx ends, or
 // alive reports an error (the process that should listen has died).
 func waitTCP(ctx context.Context, p Placement, site, addr string, alive func() error) error {
-	for {
-		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		c, err := p.DialContext(dctx, site, "tcp", addr)
-		cancel()
+	return waitAccepting(ctx, addr, alive, func(ctx context.Context) error {
+		c, err := p.DialContext(ctx, site, "tcp", addr)
 		if err == nil {
 			c.Close()
+		}
+		return err
+	})
+}
+
+// waitAccepting calls try, one second at most each time, every 100 ms
+// until it succeeds, the process is no longer alive, or ctx ends.
+func waitAccepting(ctx context.Context, addr string, alive func() error, try func(context.Context) error) error {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := try(tctx)
+		cancel()
+		if err == nil {
 			return nil
 		}
 		if aerr := alive(); aerr != nil {
@@ -320,7 +331,7 @@ func waitTCP(ctx context.Context, p Placement, site, addr string, alive func() e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s never accepted a connection: %w", addr, ctx.Err())
+			return fmt.Errorf("%s never accepted a connection (last: %v): %w", addr, err, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
