@@ -168,12 +168,14 @@ func (a *adversary) quiet(from, until time.Duration) {
 }
 
 // neighbour returns a random honest neighbour of the compromised broker
-// whose link is up, false if none.
+// that is running and whose link is up, false if none. A broker just
+// killed keeps its link ends until the kill has been seen at both.
 func (a *adversary) neighbour() (uint32, bool) {
 	var up []uint32
 	for _, l := range a.s.linksOf(a.s.index[a.c]) {
-		if l.ends[0] != nil {
-			up = append(up, a.s.nodes[l.other(a.s.index[a.c])].id)
+		id := a.s.nodes[l.other(a.s.index[a.c])].id
+		if l.ends[0] != nil && a.s.Node(id) != nil {
+			up = append(up, id)
 		}
 	}
 	if len(up) == 0 {
