@@ -103,8 +103,89 @@ const MaxCongestionHeader = 4 << 10
 
 // decodeMessage decodes b into attributes appended to space, which it
 // returns grown; a message whose attributes do not fit takes a new array,
-// so that those of the messages before it stay where they are.
+// so that those of the messages before it stay where they are. It reads b
+// once. A message it refuses is read again by decodeChecked, whose first
+// pass checks the structure and counts the attributes before decoding any,
+// so that the error is the one protobuf and MessageFromProto would give.
 func decodeMessage(space []content.Attribute, b []byte, l MessageLimits) (content.Message, int64, []content.Attribute, error) {
+	if m, deadline, grown, ok := decodeOnce(space, b, l); ok {
+		return m, deadline, grown, nil
+	}
+	return decodeChecked(space, b, l)
+}
+
+// decodeOnce is decodeMessage in one pass, for messages without errors: ok
+// is false, and what it wrote past len(space) is garbage, at the first
+// thing wrong.
+func decodeOnce(space []content.Attribute, b []byte, l MessageLimits) (content.Message, int64, []content.Attribute, bool) {
+	var deadline int64
+	var payload []byte
+	base := len(space)
+	attrs := space[base:base:cap(space)]
+	for len(b) > 0 {
+		num, typ, k := ConsumeTag(b)
+		if k < 0 {
+			return content.Message{}, 0, space, false
+		}
+		b = b[k:]
+		switch {
+		case num == fieldMessageAttributes && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 || (l.MaxAttributes > 0 && len(attrs) >= l.MaxAttributes) {
+				return content.Message{}, 0, space, false
+			}
+			b = b[k:]
+			a, err := decodeAttribute(v, len(attrs), l)
+			if err != nil {
+				return content.Message{}, 0, space, false
+			}
+			if len(attrs) == cap(attrs) {
+				grown := make([]content.Attribute, 0, max(2*cap(space), 2*len(attrs), 16))
+				attrs = append(grown, attrs...)
+				space, base = grown, 0
+			}
+			attrs = append(attrs, a)
+		case num == fieldMessagePayload && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return content.Message{}, 0, space, false
+			}
+			b = b[k:]
+			payload = v
+		case num == fieldMessageCongestion && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 || len(v) > MaxCongestionHeader {
+				return content.Message{}, 0, space, false
+			}
+			b = b[k:]
+		case num == fieldMessageDeadline && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return content.Message{}, 0, space, false
+			}
+			b = b[k:]
+			deadline = int64(v)
+		default:
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return content.Message{}, 0, space, false
+			}
+			b = b[k:]
+		}
+	}
+	if l.MaxPayload > 0 && len(payload) > l.MaxPayload {
+		return content.Message{}, 0, space, false
+	}
+	m, err := content.NewMessageOwned(attrs, payload)
+	if err != nil {
+		return content.Message{}, 0, space, false
+	}
+	return m, deadline, space[:base+len(attrs)], true
+}
+
+// decodeChecked is decodeMessage in two passes: the first checks the
+// structure and counts the attributes, the second decodes them.
+func decodeChecked(space []content.Attribute, b []byte, l MessageLimits) (content.Message, int64, []content.Attribute, error) {
 	var deadline int64
 	n := 0
 	for rest := b; len(rest) > 0; {

@@ -132,6 +132,52 @@ func FuzzDecodeMessage(f *testing.F) {
 	})
 }
 
+// A Decoder decodes a request's messages into space it reuses: every
+// message equals its own decoding until Reset, however the space grew
+// under it and whatever refused messages came between, and a request no
+// larger than one before allocates nothing.
+func TestDecoderKeepsEarlierMessages(t *testing.T) {
+	gen, err := workload.New(workload.Default())
+	require.NoError(t, err)
+	limits := wire.DefaultMessageLimits()
+	var raws, good [][]byte
+	for i, m := range gen.Messages(300) {
+		raws = append(raws, marshal(t, clientapi.MessageToProto(m)))
+		good = append(good, raws[len(raws)-1])
+		if i%7 == 0 { // refused halfway through its attributes
+			bad := clientapi.MessageToProto(m)
+			bad.Attributes = append(bad.Attributes, &dripv1.Attribute{Name: ""})
+			raws = append(raws, marshal(t, bad))
+		}
+	}
+	var d wire.Decoder
+	for _, request := range [][2]int{{0, 10}, {10, 200}, {200, len(raws)}, {0, 10}} {
+		d.Reset()
+		var got []content.Message
+		var want []string
+		for _, b := range raws[request[0]:request[1]] {
+			ref, refErr := decodeReference(b, limits)
+			m, _, err := d.Decode(b, limits)
+			if refErr != nil {
+				require.EqualError(t, err, refErr.Error())
+				continue
+			}
+			require.NoError(t, err)
+			got, want = append(got, m), append(want, ref.String())
+		}
+		for i, m := range got {
+			require.Equal(t, want[i], m.String(), "message %d of the request, after the rest were decoded", i)
+		}
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		d.Reset()
+		for _, b := range good[:10] {
+			_, _, _ = d.Decode(b, limits)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
 func TestPublishRequestMessages(t *testing.T) {
 	m := func(n int64) *dripv1.Message {
 		return &dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "n", Value: val(n)}}}
