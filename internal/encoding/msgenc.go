@@ -8,10 +8,11 @@ import "github.com/dripmesh/drip/internal/content"
 // dozen hashes each — and they depend only on the attribute's name and on
 // the string, or on the number's trie key, which a stream keeps repeating:
 // the same symbols and regions, counters and prices close enough to share a
-// key. So the encoder remembers the fine bits of the attribute values it
-// met last, in a small direct-mapped cache whose keys are compared exactly,
-// and hashes only the coarse categories of an attribute it remembers (the
-// equality category holds the exact number, which rarely repeats). The
+// key. So the encoder remembers the bits of the attribute values it met
+// last, in a small direct-mapped cache whose keys are compared exactly: a
+// string's bits whole, coarse and fine, since its key is its name and
+// value; a number's fine bits, hashing only its coarse categories again
+// (the equality category holds the exact number, which rarely repeats). The
 // Blooms are EncodeMessage's, bit for bit (TestMessageEncoderMatchesEncodeMessage).
 //
 // It is not safe for concurrent use. Its cache, about 10 KB, is allocated
@@ -57,6 +58,9 @@ func (e *MessageEncoder) Encode(m content.Message) Bloom {
 	var b Bloom
 	var scratch [scratchSize]byte
 	for _, a := range m.Attributes() {
+		if a.Value.Kind() == content.KindString && e.addString(&b, a, scratch[:0]) {
+			continue
+		}
 		buf, split, ok := appendAttribute(scratch[:0], a)
 		if !ok {
 			continue
@@ -68,6 +72,39 @@ func (e *MessageEncoder) Encode(m content.Message) Bloom {
 	return b
 }
 
+// addString adds string attribute a's bits to b, coarse and fine, from the
+// cache, or computes and remembers them. A string's categories depend only
+// on its name and value, which its key holds whole, so a string the stream
+// repeats costs one comparison of keys. It reports false for a string the
+// cache does not hold (empty, or too long), which the caller encodes.
+func (e *MessageEncoder) addString(b *Bloom, a content.Attribute, scratch []byte) bool {
+	key, ok := fineKey(scratch, a)
+	if !ok {
+		return false
+	}
+	s := e.slot(key)
+	if int(s.n) != len(key) || string(s.key[:s.n]) != string(key) {
+		s.n = uint8(copy(s.key[:], key))
+		s.bits = Bloom{}
+		buf, split, _ := appendAttribute(scratch[:0], a)
+		e.p.addCoarse(&s.bits, hashCategory(buf[:split]))
+		e.p.addCoarse(&s.bits, hashCategory(buf[split:]))
+		e.p.addFineAttribute(&s.bits, a, scratch[:0])
+	}
+	for i := range b.w {
+		b.w[i] |= s.bits.w[i]
+	}
+	return true
+}
+
+// slot is where key is remembered, if it is.
+func (e *MessageEncoder) slot(key []byte) *fineSlot {
+	if e.slots == nil {
+		e.slots = new([encoderSlots]fineSlot)
+	}
+	return &e.slots[mix64(hashCategory(key))&(encoderSlots-1)]
+}
+
 // addFine adds a's fine bits to b from the cache, or computes and
 // remembers them.
 func (e *MessageEncoder) addFine(b *Bloom, a content.Attribute, scratch []byte) {
@@ -76,10 +113,7 @@ func (e *MessageEncoder) addFine(b *Bloom, a content.Attribute, scratch []byte) 
 		e.p.addFineAttribute(b, a, scratch)
 		return
 	}
-	if e.slots == nil {
-		e.slots = new([encoderSlots]fineSlot)
-	}
-	s := &e.slots[mix64(hashCategory(key))&(encoderSlots-1)]
+	s := e.slot(key)
 	if int(s.n) != len(key) || string(s.key[:s.n]) != string(key) {
 		s.bits = Bloom{}
 		e.p.addFineAttribute(&s.bits, a, key[len(key):])
