@@ -231,7 +231,8 @@ func TestRunErrors(t *testing.T) {
 	t.Run("publishers blocked", func(t *testing.T) {
 		m := startMesh(t, 1, benchtest.Fault{StallPublish: true})
 		cfg := meshConfig(m)
-		// One stream of 1000 messages overflows the 64 KiB window.
+		// The broker never reads the stream: none of its 1,000 messages is
+		// acknowledged.
 		cfg.Publishers, cfg.Rate, cfg.Drain = 1, 2000, 200*time.Millisecond
 		_, err := Run(runCtx(t), cfg)
 		require.Error(t, err)

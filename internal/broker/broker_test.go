@@ -451,7 +451,7 @@ func firstLost(t *testing.T, stream dripv1.Broker_SubscribeClient) uint64 {
 // stream that ends makes room again.
 func TestStreamsBeyondTheBudgetAreRefused(t *testing.T) {
 	// Queues get 1 MiB; streams may hold 768 KiB: 24 subscribers at 32
-	// KiB, or 8 publishers at 96 KiB.
+	// KiB, or 2 publishers at 288 KiB.
 	m := startMesh(t, 1, nil, func(c *broker.Config) { c.MemoryBudget = 2 << 20 })
 	api := dripv1.NewBrokerClient(m.clients[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -74,11 +74,15 @@ func ClientServerOptions() []grpc.ServerOption {
 
 // clientStreamWindow bounds what one client stream may send ahead of the
 // broker reading it (HTTP/2 flow control, fixed: setting it turns gRPC's
-// dynamic window off): 64 KiB a round trip, 6.4 MB/s per publisher 10 ms
-// away. clientConnWindow is the connection's, which gRPC's server grants
-// as data arrives, not as it is read, so it bounds no memory.
+// dynamic window off): 256 KiB a round trip, 26 MB/s per publisher 10 ms
+// away. At 64 KiB a batching publisher's request (up to 256 KiB, 1,024
+// messages) took the whole window, so that it could not send the next
+// while the broker read one; 256 KiB keeps a few requests in flight, for
+// three times a stream's memory (docs/results/perf-gaps.md).
+// clientConnWindow is the connection's, which gRPC's server grants as data
+// arrives, not as it is read, so it bounds no memory.
 const (
-	clientStreamWindow = 64 << 10
+	clientStreamWindow = 256 << 10
 	clientConnWindow   = 1 << 20
 )
 
