@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -45,6 +46,27 @@ const (
 	fieldDeliveryBatch   = 5 // Delivery.batch
 	fieldBatchMessages   = 1 // DeliveryBatch.messages
 )
+
+// The one-byte tags of the fields the decoders' fast paths read.
+const (
+	tagMessageAttributes = fieldMessageAttributes<<3 | byte(protowire.BytesType)
+	tagAttributeName     = fieldAttributeName<<3 | byte(protowire.BytesType)
+	tagAttributeValue    = fieldAttributeValue<<3 | byte(protowire.BytesType)
+	tagValueString       = fieldValueString<<3 | byte(protowire.BytesType)
+	tagValueInt          = fieldValueInt<<3 | byte(protowire.VarintType)
+	tagValueFloat        = fieldValueFloat<<3 | byte(protowire.Fixed64Type)
+	tagValueBool         = fieldValueBool<<3 | byte(protowire.VarintType)
+)
+
+// shortField reads a length-delimited field with one-byte tag tag and a
+// length under 128 at the start of b: its bytes and what follows. ok is
+// false for anything else, which the caller reads the general way.
+func shortField(b []byte, tag byte) (v, rest []byte, ok bool) {
+	if len(b) < 2 || b[0] != tag || b[1] >= 0x80 || int(b[1]) > len(b)-2 {
+		return nil, b, false
+	}
+	return b[2 : 2+b[1]], b[2+b[1]:], true
+}
 
 // ErrTruncated is what a field cut short or of an impossible length decodes to.
 var ErrTruncated = errors.New("malformed protobuf: truncated or invalid field")
@@ -123,18 +145,28 @@ func decodeOnce(space []content.Attribute, b []byte, l MessageLimits) (content.M
 	base := len(space)
 	attrs := space[base:base:cap(space)]
 	for len(b) > 0 {
-		num, typ, k := ConsumeTag(b)
-		if k < 0 {
-			return content.Message{}, 0, space, false
-		}
-		b = b[k:]
-		switch {
-		case num == fieldMessageAttributes && typ == protowire.BytesType:
-			v, k := protowire.ConsumeBytes(b)
-			if k < 0 || (l.MaxAttributes > 0 && len(attrs) >= l.MaxAttributes) {
+		v, rest, short := shortField(b, tagMessageAttributes)
+		num, typ := protowire.Number(fieldMessageAttributes), protowire.BytesType
+		if !short {
+			var k int
+			if num, typ, k = ConsumeTag(b); k < 0 {
 				return content.Message{}, 0, space, false
 			}
 			b = b[k:]
+		}
+		switch {
+		case num == fieldMessageAttributes && typ == protowire.BytesType:
+			if !short {
+				var k int
+				if v, k = protowire.ConsumeBytes(b); k < 0 {
+					return content.Message{}, 0, space, false
+				}
+				rest = b[k:]
+			}
+			if l.MaxAttributes > 0 && len(attrs) >= l.MaxAttributes {
+				return content.Message{}, 0, space, false
+			}
+			b = rest
 			a, err := decodeAttribute(v, len(attrs), l)
 			if err != nil {
 				return content.Message{}, 0, space, false
@@ -256,6 +288,21 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 	var name string
 	var value content.Value
 	var valueSeen bool
+	// The layout encoders write, a name and then a value, each shorter
+	// than 128 bytes, is read without the general loop, to the same
+	// result and errors.
+	if n, rest, ok := shortField(b, tagAttributeName); ok {
+		if v, rest, ok := shortField(rest, tagAttributeValue); ok && len(rest) == 0 {
+			if !utf8.Valid(n) {
+				return content.Attribute{}, fmt.Errorf("attribute %d: name is not valid UTF-8", i)
+			}
+			val, err := decodeValue(v)
+			if err != nil {
+				return content.Attribute{}, err
+			}
+			name, value, valueSeen, b = alias(n), val, true, nil
+		}
+	}
 	for len(b) > 0 {
 		num, typ, k := ConsumeTag(b)
 		if k < 0 {
@@ -311,6 +358,30 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 
 // decodeValue decodes a drip.v1.Value; an unset one is the invalid Value.
 func decodeValue(b []byte) (content.Value, error) {
+	// A value that is one field, as encoders write it, is read directly.
+	if len(b) >= 2 {
+		switch b[0] {
+		case tagValueString:
+			if b[1] < 0x80 && int(b[1]) == len(b)-2 {
+				if !utf8.Valid(b[2:]) {
+					return content.Value{}, errors.New("string value is not valid UTF-8")
+				}
+				return content.String(alias(b[2:])), nil
+			}
+		case tagValueInt:
+			if x, k := protowire.ConsumeVarint(b[1:]); k == len(b)-1 {
+				return content.Int(protowire.DecodeZigZag(x)), nil
+			}
+		case tagValueFloat:
+			if len(b) == 9 {
+				return content.Float(math.Float64frombits(binary.LittleEndian.Uint64(b[1:]))), nil
+			}
+		case tagValueBool:
+			if len(b) == 2 && b[1] < 0x80 {
+				return content.Bool(b[1] != 0), nil
+			}
+		}
+	}
 	var v content.Value
 	for len(b) > 0 {
 		num, typ, k := ConsumeTag(b)

@@ -1,12 +1,15 @@
 package wire_test
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
@@ -282,4 +285,82 @@ func BenchmarkDecodeMessage(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDecoder is a publish stream's decoding: the broker benchmarks'
+// message (a string, a float, an int and 16 bytes of payload) into reused
+// space.
+func BenchmarkDecoder(b *testing.B) {
+	raw := marshal(b, &dripv1.Message{Attributes: []*dripv1.Attribute{
+		{Name: "price", Value: val(12.5)}, {Name: "symbol", Value: val("DRIP")}, {Name: "volume", Value: val(int64(5000))},
+	}, Payload: make([]byte, 16)})
+	limits := wire.DefaultMessageLimits()
+	var d wire.Decoder
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i++; i%1024 == 0 {
+			d.Reset()
+		}
+		if _, _, err := d.Decode(raw, limits); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The decoders' fast paths read the layouts encoders write; these are the
+// edges where a byte looks like that layout and is not, against protobuf.
+func TestDecodeMessageFastPathEdges(t *testing.T) {
+	limits := wire.DefaultMessageLimits()
+	str := func(n int) []byte { return append([]byte{0x0a, byte(n)}, bytes.Repeat([]byte("s"), n)...) }
+	attr := func(name string, value []byte) []byte {
+		b := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte(name))
+		return protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), value)
+	}
+	msg := func(attrs ...[]byte) []byte {
+		var b []byte
+		for _, a := range attrs {
+			b = protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), a)
+		}
+		return b
+	}
+	// A string of 128 bytes has a length of two bytes, 0x80 0x01: read as
+	// one byte, it would look like a string of the 128 bytes after it.
+	long := append([]byte{0x0a, 0x80}, bytes.Repeat([]byte{0x01}, 128)...)
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"string", msg(attr("a", str(3)))},
+		{"int", msg(attr("a", []byte{0x10, 0x96, 0x01}))},
+		{"float", msg(attr("a", append([]byte{0x19}, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f)))},
+		{"bool", msg(attr("a", []byte{0x20, 0x01}))},
+		{"bool as a long varint", msg(attr("a", []byte{0x20, 0x81, 0x00}))},
+		{"string length of two bytes", msg(attr("a", long))},
+		{"string of 128 bytes", msg(attr("a", append([]byte{0x0a, 0x80, 0x01}, bytes.Repeat([]byte("s"), 128)...)))},
+		{"name of 128 bytes", msg(attr(strings.Repeat("n", 128), str(1)))},
+		{"value then name", msg(append([]byte{0x12, 0x02, 0x20, 0x01}, 0x0a, 0x01, 'a'))},
+		{"name given twice", msg(append(attr("a", []byte{0x20, 0x01}), 0x0a, 0x01, 'b'))},
+		{"value given twice", msg(append(attr("a", []byte{0x20, 0x01}), 0x12, 0x02, 0x10, 0x02))},
+		{"value with a trailing field", msg(attr("a", []byte{0x20, 0x01, 0x10, 0x02}))},
+		{"invalid UTF-8 name", msg(attr("\xff", []byte{0x20, 0x01}))},
+		{"invalid UTF-8 string", msg(attr("a", []byte{0x0a, 0x01, 0xff}))},
+		{"truncated value", msg(attr("a", []byte{0x19, 0x00}))},
+		{"attribute length past the end", []byte{0x0a, 0x05, 0x0a, 0x01, 'a'}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantErr := decodeReference(tc.b, limits)
+			got, err := wire.DecodeMessage(tc.b, limits)
+			if wantErr != nil {
+				require.Error(t, err, "protobuf: %v", wantErr)
+				if proto.Unmarshal(tc.b, &dripv1.Message{}) == nil {
+					// Well-formed, refused by MessageFromProto: the same words.
+					assert.Equal(t, wantErr.Error(), err.Error())
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, want.String(), got.String())
+		})
+	}
 }
