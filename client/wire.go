@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/dripmesh/drip/internal/wire"
 )
 
 // The client encodes what it publishes and decodes what it receives in the
@@ -36,6 +39,16 @@ const (
 	fieldDeliveryMessage   = 2 // Delivery.message
 	fieldDeliveryBatch     = 5 // Delivery.batch
 	fieldBatchMessages     = 1 // DeliveryBatch.messages
+)
+
+// The one-byte tags of the fields the decoders' fast paths read.
+const (
+	tagAttributeName  = fieldAttributeName<<3 | byte(protowire.BytesType)
+	tagAttributeValue = fieldAttributeValue<<3 | byte(protowire.BytesType)
+	tagValueString    = fieldValueString<<3 | byte(protowire.BytesType)
+	tagValueInt       = fieldValueInt<<3 | byte(protowire.VarintType)
+	tagValueFloat     = fieldValueFloat<<3 | byte(protowire.Fixed64Type)
+	tagValueBool      = fieldValueBool<<3 | byte(protowire.VarintType)
 )
 
 // maxDeadline is the longest deadline brokers accept (node.MaxDeadline).
@@ -283,7 +296,7 @@ func deliveriesFromWire(b []byte, into []Delivery, fields bool) ([]Delivery, boo
 	if fields {
 		space = &Fields{}
 	}
-	num, typ, n := protowire.ConsumeTag(b)
+	num, typ, n := wire.ConsumeTag(b)
 	if n < 0 || typ != protowire.BytesType {
 		return into, false, nil
 	}
@@ -302,7 +315,7 @@ func deliveriesFromWire(b []byte, into []Delivery, fields bool) ([]Delivery, boo
 	case fieldDeliveryBatch:
 		first := true
 		for len(body) > 0 {
-			num, typ, n := protowire.ConsumeTag(body)
+			num, typ, n := wire.ConsumeTag(body)
 			if n < 0 {
 				return into, true, errMalformed
 			}
@@ -348,7 +361,7 @@ func deliveryFromWire(b []byte, space *Fields) (Delivery, error) {
 	var msg []byte
 	hasMsg := false
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return d, errMalformed
 		}
@@ -416,7 +429,7 @@ func deliveryFromWire(b []byte, space *Fields) (Delivery, error) {
 func messageFromWire(b []byte, space *Fields) (Message, []byte, error) {
 	count := 0
 	for rest := b; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
+		num, typ, n := wire.ConsumeTag(rest)
 		if n < 0 {
 			return Message{}, nil, errMalformed
 		}
@@ -442,7 +455,7 @@ func messageFromWire(b []byte, space *Fields) (Message, []byte, error) {
 	var cc []byte
 	i := 0
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		b = b[n:]
 		switch {
 		case num == fieldMessageAttributes && typ == protowire.BytesType:
@@ -495,8 +508,24 @@ func messageFromWire(b []byte, space *Fields) (Message, []byte, error) {
 func attributeFromWire(b []byte) (string, Field, error) {
 	var name string
 	var value Field
+	// The layout brokers pass on from encoders, a name and then a value,
+	// each shorter than 128 bytes, is read without the general loop, to
+	// the same result and errors.
+	if n, rest, ok := wire.ShortField(b, tagAttributeName); ok {
+		if v, rest, ok := wire.ShortField(rest, tagAttributeValue); ok && len(rest) == 0 {
+			if !utf8.Valid(n) {
+				return "", Field{}, fmt.Errorf("attribute name is not valid UTF-8")
+			}
+			name = alias(n)
+			x, err := valueFromWire(v)
+			if err != nil {
+				return "", Field{}, fmt.Errorf("attribute %q: %w", name, err)
+			}
+			return name, x, nil
+		}
+	}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return "", Field{}, errMalformed
 		}
@@ -538,9 +567,33 @@ func attributeFromWire(b []byte) (string, Field, error) {
 // valueFromWire decodes a drip.v1.Value as a Field without a name (kind
 // 0: unset).
 func valueFromWire(b []byte) (Field, error) {
+	// A value that is one field, as encoders write it, is read directly.
+	if len(b) >= 2 {
+		switch b[0] {
+		case tagValueString:
+			if b[1] < 0x80 && int(b[1]) == len(b)-2 {
+				if !utf8.Valid(b[2:]) {
+					return Field{}, fmt.Errorf("string value is not valid UTF-8")
+				}
+				return Field{kind: KindString, s: alias(b[2:])}, nil
+			}
+		case tagValueInt:
+			if x, n := protowire.ConsumeVarint(b[1:]); n == len(b)-1 {
+				return Field{kind: KindInt, bits: uint64(protowire.DecodeZigZag(x))}, nil
+			}
+		case tagValueFloat:
+			if len(b) == 9 {
+				return Field{kind: KindFloat, bits: binary.LittleEndian.Uint64(b[1:])}, nil
+			}
+		case tagValueBool:
+			if len(b) == 2 && b[1] < 0x80 {
+				return Field{kind: KindBool, bits: uint64(min(b[1], 1))}, nil
+			}
+		}
+	}
 	var v Field
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return Field{}, errMalformed
 		}

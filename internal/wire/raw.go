@@ -58,10 +58,11 @@ const (
 	tagValueBool         = fieldValueBool<<3 | byte(protowire.VarintType)
 )
 
-// shortField reads a length-delimited field with one-byte tag tag and a
+// ShortField reads a length-delimited field with one-byte tag tag and a
 // length under 128 at the start of b: its bytes and what follows. ok is
-// false for anything else, which the caller reads the general way.
-func shortField(b []byte, tag byte) (v, rest []byte, ok bool) {
+// false for anything else, which the caller reads the general way. It is
+// the fast path of decoders for the layout encoders write.
+func ShortField(b []byte, tag byte) (v, rest []byte, ok bool) {
 	if len(b) < 2 || b[0] != tag || b[1] >= 0x80 || int(b[1]) > len(b)-2 {
 		return nil, b, false
 	}
@@ -145,7 +146,7 @@ func decodeOnce(space []content.Attribute, b []byte, l MessageLimits) (content.M
 	base := len(space)
 	attrs := space[base:base:cap(space)]
 	for len(b) > 0 {
-		v, rest, short := shortField(b, tagMessageAttributes)
+		v, rest, short := ShortField(b, tagMessageAttributes)
 		num, typ := protowire.Number(fieldMessageAttributes), protowire.BytesType
 		if !short {
 			var k int
@@ -291,8 +292,8 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 	// The layout encoders write, a name and then a value, each shorter
 	// than 128 bytes, is read without the general loop, to the same
 	// result and errors.
-	if n, rest, ok := shortField(b, tagAttributeName); ok {
-		if v, rest, ok := shortField(rest, tagAttributeValue); ok && len(rest) == 0 {
+	if n, rest, ok := ShortField(b, tagAttributeName); ok {
+		if v, rest, ok := ShortField(rest, tagAttributeValue); ok && len(rest) == 0 {
 			if !utf8.Valid(n) {
 				return content.Attribute{}, fmt.Errorf("attribute %d: name is not valid UTF-8", i)
 			}
