@@ -427,6 +427,84 @@ func deliveryFromWire(b []byte, space *Fields) (Delivery, error) {
 // attributes go into an Attrs map, or are appended to space if not nil,
 // the message's Fields then a part of space that later appends leave be.
 func messageFromWire(b []byte, space *Fields) (Message, []byte, error) {
+	if space != nil {
+		if m, cc, ok := fieldsFromWireOnce(b, space); ok {
+			return m, cc, nil
+		}
+	}
+	return messageFromWireChecked(b, space)
+}
+
+// fieldsFromWireOnce is messageFromWire into space in one pass, for
+// messages without errors: ok is false at the first thing wrong, and
+// space is as it was but for its array, which may have grown.
+func fieldsFromWireOnce(b []byte, space *Fields) (Message, []byte, bool) {
+	var m Message
+	var cc []byte
+	start := len(*space)
+	fail := func() (Message, []byte, bool) {
+		*space = (*space)[:start]
+		return Message{}, nil, false
+	}
+	for len(b) > 0 {
+		num, typ, n := wire.ConsumeTag(b)
+		if n < 0 {
+			return fail()
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == fieldMessageAttributes || num == fieldMessagePayload || num == fieldMessageCongestion) {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return fail()
+			}
+			b = b[n:]
+			switch num {
+			case fieldMessagePayload:
+				m.Payload = v
+				continue
+			case fieldMessageCongestion:
+				cc = v
+				continue
+			}
+			name, value, err := attributeFromWire(v)
+			if err != nil || name == "" || value.kind == 0 {
+				return fail()
+			}
+			if _, dup := (*space)[start:].Get(name); dup {
+				return fail()
+			}
+			if len(*space) == cap(*space) {
+				// This message's fields move to a new array; the
+				// messages before it keep theirs.
+				grown := make(Fields, 0, max(2*cap(*space), 2*(len(*space)-start), 16))
+				*space = append(grown, (*space)[start:]...)
+				start = 0
+			}
+			value.Name = name
+			*space = append(*space, value)
+			continue
+		}
+		if num == fieldMessageDeadline && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return fail()
+			}
+			b, m.Deadline = b[n:], time.Duration(v)
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return fail()
+		}
+		b = b[n:]
+	}
+	m.Fields = (*space)[start:len(*space):len(*space)]
+	return m, cc, true
+}
+
+// messageFromWireChecked is messageFromWire in two passes: the first
+// checks the structure and counts the attributes (for the map's size),
+// the second decodes them.
+func messageFromWireChecked(b []byte, space *Fields) (Message, []byte, error) {
 	count := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, n := wire.ConsumeTag(rest)

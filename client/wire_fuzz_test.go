@@ -69,3 +69,33 @@ func FuzzMessageFromWire(f *testing.F) {
 		require.Equal(t, string(pm.Payload), string(asMap.Payload))
 	})
 }
+
+// Messages decoded one after another into one space keep their own
+// fields, however the space grows under them.
+func TestFieldsSpaceKeepsEarlierMessages(t *testing.T) {
+	var raws [][]byte
+	for i := range 40 {
+		var fs Fields
+		for j := range i % 7 {
+			fs.Int(string(rune('a'+j)), int64(i*10+j))
+		}
+		fs.Str("s", string(rune('A'+i%26)))
+		entry, _, err := appendBatchEntry(nil, Message{Fields: fs}, nil, nil)
+		require.NoError(t, err)
+		_, _, n := protowire.ConsumeTag(entry)
+		msg, _ := protowire.ConsumeBytes(entry[n:])
+		raws = append(raws, msg)
+	}
+	space := make(Fields, 0, 3)
+	var got []Message
+	for _, raw := range raws {
+		m, _, err := messageFromWire(raw, &space)
+		require.NoError(t, err)
+		got = append(got, m)
+	}
+	for i, raw := range raws {
+		alone, _, err := messageFromWire(raw, nil)
+		require.NoError(t, err)
+		require.Equal(t, alone.Attrs, got[i].Fields.Attrs(), "message %d after the rest were decoded", i)
+	}
+}
