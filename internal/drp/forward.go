@@ -325,12 +325,22 @@ func (f *Forwarder) groupFor(next uint32) int32 {
 // partition turns the collected groups into one bundle per next hop. All
 // bitsets share one word slab, each capped to its own words so that a
 // bundle's owner cannot grow into its neighbour's: three allocations per
-// decision however many neighbours.
+// decision however many neighbours, and one for the commonest decision, a
+// single next hop for destinations below router ID 256 (onePartition).
 func (f *Forwarder) partition(source uint32, hops uint8) []Forward {
 	total := 0
 	for i := range f.groups {
 		f.groups[i].off = total
 		total += int(f.groups[i].maxID>>6) + 1
+	}
+	if len(f.groups) == 1 && total <= len(onePartition{}.words) {
+		one := new(onePartition)
+		for _, m := range f.members {
+			one.words[m.id>>6] |= 1 << (m.id & 63)
+		}
+		one.set.SetBitsetFrom(one.words[:total:total])
+		one.fw[0] = Forward{Next: f.groups[0].next, Bundle: Bundle{Source: source, Dest: &one.set, HopsLeft: hops}}
+		return one.fw[:]
 	}
 	slab := make([]uint64, total)
 	for _, m := range f.members {
@@ -344,6 +354,15 @@ func (f *Forwarder) partition(source uint32, hops uint8) []Forward {
 		fw[i] = Forward{Next: g.next, Bundle: Bundle{Source: source, Dest: &sets[i], HopsLeft: hops}}
 	}
 	return fw
+}
+
+// onePartition is a decision of one bundle whose set fits in a few words,
+// in one allocation: the bundle points into it, so it lives as long as the
+// bundle.
+type onePartition struct {
+	fw    [1]Forward
+	set   bitset.BitSet
+	words [4]uint64
 }
 
 // broadcast sends a copy of words, without self, to every child but skip.

@@ -210,6 +210,28 @@ func TestMultiWordIDs(t *testing.T) {
 	check(t, want{deliver: true, forwards: map[uint32][]uint{140: {140}}, hopsLeft: 3}, d)
 }
 
+// A decision of one bundle, the commonest, is one allocation while its
+// destinations fit in four words, and the usual three beyond; either way
+// the bundle owns its set.
+func TestOneNextHopIsOneAllocation(t *testing.T) {
+	net := newFakeNet(newGraph(400).link(0, 1, 1).link(1, 255, 1).link(1, 300, 1))
+	f, err := drp.NewForwarder(drp.Config{HopLimit: 4})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		dest   []uint
+		allocs float64
+	}{{[]uint{1, 255}, 1}, {[]uint{255}, 1}, {[]uint{1, 300}, 3}} {
+		in, r := set(tc.dest...), net.at(0)
+		d := f.Ingress(r, in)
+		check(t, want{forwards: map[uint32][]uint{1: tc.dest}, hopsLeft: 4}, d)
+		assert.Equal(t, tc.allocs, testing.AllocsPerRun(20, func() { f.Ingress(r, in) }), "to %v", tc.dest)
+		in.ClearAll()
+		other := f.Ingress(r, set(1))
+		other.Forwards[0].Bundle.Dest.Set(2)
+		check(t, want{forwards: map[uint32][]uint{1: tc.dest}, hopsLeft: 4}, d)
+	}
+}
+
 // A star router has more neighbours than the linear scan handles.
 func TestManyNextHops(t *testing.T) {
 	const n = 40
