@@ -104,23 +104,27 @@ func countDeliveries(b []byte) int {
 // message names it), and with the subscription asking (full headers,
 // records, a Bloom filter per message at both ends: docs/design.md §12).
 // fields publishes one reused client.Fields and subscribes WithFields:
-// the client's allocation-free path, which the perf clients take.
+// the client's allocation-free path, which the perf clients take;
+// fields-4k does so with 4 KiB payloads, so that requests are cut by
+// their size, not their count.
 func BenchmarkClient1to1(b *testing.B) {
 	for _, mode := range []struct {
-		name   string
-		opts   []client.Option
-		fields bool
+		name    string
+		opts    []client.Option
+		fields  bool
+		payload int
 	}{
-		{"congestion-off", []client.Option{client.WithCongestionControl(false)}, false},
-		{"default", nil, false},
-		{"asked", []client.Option{client.WithCongestionFeedback(true)}, false},
-		{"fields", nil, true},
+		{"congestion-off", []client.Option{client.WithCongestionControl(false)}, false, 16},
+		{"default", nil, false, 16},
+		{"asked", []client.Option{client.WithCongestionFeedback(true)}, false, 16},
+		{"fields", nil, true, 16},
+		{"fields-4k", nil, true, 4 << 10},
 	} {
-		b.Run(mode.name, func(b *testing.B) { benchClient1to1(b, mode.fields, mode.opts...) })
+		b.Run(mode.name, func(b *testing.B) { benchClient1to1(b, mode.fields, mode.payload, mode.opts...) })
 	}
 }
 
-func benchClient1to1(b *testing.B, fields bool, opts ...client.Option) {
+func benchClient1to1(b *testing.B, fields bool, payload int, opts ...client.Option) {
 	addr := benchBroker(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -128,7 +132,7 @@ func benchClient1to1(b *testing.B, fields bool, opts ...client.Option) {
 	require.NoError(b, err)
 	defer c.Close()
 	var subOpts []client.SubscribeOption
-	m := client.Message{Attrs: client.Attrs{"symbol": "DRIP", "price": 12.5, "volume": 5000}, Payload: make([]byte, 16)}
+	m := client.Message{Attrs: client.Attrs{"symbol": "DRIP", "price": 12.5, "volume": 5000}, Payload: make([]byte, payload)}
 	if fields {
 		subOpts = append(subOpts, client.WithFields())
 		var fs client.Fields
