@@ -2,6 +2,9 @@ package client
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -97,5 +100,30 @@ func TestFieldsSpaceKeepsEarlierMessages(t *testing.T) {
 		alone, _, err := messageFromWire(raw, nil)
 		require.NoError(t, err)
 		require.Equal(t, alone.Attrs, got[i].Fields.Attrs(), "message %d after the rest were decoded", i)
+	}
+}
+
+// Fields out of order are encoded sorted up to maxSortedFields, and as
+// given beyond, which brokers sort; a name given twice is refused either
+// way.
+func TestFieldsSortedOnTheWire(t *testing.T) {
+	for _, n := range []int{3, maxSortedFields, maxSortedFields + 1} {
+		var fs Fields
+		for i := n - 1; i >= 0; i-- {
+			fs.Int(fmt.Sprintf("a%03d", i), int64(i))
+		}
+		entry, _, err := appendBatchEntry(nil, Message{Fields: fs}, nil, nil)
+		require.NoError(t, err)
+		_, _, k := protowire.ConsumeTag(entry)
+		raw, _ := protowire.ConsumeBytes(entry[k:])
+		var space Fields
+		m, _, err := messageFromWire(raw, &space)
+		require.NoError(t, err)
+		require.Equal(t, fs.Attrs(), m.Fields.Attrs())
+		sorted := slices.IsSortedFunc(m.Fields, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
+		require.Equal(t, n <= maxSortedFields, sorted, "%d fields", n)
+
+		_, _, err = appendBatchEntry(nil, Message{Fields: *fs.Int("a000", 1)}, nil, nil)
+		require.ErrorContains(t, err, `attribute "a000" given twice`)
 	}
 }
