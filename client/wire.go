@@ -41,16 +41,6 @@ const (
 	fieldBatchMessages     = 1 // DeliveryBatch.messages
 )
 
-// The one-byte tags of the fields the decoders' fast paths read.
-const (
-	tagAttributeName  = fieldAttributeName<<3 | byte(protowire.BytesType)
-	tagAttributeValue = fieldAttributeValue<<3 | byte(protowire.BytesType)
-	tagValueString    = fieldValueString<<3 | byte(protowire.BytesType)
-	tagValueInt       = fieldValueInt<<3 | byte(protowire.VarintType)
-	tagValueFloat     = fieldValueFloat<<3 | byte(protowire.Fixed64Type)
-	tagValueBool      = fieldValueBool<<3 | byte(protowire.VarintType)
-)
-
 // maxDeadline is the longest deadline brokers accept (node.MaxDeadline).
 const maxDeadline = time.Hour
 
@@ -621,8 +611,8 @@ func attributeFromWire(b []byte) (string, Field, error) {
 	// The layout brokers pass on from encoders, a name and then a value,
 	// each shorter than 128 bytes, is read without the general loop, to
 	// the same result and errors.
-	if n, rest, ok := wire.ShortField(b, tagAttributeName); ok {
-		if v, rest, ok := wire.ShortField(rest, tagAttributeValue); ok && len(rest) == 0 {
+	if n, rest, ok := wire.ShortField(b, wire.TagAttributeName); ok {
+		if v, rest, ok := wire.ShortField(rest, wire.TagAttributeValue); ok && len(rest) == 0 {
 			if !utf8.Valid(n) {
 				return "", Field{}, fmt.Errorf("attribute name is not valid UTF-8")
 			}
@@ -680,22 +670,22 @@ func valueFromWire(b []byte) (Field, error) {
 	// A value that is one field, as encoders write it, is read directly.
 	if len(b) >= 2 {
 		switch b[0] {
-		case tagValueString:
+		case wire.TagValueString:
 			if b[1] < 0x80 && int(b[1]) == len(b)-2 {
 				if !utf8.Valid(b[2:]) {
 					return Field{}, fmt.Errorf("string value is not valid UTF-8")
 				}
 				return Field{kind: KindString, s: alias(b[2:])}, nil
 			}
-		case tagValueInt:
+		case wire.TagValueInt:
 			if x, n := protowire.ConsumeVarint(b[1:]); n == len(b)-1 {
 				return Field{kind: KindInt, bits: uint64(protowire.DecodeZigZag(x))}, nil
 			}
-		case tagValueFloat:
+		case wire.TagValueFloat:
 			if len(b) == 9 {
 				return Field{kind: KindFloat, bits: binary.LittleEndian.Uint64(b[1:])}, nil
 			}
-		case tagValueBool:
+		case wire.TagValueBool:
 			if len(b) == 2 && b[1] < 0x80 {
 				return Field{kind: KindBool, bits: uint64(min(b[1], 1))}, nil
 			}

@@ -47,15 +47,16 @@ const (
 	fieldBatchMessages   = 1 // DeliveryBatch.messages
 )
 
-// The one-byte tags of the fields the decoders' fast paths read.
+// The one-byte tags of the fields the decoders' fast paths read (the
+// client's delivery decoder reads them too).
 const (
 	tagMessageAttributes = fieldMessageAttributes<<3 | byte(protowire.BytesType)
-	tagAttributeName     = fieldAttributeName<<3 | byte(protowire.BytesType)
-	tagAttributeValue    = fieldAttributeValue<<3 | byte(protowire.BytesType)
-	tagValueString       = fieldValueString<<3 | byte(protowire.BytesType)
-	tagValueInt          = fieldValueInt<<3 | byte(protowire.VarintType)
-	tagValueFloat        = fieldValueFloat<<3 | byte(protowire.Fixed64Type)
-	tagValueBool         = fieldValueBool<<3 | byte(protowire.VarintType)
+	TagAttributeName     = fieldAttributeName<<3 | byte(protowire.BytesType)
+	TagAttributeValue    = fieldAttributeValue<<3 | byte(protowire.BytesType)
+	TagValueString       = fieldValueString<<3 | byte(protowire.BytesType)
+	TagValueInt          = fieldValueInt<<3 | byte(protowire.VarintType)
+	TagValueFloat        = fieldValueFloat<<3 | byte(protowire.Fixed64Type)
+	TagValueBool         = fieldValueBool<<3 | byte(protowire.VarintType)
 )
 
 // ShortField reads a length-delimited field with one-byte tag tag and a
@@ -292,8 +293,8 @@ func decodeAttribute(b []byte, i int, l MessageLimits) (content.Attribute, error
 	// The layout encoders write, a name and then a value, each shorter
 	// than 128 bytes, is read without the general loop, to the same
 	// result and errors.
-	if n, rest, ok := ShortField(b, tagAttributeName); ok {
-		if v, rest, ok := ShortField(rest, tagAttributeValue); ok && len(rest) == 0 {
+	if n, rest, ok := ShortField(b, TagAttributeName); ok {
+		if v, rest, ok := ShortField(rest, TagAttributeValue); ok && len(rest) == 0 {
 			if !utf8.Valid(n) {
 				return content.Attribute{}, fmt.Errorf("attribute %d: name is not valid UTF-8", i)
 			}
@@ -362,22 +363,22 @@ func decodeValue(b []byte) (content.Value, error) {
 	// A value that is one field, as encoders write it, is read directly.
 	if len(b) >= 2 {
 		switch b[0] {
-		case tagValueString:
+		case TagValueString:
 			if b[1] < 0x80 && int(b[1]) == len(b)-2 {
 				if !utf8.Valid(b[2:]) {
 					return content.Value{}, errors.New("string value is not valid UTF-8")
 				}
 				return content.String(alias(b[2:])), nil
 			}
-		case tagValueInt:
+		case TagValueInt:
 			if x, k := protowire.ConsumeVarint(b[1:]); k == len(b)-1 {
 				return content.Int(protowire.DecodeZigZag(x)), nil
 			}
-		case tagValueFloat:
+		case TagValueFloat:
 			if len(b) == 9 {
 				return content.Float(math.Float64frombits(binary.LittleEndian.Uint64(b[1:]))), nil
 			}
-		case tagValueBool:
+		case TagValueBool:
 			if len(b) == 2 && b[1] < 0x80 {
 				return content.Bool(b[1] != 0), nil
 			}
