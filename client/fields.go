@@ -69,9 +69,9 @@ func (f Field) Value() any {
 
 // Fields are a message's attributes as a list, each name once, in any
 // order: the way to publish without a map per message and, with
-// WithFields, to receive without one. They travel sorted by name (up to
-// 32 given out of order; brokers sort larger ones), so a subscriber's
-// Fields come in that order. Build them with Str, Int, Float and
+// WithFields, to receive without one. They travel sorted by name, so a
+// subscriber's Fields come in that order; more than 32 given out of order
+// travel as given (brokers sort them for themselves). Build them with Str, Int, Float and
 // Bool, and Reset them for the next message: they keep their space, so a
 // publisher that reuses them allocates nothing per message.
 type Fields []Field
