@@ -116,8 +116,8 @@ func tailSize(m Message, cc []byte) (int, error) {
 // appendFieldsEntry is appendBatchEntry for a message of Fields, sorted by
 // name as the Attrs path encodes them: a broker sorts a message it
 // receives unsorted, at the ingress and again where it delivers it, since
-// deliveries carry the bytes as published (about a tenth of an egress
-// broker's CPU). Fields already sorted are encoded as they are; more than
+// deliveries carry the bytes as published (docs/results/perf-gaps.md).
+// Fields already sorted are encoded as they are; more than
 // maxSortedFields unsorted ones are left to the brokers. names is scratch
 // space for the check that no name is given twice, returned for reuse.
 func appendFieldsEntry(dst []byte, m Message, cc []byte, names []string) ([]byte, []string, error) {
@@ -180,7 +180,8 @@ func appendFieldsEntry(dst []byte, m Message, cc []byte, names []string) ([]byte
 }
 
 // maxSortedFields bounds the Fields appendFieldsEntry sorts, by a search
-// per name: quadratic, and cheaper than a permutation up to a few dozen.
+// per name: quadratic, so kept to messages of a few dozen attributes, and
+// larger ones are left to the brokers.
 const maxSortedFields = 32
 
 // appendField appends f as a Message.attributes field.
