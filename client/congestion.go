@@ -247,9 +247,9 @@ func (cc *pubCC) header(h *congestion.Header) []byte {
 // not consulted: it has no flow. Called with p.mu held.
 func (p *Publisher) publishControlled(m Message) error {
 	cc := p.cc
-	// No clock read until a subscriber has asked: on this project's VMs a
-	// read costs 50 ns, 3.5% of a 1 → 1 run's CPU (publisher, broker and
-	// subscriber in one process).
+	// No clock read until a subscriber has asked: where clock reads are
+	// slow, one per publish is a visible share of a publisher's CPU
+	// (docs/results/perf-gaps.md).
 	var now time.Time
 	if !cc.asked.IsZero() {
 		now = time.Now()
