@@ -498,20 +498,18 @@ var countedDrops = []struct{ name, label string }{
 // leaving out what is zero.
 func counters(ctx context.Context, mr systems.MetricReader, topo *topology.Topology) (map[string]float64, error) {
 	out := map[string]float64{}
-	for _, b := range topo.Brokers {
-		for _, c := range countedDrops {
-			got, err := mr.Metric(ctx, b.Name, c.name, c.label)
-			if err != nil {
-				return nil, err
+	for _, c := range countedDrops {
+		got, err := overBrokers(ctx, mr, topo, c.name, c.label)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range got {
+			key := c.name
+			if c.label != "" {
+				key += "{" + c.label + "=\"" + k + "\"}"
 			}
-			for k, v := range got {
-				key := c.name
-				if c.label != "" {
-					key += "{" + c.label + "=\"" + k + "\"}"
-				}
-				if v != 0 {
-					out[key] += v
-				}
+			if v != 0 {
+				out[key] = v
 			}
 		}
 	}
@@ -521,17 +519,27 @@ func counters(ctx context.Context, mr systems.MetricReader, topo *topology.Topol
 // suspicions sums drip_link_suspected_total over every broker: with the
 // detections, it tells false alarms from failures.
 func suspicions(ctx context.Context, mr systems.MetricReader, topo *topology.Topology) (float64, error) {
+	got, err := overBrokers(ctx, mr, topo, "drip_link_suspected_total", "peer")
 	var total float64
+	for _, v := range got {
+		total += v
+	}
+	return total, err
+}
+
+// overBrokers sums metric name over every broker, by its label's value.
+func overBrokers(ctx context.Context, mr systems.MetricReader, topo *topology.Topology, name, label string) (map[string]float64, error) {
+	out := map[string]float64{}
 	for _, b := range topo.Brokers {
-		got, err := mr.Metric(ctx, b.Name, "drip_link_suspected_total", "peer")
+		got, err := mr.Metric(ctx, b.Name, name, label)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		for _, v := range got {
-			total += v
+		for k, v := range got {
+			out[k] += v
 		}
 	}
-	return total, nil
+	return out, nil
 }
 
 func degradedIn(sched []Degradation, k int) map[[2]string]bool {
