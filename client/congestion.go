@@ -60,10 +60,17 @@ type CongestionStats struct {
 	Feedback, BadFeedback  uint64
 	// Flows are the publisher's limited flows now, least quota first.
 	Flows []congestion.Flow
+	// Listeners are the subscribers whose predicates the publisher stamps
+	// its messages by now, and Stamps the stamps it has put on them.
+	Listeners int
+	Stamps    uint64
 	// Subscription: messages measured, loss events seen, feedback and echo
 	// requests sent, headers refused as malformed, and feedback dropped
 	// because the client's feedback queue was full.
 	Measured, LossEvents, FeedbackSent, Echoes, BadHeaders, Dropped uint64
+	// Stamped counts the messages whose loss was measured by their stamps
+	// (docs/design.md §12, "Exact loss detection").
+	Stamped uint64
 	// Sessions are the subscription's measurements of each controlled
 	// publisher (round-trip time, loss event rate, the rate they allow),
 	// as of its last round.
@@ -132,7 +139,7 @@ type pubCC struct {
 	core  *congestion.Publisher
 	id    uint64
 	asked time.Time // last feedback or echo
-	held  map[uint64]Message
+	held  map[uint64]heldMessage
 	next  uint64 // ID of the next offered message
 	wake  chan struct{}
 	fb    *Subscription
@@ -143,6 +150,13 @@ type pubCC struct {
 	bad     uint64
 }
 
+// heldMessage is a message congestion control holds, with its content for
+// the stamps it gets when it leaves.
+type heldMessage struct {
+	m       Message
+	content content.Message
+}
+
 // startCongestion subscribes to the publisher's feedback and starts the
 // goroutines that take it and release held messages.
 func (p *Publisher) startCongestion() error {
@@ -151,7 +165,7 @@ func (p *Publisher) startCongestion() error {
 	if err != nil {
 		return err
 	}
-	cc := &pubCC{core: core, id: id, held: map[uint64]Message{}, wake: make(chan struct{}, 1)}
+	cc := &pubCC{core: core, id: id, held: map[uint64]heldMessage{}, wake: make(chan struct{}, 1)}
 	pred := fmt.Sprintf("%s = %d", wire.CongestionTo, int64(cc.id))
 	if cc.fb, err = p.c.subscribe(p.ctx, pred, false); err != nil {
 		return fmt.Errorf("subscribing to congestion feedback (WithCongestionControl(false) turns it off): %w", err)
@@ -178,7 +192,7 @@ func (p *Publisher) takeFeedback(cc *pubCC) {
 		case err != nil:
 			cc.bad++
 		default:
-			if len(f.Feedback.Requests) > 0 && cc.core.Feedback(f.Feedback, now) != nil {
+			if (len(f.Feedback.Requests) > 0 || f.Feedback.Listen != nil) && cc.core.Feedback(f.Feedback, now) != nil {
 				cc.bad++
 			}
 			if f.Echo != nil && cc.core.Echo(*f.Echo, now) != nil {
@@ -208,13 +222,13 @@ func (p *Publisher) pace(cc *pubCC) {
 		now := time.Now()
 		released := cc.core.Release(now)
 		for _, r := range released {
-			m, ok := cc.held[r.ID]
+			hm, ok := cc.held[r.ID]
 			if !ok {
 				continue // cannot happen: every message the core holds is here
 			}
 			delete(cc.held, r.ID)
 			// Checked when it was held: enqueue cannot fail.
-			_ = p.enqueue(m, cc.header(&r.Header))
+			_ = p.enqueue(hm.m, cc.header(&r.Header, hm.content))
 		}
 		if len(released) > 0 {
 			p.cond.Broadcast()
@@ -235,8 +249,10 @@ func (p *Publisher) pace(cc *pubCC) {
 	}
 }
 
-// header is h's wire form.
-func (cc *pubCC) header(h *congestion.Header) []byte {
+// header is the wire form of h, the header of m, stamped for the
+// subscribers that listen.
+func (cc *pubCC) header(h *congestion.Header, m content.Message) []byte {
+	cc.core.Stamp(h, m)
 	cc.buf = wire.AppendCongestionHeader(cc.buf[:0], h)
 	return cc.buf
 }
@@ -280,7 +296,7 @@ func (p *Publisher) publishControlled(m Message) error {
 		v, h := cc.core.Offer(id, bloom, now)
 		switch v {
 		case congestion.Send:
-			if err := p.enqueue(m, cc.header(&h)); err != nil {
+			if err := p.enqueue(m, cc.header(&h, cm)); err != nil {
 				return err
 			}
 			p.sent++
@@ -292,7 +308,7 @@ func (p *Publisher) publishControlled(m Message) error {
 			// alias them either.
 			m.Payload = slices.Clone(m.Payload)
 			m.Attrs, m.Fields = maps.Clone(m.Attrs), m.Fields.Clone()
-			cc.held[id] = m
+			cc.held[id] = heldMessage{m, cm}
 			p.sent++
 			cc.poke()
 			return nil
@@ -321,6 +337,7 @@ func (p *Publisher) Congestion() CongestionStats {
 	return CongestionStats{
 		Sent: st.Sent, Controlled: st.Controlled, Held: st.HeldMessages, Waited: st.Waited,
 		Feedback: p.cc.taken, BadFeedback: p.cc.bad, Flows: p.cc.core.Flows(time.Now()),
+		Listeners: p.cc.core.Listeners(), Stamps: st.Stamps,
 	}
 }
 
@@ -363,6 +380,7 @@ func (cc *subCC) setPredicate(text string) {
 	fs := make([]congestion.Filter, len(pred))
 	for i, f := range pred {
 		fs[i] = congestionFilter(uint32(i), f)
+		fs[i].Constraints = f // publishers stamp what the predicate takes
 	}
 	cc.core.SetFilters(fs)
 }
@@ -598,7 +616,7 @@ func (s *Subscription) Congestion() CongestionStats {
 	}
 	out := CongestionStats{Measured: s.cc.measured.Load(), BadHeaders: s.cc.bad.Load(), Dropped: s.c.feedback.dropped.Load()}
 	if st := s.cc.stats.Load(); st != nil {
-		out.LossEvents, out.FeedbackSent, out.Echoes = st.LossEvents, st.Feedback, st.Echoes
+		out.LossEvents, out.FeedbackSent, out.Echoes, out.Stamped = st.LossEvents, st.Feedback, st.Echoes, st.Stamped
 	}
 	if ss := s.cc.sessions.Load(); ss != nil {
 		out.Sessions = *ss

@@ -136,7 +136,7 @@ func runSlowReader(t *testing.T, controlled bool, d time.Duration) slowReaderRun
 // a subscriber that reads 100 messages a second is the bottleneck of
 // publisher A's 500 a second. Without control it loses most of them (its
 // client and broker drop them); with control publisher A learns it from
-// the publication records and slows, so far fewer are lost; publisher
+// the reader's stamps (its predicate given, its messages counted) and slows, so far fewer are lost; publisher
 // B's flow to a fast subscriber is not slowed. The brokers, clients and
 // readers run in virtual time (synctest), so the two runs compare what
 // control does, not how busy the machine was.
@@ -161,6 +161,11 @@ func TestCongestionControlEndToEnd(t *testing.T) {
 		// queue, and then rightly asks B.)
 		assert.GreaterOrEqual(t, float64(on.offeredB), 0.75*float64(off.offeredB), "publisher B is not slowed by A's bottleneck")
 		assert.Zero(t, on.slow.BadHeaders)
+		// The slow reader gave A its predicate and measured its losses on
+		// the stamps: all but the messages before A first heard it.
+		assert.Equal(t, 1, on.pubA.Listeners)
+		assert.Greater(t, on.slow.Stamped, on.slow.Measured*9/10, "the reader measures by its stamps")
+		assert.GreaterOrEqual(t, on.pubA.Stamps, on.slow.Stamped)
 		assert.Zero(t, off.feedbackAt1)
 		// The broker counts the feedback its clients publish (an echo may
 		// share a message with feedback; the last round may trail the stats).

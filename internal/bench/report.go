@@ -120,12 +120,14 @@ type Totals struct {
 	// Congestion control (docs/design.md §12): messages the publishers
 	// sent in flows a subscriber limited, those that waited for tokens and
 	// how long in all, the feedback messages publishers took, and the loss
-	// events subscriptions saw (with --congestion-feedback).
+	// events subscriptions saw (with --congestion-feedback) and the
+	// messages whose loss they measured by their stamps.
 	CongestionControlled uint64  `json:"congestion_controlled,omitempty"`
 	CongestionHeld       uint64  `json:"congestion_held,omitempty"`
 	CongestionWaitedMs   float64 `json:"congestion_waited_ms,omitempty"`
 	CongestionFeedback   uint64  `json:"congestion_feedback,omitempty"`
 	CongestionLossEvents uint64  `json:"congestion_loss_events,omitempty"`
+	CongestionStamped    uint64  `json:"congestion_stamped,omitempty"`
 }
 
 // MaxEvents bounds Report.GapEvents and Report.FailoverEvents, and

@@ -608,7 +608,9 @@ func (r *runner) report() *Report {
 			t.ClientSuppressed += d.Duplicates()
 		}
 		if c, ok := s.(interface{ Congestion() client.CongestionStats }); ok {
-			t.CongestionLossEvents += c.Congestion().LossEvents
+			cs := c.Congestion()
+			t.CongestionLossEvents += cs.LossEvents
+			t.CongestionStamped += cs.Stamped
 		}
 		c := r.subStats[j]
 		st := SubscriberStats{

@@ -6,6 +6,7 @@ import (
 
 	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
 	"github.com/dripmesh/drip/internal/congestion"
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/wire"
 	"google.golang.org/protobuf/proto"
@@ -21,6 +22,16 @@ type CongestionFeedback struct {
 // Bounds on decoded feedback.
 const maxFeedbackRequests = 1024
 
+// listenLimits bound a subscriber's predicate in feedback: the broker's
+// defaults but for the text, which a feedback message's payload bounds
+// anyway; the publisher bounds its listeners' constraints together
+// (congestion.Config.MaxListenConstraints).
+var listenLimits = func() content.Limits {
+	l := content.DefaultLimits()
+	l.MaxText = 64 << 10
+	return l
+}()
+
 // MarshalCongestionFeedback is the payload of a feedback message.
 func MarshalCongestionFeedback(f CongestionFeedback) ([]byte, error) {
 	pb := &dripv1.CongestionFeedback{
@@ -29,6 +40,9 @@ func MarshalCongestionFeedback(f CongestionFeedback) ([]byte, error) {
 	}
 	for _, r := range f.Feedback.Requests {
 		pb.Requests = append(pb.Requests, &dripv1.CongestionRequest{Filter: r.Filter, Bloom: r.Bloom.AppendBinary(nil, wire.CongestionParams), Quota: r.Quota})
+	}
+	if f.Feedback.Listen != nil {
+		pb.Listen = f.Feedback.Listen.String()
 	}
 	if e := f.Echo; e != nil {
 		pb.Echo = true
@@ -63,6 +77,13 @@ func UnmarshalCongestionFeedback(b []byte, pub uint64) (CongestionFeedback, erro
 			return CongestionFeedback{}, fmt.Errorf("congestion feedback: request %d: %w", i, err)
 		}
 		out.Feedback.Requests = append(out.Feedback.Requests, congestion.Request{Filter: r.Filter, Bloom: bl, Quota: r.Quota})
+	}
+	if pb.Listen != "" {
+		pred, err := content.ParseWithLimits(pb.Listen, listenLimits)
+		if err != nil {
+			return CongestionFeedback{}, fmt.Errorf("congestion feedback: listen: %w", err)
+		}
+		out.Feedback.Listen = pred
 	}
 	if pb.Echo {
 		e := &congestion.Echo{Publisher: pub, Subscriber: pb.Subscriber, SentAt: sentAt}

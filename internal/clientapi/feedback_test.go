@@ -2,6 +2,7 @@ package clientapi
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestCongestionFeedbackRoundTrip(t *testing.T) {
 		Feedback: congestion.Feedback{Subscriber: 7, SentAt: at, Requests: []congestion.Request{
 			{Filter: 1, Bloom: ccBloom(t, content.Attribute{Name: "a", Value: content.Int(1)}), Quota: 12.5},
 			{Filter: 2, Quota: math.Inf(1)},
-		}},
+		}, Listen: content.MustParse(`a = 1 || b prefix "x\n" && c >= 2.5`)},
 		Echo: &congestion.Echo{Subscriber: 7, SentAt: at, Filters: []encoding.Bloom{ccBloom(t, content.Attribute{Name: "z", Value: content.Bool(true)})}},
 	}
 	b, err := MarshalCongestionFeedback(in)
@@ -29,6 +30,7 @@ func TestCongestionFeedbackRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(99), out.Feedback.Publisher)
 	assert.Equal(t, in.Feedback.Requests, out.Feedback.Requests)
+	assert.Equal(t, in.Feedback.Listen, out.Feedback.Listen)
 	require.NotNil(t, out.Echo)
 	assert.Equal(t, in.Echo.Filters, out.Echo.Filters)
 	assert.Equal(t, uint64(99), out.Echo.Publisher)
@@ -40,6 +42,8 @@ func TestCongestionFeedbackRoundTrip(t *testing.T) {
 		"bloom size":   {&dripv1.CongestionFeedback{Requests: []*dripv1.CongestionRequest{{Bloom: []byte{1}}}}, "request 0: encoding: Bloom wire form is 1 bytes"},
 		"echo filter":  {&dripv1.CongestionFeedback{Echo: true, EchoFilters: [][]byte{{1}}}, "echo filter 0"},
 		"many filters": {&dripv1.CongestionFeedback{EchoFilters: make([][]byte, congestion.MaxEchoFilters+1)}, "17 echo filters, more than 16"},
+		"listen":       {&dripv1.CongestionFeedback{Listen: "a = "}, "listen: predicate: at byte 4"},
+		"listen size":  {&dripv1.CongestionFeedback{Listen: "a = 1" + strings.Repeat(" ", 64<<10)}, "over the limit of 65536"},
 	} {
 		_, err := UnmarshalCongestionFeedback(marshal(t, c.pb), 1)
 		require.ErrorContains(t, err, c.want, name)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,11 +31,17 @@ func hostileQuota(rng *rand.Rand) float64 {
 }
 
 // TestHostileFeedbackKeepsBounds throws random and malformed feedback,
-// echoes and messages at a publisher: nothing panics, every table stays
-// within its bound, and every flow's quota is a rate at or above MinRate.
+// predicates, echoes and messages at a publisher: nothing panics, every
+// table stays within its bound (listeners and their constraints too), and
+// every flow's quota is a rate at or above MinRate.
 func TestHostileFeedbackKeepsBounds(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxRequests, cfg.MaxEchoes, cfg.MaxQueue, cfg.MaxTags = 16, 4, 32, 2
+	cfg.MaxListeners, cfg.MaxListenConstraints, cfg.MaxStamps = 8, 40, 3
+	messages := []content.Message{
+		content.MessageFrom(map[string]content.Value{"a": content.Int(1)}),
+		content.MessageFrom(map[string]content.Value{"a": content.Int(2), "b": content.String("x")}),
+	}
 	for seed := range uint64(200) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 5))
@@ -49,6 +56,9 @@ func TestHostileFeedbackKeepsBounds(t *testing.T) {
 					for range rng.IntN(30) {
 						fb.Requests = append(fb.Requests, Request{Filter: rng.Uint32N(4), Bloom: subsetBloom(uint(rng.IntN(64))), Quota: hostileQuota(rng)})
 					}
+					if rng.IntN(2) == 0 {
+						fb.Listen = hostilePredicate(rng)
+					}
 					_ = p.Feedback(fb, now)
 				case 1:
 					e := Echo{Subscriber: rng.Uint64N(40), SentAt: now.Add(-time.Duration(rng.Int64()))}
@@ -60,9 +70,19 @@ func TestHostileFeedbackKeepsBounds(t *testing.T) {
 					p.Release(now)
 				default:
 					v, h := p.Offer(uint64(i), subsetBloom(uint(rng.IntN(64))), now)
-					if v == Send && (len(h.Tags) > cfg.MaxTags || len(h.Echoes) > maxEchoesPerHeader || len(h.Record) > cfg.RecordSize) {
-						t.Fatalf("header of %d tags, %d echoes, a record of %d", len(h.Tags), len(h.Echoes), len(h.Record))
+					if v == Send {
+						p.Stamp(&h, messages[rng.IntN(len(messages))])
 					}
+					if v == Send && (len(h.Tags) > cfg.MaxTags || len(h.Echoes) > maxEchoesPerHeader || len(h.Record) > cfg.RecordSize || len(h.Stamps) > cfg.MaxStamps) {
+						t.Fatalf("header of %d tags, %d echoes, %d stamps, a record of %d", len(h.Tags), len(h.Echoes), len(h.Stamps), len(h.Record))
+					}
+				}
+				held := 0
+				for _, l := range p.listeners {
+					held += l.size
+				}
+				if len(p.listeners) > cfg.MaxListeners || held > cfg.MaxListenConstraints || held != p.constraints || p.takers.Len() != len(p.listeners) {
+					t.Fatalf("%d listeners of %d constraints (counted %d)", len(p.listeners), held, p.constraints)
 				}
 				// Plain comparisons first, require to report: its calls on
 				// every step of every seed were a third of the test's time.
@@ -84,9 +104,21 @@ func TestHostileFeedbackKeepsBounds(t *testing.T) {
 	}
 }
 
+// hostilePredicate is a predicate a subscriber might give: empty, or of
+// up to 12 filters of up to 6 constraints.
+func hostilePredicate(rng *rand.Rand) content.Predicate {
+	pred := make(content.Predicate, rng.IntN(13))
+	for i := range pred {
+		for range 1 + rng.IntN(6) {
+			pred[i] = append(pred[i], content.Constraint{Name: "a", Op: content.OpEq, Value: content.Int(rng.Int64N(3))})
+		}
+	}
+	return pred
+}
+
 // TestHostileHeadersKeepEstimatesSane throws random headers at a
 // subscriber (sequence numbers that jump or repeat, records of any length,
-// clocks anywhere, echoes and tags for anyone): nothing panics, the
+// clocks anywhere, echoes, tags and stamps for anyone): nothing panics, the
 // round-trip time stays positive, and every requested quota is a rate.
 func TestHostileHeadersKeepEstimatesSane(t *testing.T) {
 	for seed := range uint64(200) {
@@ -114,6 +146,12 @@ func TestHostileHeadersKeepEstimatesSane(t *testing.T) {
 				}
 				if rng.IntN(4) == 0 {
 					h.Tags = []Tag{{Subscriber: 7, Filter: rng.Uint32N(3), Feedback: time.Duration(rng.Int64()) - math.MaxInt64/2}}
+				}
+				if rng.IntN(3) == 0 {
+					h.Stamps = []Stamp{{Subscriber: 7 + rng.Uint64N(2), Seq: rng.Uint64N(64)}}
+					if rng.IntN(10) == 0 {
+						h.Stamps[0].Seq = math.MaxUint64 - rng.Uint64N(3)
+					}
 				}
 				if rng.IntN(8) == 0 {
 					h.Echoes = []EchoReply{{Subscriber: 7, SentAt: now.Add(-time.Duration(rng.Int64N(int64(time.Second)))), Held: time.Duration(rng.Int64N(int64(time.Second)))}}

@@ -1,8 +1,11 @@
 package congestion
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/dripmesh/drip/internal/content"
 )
 
 // BenchmarkOffer is the publisher's cost per message: with no limited flow
@@ -54,5 +57,32 @@ func BenchmarkFeedback(b *testing.B) {
 	for i := range b.N {
 		fb := Feedback{Subscriber: 3, SentAt: epoch, Requests: []Request{{Filter: 1, Bloom: bits(3, 67), Quota: float64(5 + i%20)}}}
 		_ = p.Feedback(fb, epoch)
+	}
+}
+
+// BenchmarkStamp is the publisher's cost of stamping a ten-attribute
+// message for 80 listeners of 20 one-constraint filters each (the 8-broker
+// overload's subscribers, docs/results/congestion.md): every predicate is
+// evaluated on every message.
+func BenchmarkStamp(b *testing.B) {
+	p, _ := NewPublisher(1, DefaultConfig())
+	for sub := range 80 {
+		pred := make(content.Predicate, 20)
+		for i := range pred {
+			pred[i] = content.Filter{{Name: fmt.Sprintf("a%d", (sub+i)%10), Op: content.OpEq, Value: content.Int(int64(sub*20 + i))}}
+		}
+		if err := p.Listen(uint64(sub), pred, epoch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	attrs := make([]content.Attribute, 10)
+	for j := range attrs {
+		attrs[j] = content.Attribute{Name: fmt.Sprintf("a%d", j), Value: content.Int(int64(j * 37))}
+	}
+	m := msg(b, attrs...)
+	b.ReportAllocs()
+	for range b.N {
+		h := Header{}
+		p.Stamp(&h, m)
 	}
 }

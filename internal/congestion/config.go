@@ -53,6 +53,18 @@ type Config struct {
 	// publisher's requests, pending echoes, held messages and tags per
 	// header, and a subscriber's sessions.
 	MaxRequests, MaxEchoes, MaxQueue, MaxTags, MaxSessions int
+	// ListenInterval is how long a subscriber waits before it gives a
+	// publisher its predicate again (Feedback.Listen) while the publisher's
+	// messages come without its stamp; a publisher forgets a listener it
+	// has heard nothing from (feedback, echo or predicate) for
+	// SessionTimeout.
+	ListenInterval time.Duration
+	// MaxListeners and MaxListenConstraints bound the publisher's
+	// listeners and the constraints of their predicates together: it
+	// evaluates them on every message it stamps. MaxStamps bounds the
+	// stamps on one message; listeners past it are not stamped for that
+	// message, and their counts skip it.
+	MaxListeners, MaxListenConstraints, MaxStamps int
 }
 
 // DefaultConfig is the paper's k = 5 and α = 0.5 with TFMCC's timers.
@@ -75,6 +87,12 @@ func DefaultConfig() Config {
 		MaxQueue:       256,
 		MaxTags:        4,
 		MaxSessions:    1024,
+		ListenInterval: 10 * time.Second,
+		// 256 subscribers of 64 three-constraint filters: the 8-broker
+		// overload's 80 subscribers of 20 filters fit (docs/results/congestion.md).
+		MaxListeners:         256,
+		MaxListenConstraints: 1 << 16,
+		MaxStamps:            16,
 	}
 }
 
@@ -87,7 +105,7 @@ func (c Config) Validate() error {
 		{"MinInterval", c.MinInterval}, {"InitialRTT", c.InitialRTT},
 		{"EchoInterval", c.EchoInterval}, {"EchoTimeout", c.EchoTimeout},
 		{"FlowTimeout", c.FlowTimeout}, {"SessionTimeout", c.SessionTimeout},
-		{"BucketDepth", c.BucketDepth},
+		{"BucketDepth", c.BucketDepth}, {"ListenInterval", c.ListenInterval},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -100,6 +118,7 @@ func (c Config) Validate() error {
 	}{
 		{"RecordSize", c.RecordSize}, {"ShareWindow", c.ShareWindow}, {"MaxRequests", c.MaxRequests}, {"MaxEchoes", c.MaxEchoes},
 		{"MaxQueue", c.MaxQueue}, {"MaxTags", c.MaxTags}, {"MaxSessions", c.MaxSessions},
+		{"MaxListeners", c.MaxListeners}, {"MaxListenConstraints", c.MaxListenConstraints}, {"MaxStamps", c.MaxStamps},
 	}
 	for _, p := range counts {
 		if p.v <= 0 {

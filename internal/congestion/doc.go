@@ -30,10 +30,18 @@
 // their subscribers are the current limiting receivers (CLRs). A request
 // not refreshed within FlowTimeout is forgotten (Malekpour11 §III-B-6).
 //
+// A subscriber may also give its predicate (Listen): the publisher then
+// stamps every message the predicate takes with the subscriber's count of
+// them (Stamp), so that the subscriber detects its losses exactly, where a
+// publication record shows a message only as its Bloom filter. This departs
+// from the paper, whose publisher knows subscribers by their Bloom filters
+// alone (docs/design.md §12, "Exact loss detection").
+//
 // # Subscriber
 //
 // A Subscriber keeps a session per publisher (Fig. 3). It detects losses
-// from the publication records (§III-B-3, §III-C), keeps TFRC's average
+// from the publication records (§III-B-3, §III-C), or from its stamps once
+// the publisher stamps its messages, keeps TFRC's average
 // loss interval (RFC 5348 §5.4) and estimates the round-trip time from an
 // echo at session start, then from the publisher's one-way feedback delay
 // added to its own one-way data delay (§III-B-4). Once per round-trip time
@@ -45,8 +53,9 @@
 // # Bounds
 //
 // Every table is bounded: requests (MaxRequests), pending echoes
-// (MaxEchoes), held messages (MaxQueue), header tags (MaxTags) and
-// subscriber sessions (MaxSessions). A subscriber may slow a flow to
+// (MaxEchoes), held messages (MaxQueue), header tags (MaxTags), subscriber
+// sessions (MaxSessions), listeners (MaxListeners, MaxListenConstraints)
+// and stamps per header (MaxStamps). A subscriber may slow a flow to
 // MinRate and no lower: congestion control lets every receiver of a flow
 // slow it (as in TFMCC), and the floor keeps a hostile one from stopping it.
 package congestion

@@ -3,6 +3,7 @@ package congestion
 import (
 	"time"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 )
 
@@ -30,6 +31,17 @@ type Header struct {
 	Tags []Tag
 	// Echoes answer subscribers' echo requests.
 	Echoes []EchoReply
+	// Stamps count, for each listening subscriber whose predicate takes
+	// the message, that subscriber's messages from this publisher (see
+	// Publisher.Stamp): a gap in them is a loss, exactly.
+	Stamps []Stamp
+}
+
+// Stamp is the number of a message among those a listening subscriber's
+// predicate takes, counted from 1 by the publisher.
+type Stamp struct {
+	Subscriber uint64
+	Seq        uint64
 }
 
 // Controlled reports whether the message belongs to a limited flow.
@@ -63,6 +75,11 @@ type Feedback struct {
 	// SentAt is the subscriber's clock when it sent the feedback.
 	SentAt   time.Time
 	Requests []Request
+	// Listen, when not nil, is the subscriber's predicate, which it asks
+	// the publisher to stamp its messages by (Publisher.Listen): given when
+	// the publisher's messages come without the subscriber's stamp, at most
+	// once every ListenInterval.
+	Listen content.Predicate
 }
 
 // Request asks that the flow of the subscriber's filter be limited to

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
+	"github.com/dripmesh/drip/internal/match"
 )
 
 // Verdict is what a Publisher decides about an offered message.
@@ -69,7 +72,28 @@ type Publisher struct {
 	// sweep is when requests are next checked for expiry.
 	sweep   time.Time
 	scratch []*request
-	stats   PublisherStats
+	// listeners are the subscribers that gave their predicates, and
+	// takers their predicates indexed (the exact matcher a broker delivers
+	// by); constraints counts their constraints.
+	listeners   map[uint64]*listener
+	takers      *match.Index
+	constraints int
+	stamps      []Stamp              // Stamp's scratch
+	taken       []match.SubscriberID // Stamp's scratch
+	// unlistened is when a subscriber that gave no predicate last asked
+	// (feedback or an echo): it reads losses from the records, so they
+	// are RecordSize long until SessionTimeout after that.
+	unlistened time.Time
+	stats      PublisherStats
+}
+
+// listener is a subscriber that asked for stamps: the size of its
+// predicate in constraints, how many of the messages sent it took, and when
+// it was last heard from.
+type listener struct {
+	size  int
+	count uint64
+	heard time.Time
 }
 
 // PublisherStats counts what a Publisher did, for metrics.
@@ -85,6 +109,9 @@ type PublisherStats struct {
 	// CLRChanges counts changes of a filter's limiting subscriber: a
 	// request becoming a flow or ceasing to be one.
 	CLRChanges uint64
+	// Stamps counts the stamps put on messages; Unstamped those left off
+	// past MaxStamps; ListenRefused the predicates refused (the bounds).
+	Stamps, Unstamped, ListenRefused uint64
 }
 
 type pendingEcho struct {
@@ -110,7 +137,7 @@ func NewPublisher(id uint64, cfg Config) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Publisher{cfg: cfg, id: id, flows: newTable()}, nil
+	return &Publisher{cfg: cfg, id: id, flows: newTable(), listeners: map[uint64]*listener{}, takers: match.New()}, nil
 }
 
 // Offer decides about message id with Bloom filter m: Send (with its
@@ -273,7 +300,8 @@ func (p *Publisher) Flows(now time.Time) []Flow {
 	return out
 }
 
-// Feedback processes a subscriber's feedback (Algorithm 2). A request
+// Feedback processes a subscriber's feedback (Algorithm 2), and its
+// predicate when it gives one (Listen). A request
 // with a quota that is not a number or negative is refused, and so is a
 // new request when MaxRequests are kept; an infinite quota withdraws the
 // request; a quota below MinRate is taken as MinRate. The error names what
@@ -281,6 +309,9 @@ func (p *Publisher) Flows(now time.Time) []Flow {
 func (p *Publisher) Feedback(fb Feedback, now time.Time) error {
 	p.expire(now)
 	p.stats.Feedback++
+	if fb.Listen == nil {
+		p.heard(fb.Subscriber, now) // else listen does
+	}
 	before := p.activeKeys()
 	var errs []error
 	for _, rq := range fb.Requests {
@@ -305,15 +336,169 @@ func (p *Publisher) Feedback(fb Feedback, now time.Time) error {
 	}
 	p.countCLRChanges(before)
 	p.stats.Refused += uint64(len(errs))
+	var err error
 	if len(errs) > 0 {
-		return fmt.Errorf("congestion: feedback from subscriber %d: %d of %d requests refused: %w",
-			fb.Subscriber, len(errs), len(fb.Requests), errors.Join(errs...))
+		err = fmt.Errorf("%d of %d requests refused: %w", len(errs), len(fb.Requests), errors.Join(errs...))
+	}
+	if fb.Listen != nil {
+		err = errors.Join(err, p.listen(fb.Subscriber, fb.Listen, now))
+	}
+	if err != nil {
+		return fmt.Errorf("congestion: feedback from subscriber %d: %w", fb.Subscriber, err)
 	}
 	return nil
 }
 
-// Forget removes every request of subscriber sub: its stream ended.
+// Listen takes subscriber sub's predicate: from now on Stamp counts the
+// messages it takes, so that the subscriber tells a lost message from one
+// it never took exactly, which publication records cannot do where a
+// message's Bloom filter holds many attributes (docs/design.md §12,
+// "Exact loss detection"). Saying it again keeps the count, and a changed
+// predicate counts on. The publisher forgets the predicate once it has
+// heard nothing from the subscriber for SessionTimeout; the subscriber
+// gives it again when its messages come without its stamp. A predicate is
+// refused, and an earlier one of the subscriber kept, when it would take
+// the listeners past MaxListeners or their constraints past
+// MaxListenConstraints.
+func (p *Publisher) Listen(sub uint64, pred content.Predicate, now time.Time) error {
+	if err := p.listen(sub, pred, now); err != nil {
+		return fmt.Errorf("congestion: subscriber %d: %w", sub, err)
+	}
+	return nil
+}
+
+func (p *Publisher) listen(sub uint64, pred content.Predicate, now time.Time) error {
+	p.expire(now)
+	size := 0
+	for _, f := range pred {
+		size += len(f)
+	}
+	l, known := p.listeners[sub]
+	held := 0
+	if known {
+		held = l.size
+	}
+	var err error
+	switch {
+	case len(pred) == 0:
+		err = fmt.Errorf("listen: an empty predicate")
+	case !known && len(p.listeners) >= p.cfg.MaxListeners:
+		err = fmt.Errorf("listen: %d listeners already", p.cfg.MaxListeners)
+	case p.constraints-held+size > p.cfg.MaxListenConstraints:
+		err = fmt.Errorf("listen: a predicate of %d constraints would take the listeners past %d", size, p.cfg.MaxListenConstraints)
+	default:
+		if e := p.takers.Replace(match.SubscriberID(sub), pred); e != nil {
+			err = fmt.Errorf("listen: %w", e)
+		}
+	}
+	if err != nil {
+		p.stats.ListenRefused++
+		return err
+	}
+	if !known {
+		l = &listener{}
+		p.listeners[sub] = l
+	}
+	p.constraints += size - l.size
+	l.size, l.heard = size, now
+	return nil
+}
+
+// Stamp adds to h a stamp for each listener whose predicate takes m, the
+// message h is the header of, and counts it. Call it for every message
+// sent with a full header, in the order they leave (Offer's and Release's
+// headers), so that a listener's counts follow its messages. h.Stamps is
+// valid until the next Stamp.
+//
+// A listener's pending echo is answered on the message too (when it has
+// room for another reply): its predicate says exactly that the subscriber
+// receives it, where an echo's filters, Bloom filters, may wait for a
+// message that matches one of the few it carries.
+//
+// The predicates are matched as a broker's local delivery matches them
+// (internal/match), so that a stamp goes on exactly the messages the
+// subscriber's broker delivers to it, at a cost that grows with what the
+// message satisfies rather than with the listeners (BenchmarkStamp).
+// Listeners are stamped in the order of their IDs, so that those past
+// MaxStamps are the same on every message that several take.
+func (p *Publisher) Stamp(h *Header, m content.Message) {
+	h.Stamps = p.stamps[:0]
+	p.taken = p.takers.Match(m, p.taken[:0])
+	slices.Sort(p.taken)
+	for _, id := range p.taken {
+		sub := uint64(id)
+		p.echoListener(h, sub)
+		if len(h.Stamps) == p.cfg.MaxStamps {
+			p.stats.Unstamped++
+			continue
+		}
+		l := p.listeners[sub]
+		l.count++
+		h.Stamps = append(h.Stamps, Stamp{Subscriber: sub, Seq: l.count})
+	}
+	p.stamps = h.Stamps
+	p.stats.Stamps += uint64(len(h.Stamps))
+}
+
+// echoListener answers subscriber sub's pending echo on h, unless h has
+// answered it already or has no room.
+func (p *Publisher) echoListener(h *Header, sub uint64) {
+	if len(h.Echoes) == maxEchoesPerHeader || slices.ContainsFunc(h.Echoes, func(r EchoReply) bool { return r.Subscriber == sub }) {
+		return
+	}
+	for i := range p.echoes {
+		if e := &p.echoes[i]; e.Subscriber == sub {
+			h.Echoes = append(h.Echoes, EchoReply{Subscriber: sub, SentAt: e.SentAt, Held: h.SentAt.Sub(e.received)})
+			if len(e.Filters) == 0 {
+				p.echoes = slices.Delete(p.echoes, i, i+1) // answered on the message it receives
+			}
+			return
+		}
+	}
+}
+
+// listening reports whether subscriber sub gave a predicate it still has.
+func (p *Publisher) listening(sub uint64) bool {
+	_, ok := p.listeners[sub]
+	return ok
+}
+
+// heard keeps subscriber sub's predicate, if it gave one, for another
+// SessionTimeout: a subscriber gives it again only when its messages come
+// without its stamp, so anything it sends says it still listens. A
+// subscriber that gave none reads the records.
+func (p *Publisher) heard(sub uint64, now time.Time) {
+	if l, ok := p.listeners[sub]; ok {
+		l.heard = now
+		return
+	}
+	p.unlistened = now
+}
+
+// listenRecordSize is the record of a publisher that has listeners and
+// whose asking subscribers all listen: they measure loss on their stamps,
+// and a record of one still gives each delivery a sample of the message
+// before it, from which a subscriber estimates the share of a coarse flow
+// that its filter takes (Subscriber.sampleRecords). Records are most of a full header (k = 5 is
+// 320 bytes), and on the 8-broker overload the headers alone took links
+// that the data left idle (docs/results/congestion.md).
+const listenRecordSize = 1
+
+// recordSize is the length of the records on messages sent at now.
+func (p *Publisher) recordSize(now time.Time) int {
+	if len(p.listeners) == 0 || (!p.unlistened.IsZero() && now.Sub(p.unlistened) < p.cfg.SessionTimeout) {
+		return p.cfg.RecordSize
+	}
+	return min(listenRecordSize, p.cfg.RecordSize)
+}
+
+// Listeners is the number of subscribers whose predicates Stamp evaluates.
+func (p *Publisher) Listeners() int { return len(p.listeners) }
+
+// Forget removes every request of subscriber sub, and its predicate: its
+// stream ended.
 func (p *Publisher) Forget(sub uint64) {
+	p.dropListeners(func(s uint64, _ *listener) bool { return s == sub })
 	before := p.activeKeys()
 	for _, r := range append([]*request(nil), p.flows.all...) {
 		if r.key.sub == sub {
@@ -324,15 +509,19 @@ func (p *Publisher) Forget(sub uint64) {
 }
 
 // Echo takes a subscriber's echo request; the reply rides on the next
-// messages that match one of its filters, until EchoTimeout.
+// messages that match one of its filters, until EchoTimeout. A listener's
+// echo needs no filter: the reply rides on the next message its predicate
+// takes (Stamp), the next it receives, however long that takes (up to
+// SessionTimeout).
 func (p *Publisher) Echo(e Echo, now time.Time) error {
+	p.expire(now)
 	switch {
-	case len(e.Filters) == 0:
-		return fmt.Errorf("congestion: echo from subscriber %d has no filter", e.Subscriber)
+	case len(e.Filters) == 0 && !p.listening(e.Subscriber):
+		return fmt.Errorf("congestion: echo from subscriber %d has no filter and no predicate", e.Subscriber)
 	case len(e.Filters) > MaxEchoFilters:
 		return fmt.Errorf("congestion: echo from subscriber %d has %d filters, more than %d", e.Subscriber, len(e.Filters), MaxEchoFilters)
 	}
-	p.expire(now)
+	p.heard(e.Subscriber, now)
 	for i := range p.echoes {
 		if p.echoes[i].Subscriber == e.Subscriber {
 			p.echoes[i] = pendingEcho{e, now}
@@ -353,7 +542,7 @@ func (p *Publisher) stamp(m encoding.Bloom, flows []*request, now time.Time) Hea
 	p.stats.Sent++
 	h := Header{Publisher: p.id, Seq: p.seq, SentAt: now, Rate: p.rate.rate(now)}
 	n := len(p.hist)
-	if k := min(n, p.cfg.RecordSize); k > 0 {
+	if k := min(n, p.recordSize(now)); k > 0 {
 		h.Record = p.hist[n-k : n : n] // a full slice: appending to it copies
 	}
 	if n == cap(p.hist) {
@@ -397,11 +586,30 @@ func (p *Publisher) expire(now time.Time) {
 	p.countCLRChanges(before)
 	kept := p.echoes[:0]
 	for _, e := range p.echoes {
-		if now.Sub(e.received) < p.cfg.EchoTimeout {
+		// A listener's echo waits for the next message its predicate
+		// takes, however sparse (the subscriber asks again only after a
+		// message came without the reply); the reply ends it.
+		timeout := p.cfg.EchoTimeout
+		if len(e.Filters) == 0 {
+			timeout = p.cfg.SessionTimeout
+		}
+		if now.Sub(e.received) < timeout {
 			kept = append(kept, e)
 		}
 	}
 	p.echoes = kept
+	p.dropListeners(func(_ uint64, l *listener) bool { return now.Sub(l.heard) >= p.cfg.SessionTimeout })
+}
+
+// dropListeners forgets the listeners that gone says are gone.
+func (p *Publisher) dropListeners(gone func(sub uint64, l *listener) bool) {
+	for sub, l := range p.listeners {
+		if gone(sub, l) {
+			p.constraints -= l.size
+			p.takers.Remove(match.SubscriberID(sub))
+			delete(p.listeners, sub)
+		}
+	}
 }
 
 func (p *Publisher) activeKeys() map[key]bool {

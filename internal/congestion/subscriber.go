@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dripmesh/drip/internal/content"
 	"github.com/dripmesh/drip/internal/encoding"
 )
 
@@ -29,11 +30,16 @@ const rttWeight = 0.125
 // coarse filter matches is then no evidence of a message the subscriber
 // missed, so a session that has an exact filter's messages measures loss
 // on those alone (see Receive).
+//
+// Constraints, when every filter has them, are the filter itself: the
+// subscriber gives them to each publisher, which then stamps the messages
+// they take (Publisher.Listen), and loss is measured on the stamps.
 type Filter struct {
 	ID           uint32
 	Bloom        encoding.Bloom
 	Alternatives []encoding.Bloom
 	Coarse       bool
+	Constraints  content.Filter
 }
 
 // Matches reports whether the message with Bloom filter m may match f:
@@ -57,6 +63,7 @@ type Subscriber struct {
 	cfg      Config
 	id       uint64
 	filters  []Filter
+	listen   content.Predicate // the filters' constraints; nil unless all have them
 	sessions map[uint64]*session
 	stats    SubscriberStats
 }
@@ -68,6 +75,9 @@ type SubscriberStats struct {
 	Messages, LossEvents, Feedback, Echoes uint64
 	// Evicted counts sessions dropped to stay within MaxSessions.
 	Evicted uint64
+	// Listens counts the feedback messages that gave the predicate, and
+	// Stamped the messages measured by their stamps.
+	Listens, Stamped uint64
 }
 
 // session is the state of one publisher (Malekpour11 Fig. 3).
@@ -97,6 +107,18 @@ type session struct {
 	entries    map[uint32]*entry
 	counted    uint64 // loss events in the stats
 	sampled    uint64 // the last message whose record entry was sampled
+	// stamped says that the publisher stamps this subscriber's messages:
+	// loss is measured on the stamps alone. stamp is the last stamp;
+	// listened is when the predicate was last given, and unknown says that
+	// a message with a full header came without the subscriber's stamp
+	// since: the publisher does not know the predicate (or the message had
+	// MaxStamps already).
+	stamped  bool
+	stamp    uint64
+	listened time.Time
+	unknown  bool
+	// arrived counts the messages since the last echo request.
+	arrived int
 }
 
 // entry is a filter's row in a session.
@@ -133,6 +155,17 @@ func NewSubscriber(id uint64, cfg Config) (*Subscriber, error) {
 // gone leave every session.
 func (s *Subscriber) SetFilters(fs []Filter) {
 	s.filters = slices.Clone(fs)
+	s.listen = make(content.Predicate, 0, len(fs))
+	for _, f := range fs {
+		if len(f.Constraints) == 0 {
+			s.listen = nil
+			break
+		}
+		s.listen = append(s.listen, f.Constraints)
+	}
+	if len(s.listen) == 0 {
+		s.listen = nil
+	}
 	for _, ss := range s.sessions {
 		for id := range ss.entries {
 			if !slices.ContainsFunc(fs, func(f Filter) bool { return f.ID == id }) {
@@ -140,6 +173,9 @@ func (s *Subscriber) SetFilters(fs []Filter) {
 			}
 		}
 		ss.exact = s.hasExact(ss) // a filter may have changed kind under its ID
+		// A publisher that stamps has the old predicate: give it the new
+		// one at the next Tick.
+		ss.listened, ss.unknown = time.Time{}, ss.unknown || ss.stamped
 	}
 }
 
@@ -160,6 +196,8 @@ type SessionStats struct {
 	LossEventRate float64
 	Allowed       float64
 	LossEvents    uint64
+	// Stamped says that loss is measured on the publisher's stamps.
+	Stamped bool
 }
 
 // Sessions lists the sessions' measurements, by publisher.
@@ -168,7 +206,7 @@ func (s *Subscriber) Sessions() []SessionStats {
 	for _, ss := range s.sessions {
 		p := ss.loss.rate()
 		out = append(out, SessionStats{Publisher: ss.pub, RTT: ss.rtt, Measured: ss.measured,
-			LossEventRate: p, Allowed: TCPRate(ss.rtt, p), LossEvents: ss.loss.events})
+			LossEventRate: p, Allowed: TCPRate(ss.rtt, p), LossEvents: ss.loss.events, Stamped: ss.stamped})
 	}
 	slices.SortFunc(out, func(a, b SessionStats) int { return cmp.Compare(a.Publisher, b.Publisher) })
 	return out
@@ -192,7 +230,12 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	s.stats.Messages++
 	ss := s.session(h.Publisher, now)
 	ss.seen = now
+	ss.arrived++
 	if h.Seq == 0 {
+		// The publisher sends full headers only once a subscriber asks;
+		// a subscriber that listens asks with its predicate, once, as the
+		// session begins (see listenDue).
+		ss.unknown = ss.unknown || ss.last == 0
 		return
 	}
 	ss.rate = h.Rate
@@ -231,6 +274,10 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 	if h.Seq <= ss.last {
 		return // late: it was counted lost, or is a copy
 	}
+	if s.measureStamp(ss, h, now) {
+		ss.last = h.Seq
+		return
+	}
 	delivered := 1.0
 	switch gap := h.Seq - ss.last - 1; {
 	case ss.last == 0:
@@ -251,6 +298,30 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 		ss.loss.deliver(delivered)
 	}
 	ss.last = h.Seq
+}
+
+// measureStamp measures loss on the stamps of the subscriber's messages
+// once the publisher stamps them (Publisher.Listen), and reports whether
+// it did: a gap in the stamps is a loss, exactly, where a publication
+// record shows one only as likely (docs/design.md §12, "Exact loss
+// detection"). A message without the subscriber's stamp then is not
+// measured: the publisher counts only the messages it stamped. A stamp
+// not above the last on a later message is a count begun again (the
+// publisher forgot the subscriber and heard its predicate anew).
+func (s *Subscriber) measureStamp(ss *session, h *Header, now time.Time) bool {
+	i := slices.IndexFunc(h.Stamps, func(st Stamp) bool { return st.Subscriber == s.id })
+	if i < 0 {
+		ss.unknown = true
+		return ss.stamped
+	}
+	stamp := h.Stamps[i].Seq
+	s.stats.Stamped++
+	if ss.stamped && stamp > ss.stamp+1 {
+		ss.loss.loss(now, ss.rtt, ss.recv.rate(now))
+	}
+	ss.loss.deliver(1)
+	ss.stamped, ss.stamp, ss.unknown = true, stamp, false
+	return true
 }
 
 // hasExact reports whether one of the subscriber's exact filters has had
@@ -384,8 +455,10 @@ func (s *Subscriber) session(pub uint64, now time.Time) *session {
 func (s *Subscriber) interval(ss *session) time.Duration { return max(ss.rtt, s.cfg.MinInterval) }
 
 // Tick runs what is due at now: Algorithm 1 for every session whose round
-// has ended, echo requests for sessions without a round-trip time, and the
-// expiry of sessions silent for SessionTimeout.
+// has ended, echo requests for sessions without a round-trip time, the
+// predicate for publishers whose messages come without the subscriber's
+// stamp (Feedback.Listen, on the round's feedback or alone; see
+// listenDue), and the expiry of sessions silent for SessionTimeout.
 func (s *Subscriber) Tick(now time.Time) ([]Feedback, []Echo) {
 	var fbs []Feedback
 	var echoes []Echo
@@ -394,19 +467,34 @@ func (s *Subscriber) Tick(now time.Time) ([]Feedback, []Echo) {
 			delete(s.sessions, pub)
 			continue
 		}
-		if !ss.measured && now.Sub(ss.echoed) >= s.cfg.EchoInterval && len(s.filters) > 0 {
-			ss.echoed = now
+		if s.echoDue(ss, now) {
+			ss.echoed, ss.arrived = now, 0
 			e := Echo{Publisher: pub, Subscriber: s.id, SentAt: now}
+			// A listener's echo is answered by its predicate (Publisher.Stamp);
+			// filters would add up to a kilobyte to every request.
 			for _, f := range s.filters[:min(len(s.filters), MaxEchoFilters)] {
+				if s.listen != nil {
+					break
+				}
 				e.Filters = append(e.Filters, f.Bloom)
 			}
 			echoes = append(echoes, e)
 			s.stats.Echoes++
 		}
-		if now.Sub(ss.round) < s.interval(ss) {
-			continue
+		var fb Feedback
+		ok := false
+		if now.Sub(ss.round) >= s.interval(ss) {
+			fb, ok = s.round(ss, now)
 		}
-		if fb, ok := s.round(ss, now); ok {
+		if s.listenDue(ss, now) {
+			if !ok {
+				fb, ok = Feedback{Publisher: pub, Subscriber: s.id, SentAt: now}, true
+			}
+			fb.Listen = s.listen
+			ss.listened, ss.unknown = now, false
+			s.stats.Listens++
+		}
+		if ok {
 			fbs = append(fbs, fb)
 			s.stats.Feedback++
 		}
@@ -415,12 +503,39 @@ func (s *Subscriber) Tick(now time.Time) ([]Feedback, []Echo) {
 	return fbs, echoes
 }
 
+// echoDue reports whether the session asks for an echo at now: it has no
+// round-trip time and asked last EchoInterval ago or never (Malekpour11
+// §III-B-4: at session start). A listener's request waits at the publisher
+// for the next message the subscriber receives, so it asks again only once
+// a message came without the reply: asked every EchoInterval regardless,
+// the 8-broker overload's sparse sessions sent more echo requests than
+// data (docs/results/congestion.md).
+func (s *Subscriber) echoDue(ss *session, now time.Time) bool {
+	if ss.measured || len(s.filters) == 0 || now.Sub(ss.echoed) < s.cfg.EchoInterval {
+		return false
+	}
+	return s.listen == nil || ss.echoed.IsZero() || ss.arrived > 0
+}
+
+// listenDue reports whether the session's publisher is to be given the
+// predicate now: its messages come without the subscriber's stamp, and the
+// predicate was not given within ListenInterval. Only then: a predicate
+// given to every publisher on a timer costs a message per subscriber and
+// publisher, which on many-to-many meshes is load of its own
+// (docs/results/congestion.md).
+func (s *Subscriber) listenDue(ss *session, now time.Time) bool {
+	return s.listen != nil && ss.unknown && (ss.listened.IsZero() || now.Sub(ss.listened) >= s.cfg.ListenInterval)
+}
+
 // NextTick is when Tick has something to do; false without sessions.
 func (s *Subscriber) NextTick() (time.Time, bool) {
 	var next time.Time
 	for _, ss := range s.sessions {
 		at := ss.round.Add(s.interval(ss))
-		if !ss.measured {
+		if s.listen != nil && ss.unknown {
+			at = minTime(at, ss.listened.Add(s.cfg.ListenInterval))
+		}
+		if s.echoDue(ss, ss.echoed.Add(s.cfg.EchoInterval)) {
 			at = minTime(at, ss.echoed.Add(s.cfg.EchoInterval))
 		}
 		if next.IsZero() || at.Before(next) {

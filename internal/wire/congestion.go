@@ -28,6 +28,7 @@ const CongestionTo = "drip.cc.to"
 const (
 	maxHeaderTags   = 64
 	maxHeaderEchoes = 16
+	maxHeaderStamps = 64
 )
 
 // Field numbers of drip.v1.CongestionHeader, Tag and Echo.
@@ -39,6 +40,7 @@ const (
 	fieldCCRecord    = 5
 	fieldCCTags      = 6
 	fieldCCEchoes    = 7
+	fieldCCStamps    = 8
 
 	fieldTagSubscriber = 1
 	fieldTagFilter     = 2
@@ -47,6 +49,9 @@ const (
 	fieldEchoSubscriber = 1
 	fieldEchoSentAt     = 2
 	fieldEchoHeld       = 3
+
+	fieldStampSubscriber = 1
+	fieldStampSeq        = 2
 )
 
 // AppendCongestionHeader appends h's wire form (a drip.v1.CongestionHeader):
@@ -72,6 +77,13 @@ func AppendCongestionHeader(dst []byte, h *congestion.Header) []byte {
 		var body [40]byte
 		m := appendEcho(body[:0], e)
 		dst = protowire.AppendTag(dst, fieldCCEchoes, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, m)
+	}
+	for _, st := range h.Stamps {
+		var body [20]byte
+		m := appendFixed64(body[:0], fieldStampSubscriber, st.Subscriber)
+		m = appendVarint(m, fieldStampSeq, st.Seq)
+		dst = protowire.AppendTag(dst, fieldCCStamps, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, m)
 	}
 	return dst
@@ -110,9 +122,9 @@ func appendFixed64(dst []byte, num protowire.Number, v uint64) []byte {
 // DecodeCongestionHeader decodes a header into h, reusing its slices (a
 // subscriber measures every message and keeps no header). It refuses what
 // no publisher sends: a rate that is not a rate, a record entry of the
-// wrong size, more record entries, tags or echoes than the bounds.
+// wrong size, more record entries, tags, echoes or stamps than the bounds.
 func DecodeCongestionHeader(b []byte, h *congestion.Header) error {
-	*h = congestion.Header{Record: h.Record[:0], Tags: h.Tags[:0], Echoes: h.Echoes[:0]}
+	*h = congestion.Header{Record: h.Record[:0], Tags: h.Tags[:0], Echoes: h.Echoes[:0], Stamps: h.Stamps[:0]}
 	return fields(b, "congestion header", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		switch {
 		case num == fieldCCPublisher && typ == protowire.Fixed64Type:
@@ -170,6 +182,17 @@ func DecodeCongestionHeader(b []byte, h *congestion.Header) error {
 			})
 			h.Echoes = append(h.Echoes, e)
 			return k, err
+		case num == fieldCCStamps && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if len(h.Stamps) == maxHeaderStamps {
+				return k, fmt.Errorf("congestion header: more than %d stamps", maxHeaderStamps)
+			}
+			var st congestion.Stamp
+			err := fields(v, "congestion header stamp", func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+				return stampField(&st, num, typ, b), nil
+			})
+			h.Stamps = append(h.Stamps, st)
+			return k, err
 		}
 		return 0, nil
 	})
@@ -220,6 +243,20 @@ func tagField(t *congestion.Tag, num protowire.Number, typ protowire.Type, b []b
 		return 0
 	}
 	return k
+}
+
+func stampField(st *congestion.Stamp, num protowire.Number, typ protowire.Type, b []byte) int {
+	switch {
+	case num == fieldStampSubscriber && typ == protowire.Fixed64Type:
+		v, k := protowire.ConsumeFixed64(b)
+		st.Subscriber = v
+		return k
+	case num == fieldStampSeq && typ == protowire.VarintType:
+		v, k := protowire.ConsumeVarint(b)
+		st.Seq = v
+		return k
+	}
+	return 0
 }
 
 func echoField(e *congestion.EchoReply, num protowire.Number, typ protowire.Type, b []byte) int {

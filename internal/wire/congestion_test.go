@@ -38,6 +38,7 @@ func sampleHeader(t testing.TB) congestion.Header {
 		},
 		Tags:   []congestion.Tag{{Subscriber: 7, Filter: 3, Feedback: -5 * time.Second}, {Subscriber: math.MaxUint64, Filter: 0, Feedback: 12 * time.Millisecond}},
 		Echoes: []congestion.EchoReply{{Subscriber: 9, SentAt: at.Add(-time.Second), Held: 3 * time.Millisecond}},
+		Stamps: []congestion.Stamp{{Subscriber: 7, Seq: 1}, {Subscriber: math.MaxUint64, Seq: 1 << 40}},
 	}
 }
 
@@ -57,6 +58,7 @@ func TestCongestionHeaderRoundTrip(t *testing.T) {
 	require.Len(t, got.Echoes, 1)
 	assert.True(t, h.Echoes[0].SentAt.Equal(got.Echoes[0].SentAt))
 	assert.Equal(t, h.Echoes[0].Held, got.Echoes[0].Held)
+	assert.Equal(t, h.Stamps, got.Stamps)
 
 	var pb dripv1.CongestionHeader
 	require.NoError(t, proto.Unmarshal(b, &pb))
@@ -64,6 +66,8 @@ func TestCongestionHeaderRoundTrip(t *testing.T) {
 	assert.Equal(t, h.SentAt.UnixNano(), pb.SentAtUnixNano)
 	assert.Equal(t, int64(-5*time.Second), pb.Tags[0].FeedbackNs)
 	assert.Len(t, pb.Record[0], 64)
+	require.Len(t, pb.Stamps, 2)
+	assert.Equal(t, uint64(1<<40), pb.Stamps[1].Seq)
 	again, err := proto.Marshal(&pb)
 	require.NoError(t, err)
 	assert.Equal(t, b, again, "the generated code encodes the same bytes")
@@ -81,6 +85,7 @@ func TestCongestionHeaderErrors(t *testing.T) {
 		"long record":   {&dripv1.CongestionHeader{Record: make([][]byte, congestion.MaxRecordSize+1)}, "record entry 0"},
 		"many tags":     {&dripv1.CongestionHeader{Tags: make([]*dripv1.CongestionTag, maxHeaderTags+1)}, "more than 64 tags"},
 		"many echoes":   {&dripv1.CongestionHeader{Echoes: make([]*dripv1.CongestionEcho, maxHeaderEchoes+1)}, "more than 16 echoes"},
+		"many stamps":   {&dripv1.CongestionHeader{Stamps: make([]*dripv1.CongestionStamp, maxHeaderStamps+1)}, "more than 64 stamps"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := decodeHeader(marshal(t, c.pb))
@@ -117,6 +122,10 @@ func FuzzCongestionHeader(f *testing.F) {
 		assert.Len(t, got.Tags, len(pb.Tags))
 		for i, tg := range pb.Tags {
 			assert.Equal(t, tg.FeedbackNs, int64(got.Tags[i].Feedback))
+		}
+		require.Len(t, got.Stamps, len(pb.Stamps))
+		for i, st := range pb.Stamps {
+			assert.Equal(t, congestion.Stamp{Subscriber: st.Subscriber, Seq: st.Seq}, got.Stamps[i])
 		}
 	})
 }

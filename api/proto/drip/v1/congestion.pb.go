@@ -50,7 +50,10 @@ type CongestionHeader struct {
 	// The limiting subscriber of each limited flow the message belongs to.
 	Tags []*CongestionTag `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
 	// Answers to subscribers' echo requests.
-	Echoes        []*CongestionEcho `protobuf:"bytes,7,rep,name=echoes,proto3" json:"echoes,omitempty"`
+	Echoes []*CongestionEcho `protobuf:"bytes,7,rep,name=echoes,proto3" json:"echoes,omitempty"`
+	// For each listening subscriber whose predicate takes the message, the
+	// message's number among those it takes (a gap is a loss, exactly).
+	Stamps        []*CongestionStamp `protobuf:"bytes,8,rep,name=stamps,proto3" json:"stamps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,6 +137,66 @@ func (x *CongestionHeader) GetEchoes() []*CongestionEcho {
 	return nil
 }
 
+func (x *CongestionHeader) GetStamps() []*CongestionStamp {
+	if x != nil {
+		return x.Stamps
+	}
+	return nil
+}
+
+type CongestionStamp struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Subscriber uint64                 `protobuf:"fixed64,1,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
+	// Counted from 1 by the publisher, per subscriber.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CongestionStamp) Reset() {
+	*x = CongestionStamp{}
+	mi := &file_drip_v1_congestion_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CongestionStamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CongestionStamp) ProtoMessage() {}
+
+func (x *CongestionStamp) ProtoReflect() protoreflect.Message {
+	mi := &file_drip_v1_congestion_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CongestionStamp.ProtoReflect.Descriptor instead.
+func (*CongestionStamp) Descriptor() ([]byte, []int) {
+	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CongestionStamp) GetSubscriber() uint64 {
+	if x != nil {
+		return x.Subscriber
+	}
+	return 0
+}
+
+func (x *CongestionStamp) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type CongestionTag struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Subscriber uint64                 `protobuf:"fixed64,1,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
@@ -147,7 +210,7 @@ type CongestionTag struct {
 
 func (x *CongestionTag) Reset() {
 	*x = CongestionTag{}
-	mi := &file_drip_v1_congestion_proto_msgTypes[1]
+	mi := &file_drip_v1_congestion_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +222,7 @@ func (x *CongestionTag) String() string {
 func (*CongestionTag) ProtoMessage() {}
 
 func (x *CongestionTag) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_congestion_proto_msgTypes[1]
+	mi := &file_drip_v1_congestion_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +235,7 @@ func (x *CongestionTag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CongestionTag.ProtoReflect.Descriptor instead.
 func (*CongestionTag) Descriptor() ([]byte, []int) {
-	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{1}
+	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CongestionTag) GetSubscriber() uint64 {
@@ -208,7 +271,7 @@ type CongestionEcho struct {
 
 func (x *CongestionEcho) Reset() {
 	*x = CongestionEcho{}
-	mi := &file_drip_v1_congestion_proto_msgTypes[2]
+	mi := &file_drip_v1_congestion_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +283,7 @@ func (x *CongestionEcho) String() string {
 func (*CongestionEcho) ProtoMessage() {}
 
 func (x *CongestionEcho) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_congestion_proto_msgTypes[2]
+	mi := &file_drip_v1_congestion_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +296,7 @@ func (x *CongestionEcho) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CongestionEcho.ProtoReflect.Descriptor instead.
 func (*CongestionEcho) Descriptor() ([]byte, []int) {
-	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{2}
+	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CongestionEcho) GetSubscriber() uint64 {
@@ -268,15 +331,19 @@ type CongestionFeedback struct {
 	Requests       []*CongestionRequest `protobuf:"bytes,3,rep,name=requests,proto3" json:"requests,omitempty"`
 	// An echo request: the publisher answers on its next messages that match
 	// one of these filters (Bloom filters).
-	Echo          bool     `protobuf:"varint,4,opt,name=echo,proto3" json:"echo,omitempty"`
-	EchoFilters   [][]byte `protobuf:"bytes,5,rep,name=echo_filters,json=echoFilters,proto3" json:"echo_filters,omitempty"`
+	Echo        bool     `protobuf:"varint,4,opt,name=echo,proto3" json:"echo,omitempty"`
+	EchoFilters [][]byte `protobuf:"bytes,5,rep,name=echo_filters,json=echoFilters,proto3" json:"echo_filters,omitempty"`
+	// The subscriber's predicate, in drip's predicate language, when it asks
+	// the publisher to stamp the messages it takes: given while its messages
+	// come without the subscriber's stamp, at most every 10 s.
+	Listen        string `protobuf:"bytes,6,opt,name=listen,proto3" json:"listen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CongestionFeedback) Reset() {
 	*x = CongestionFeedback{}
-	mi := &file_drip_v1_congestion_proto_msgTypes[3]
+	mi := &file_drip_v1_congestion_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -288,7 +355,7 @@ func (x *CongestionFeedback) String() string {
 func (*CongestionFeedback) ProtoMessage() {}
 
 func (x *CongestionFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_congestion_proto_msgTypes[3]
+	mi := &file_drip_v1_congestion_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -301,7 +368,7 @@ func (x *CongestionFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CongestionFeedback.ProtoReflect.Descriptor instead.
 func (*CongestionFeedback) Descriptor() ([]byte, []int) {
-	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{3}
+	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CongestionFeedback) GetSubscriber() uint64 {
@@ -339,6 +406,13 @@ func (x *CongestionFeedback) GetEchoFilters() [][]byte {
 	return nil
 }
 
+func (x *CongestionFeedback) GetListen() string {
+	if x != nil {
+		return x.Listen
+	}
+	return ""
+}
+
 type CongestionRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Filter uint32                 `protobuf:"varint,1,opt,name=filter,proto3" json:"filter,omitempty"`
@@ -351,7 +425,7 @@ type CongestionRequest struct {
 
 func (x *CongestionRequest) Reset() {
 	*x = CongestionRequest{}
-	mi := &file_drip_v1_congestion_proto_msgTypes[4]
+	mi := &file_drip_v1_congestion_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +437,7 @@ func (x *CongestionRequest) String() string {
 func (*CongestionRequest) ProtoMessage() {}
 
 func (x *CongestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drip_v1_congestion_proto_msgTypes[4]
+	mi := &file_drip_v1_congestion_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +450,7 @@ func (x *CongestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CongestionRequest.ProtoReflect.Descriptor instead.
 func (*CongestionRequest) Descriptor() ([]byte, []int) {
-	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{4}
+	return file_drip_v1_congestion_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CongestionRequest) GetFilter() uint32 {
@@ -404,7 +478,7 @@ var File_drip_v1_congestion_proto protoreflect.FileDescriptor
 
 const file_drip_v1_congestion_proto_rawDesc = "" +
 	"\n" +
-	"\x18drip/v1/congestion.proto\x12\adrip.v1\"\xf6\x01\n" +
+	"\x18drip/v1/congestion.proto\x12\adrip.v1\"\xa8\x02\n" +
 	"\x10CongestionHeader\x12\x1c\n" +
 	"\tpublisher\x18\x01 \x01(\x06R\tpublisher\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12)\n" +
@@ -412,7 +486,13 @@ const file_drip_v1_congestion_proto_rawDesc = "" +
 	"\x04rate\x18\x04 \x01(\x01R\x04rate\x12\x16\n" +
 	"\x06record\x18\x05 \x03(\fR\x06record\x12*\n" +
 	"\x04tags\x18\x06 \x03(\v2\x16.drip.v1.CongestionTagR\x04tags\x12/\n" +
-	"\x06echoes\x18\a \x03(\v2\x17.drip.v1.CongestionEchoR\x06echoes\"h\n" +
+	"\x06echoes\x18\a \x03(\v2\x17.drip.v1.CongestionEchoR\x06echoes\x120\n" +
+	"\x06stamps\x18\b \x03(\v2\x18.drip.v1.CongestionStampR\x06stamps\"C\n" +
+	"\x0fCongestionStamp\x12\x1e\n" +
+	"\n" +
+	"subscriber\x18\x01 \x01(\x06R\n" +
+	"subscriber\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"h\n" +
 	"\rCongestionTag\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\x06R\n" +
@@ -425,7 +505,7 @@ const file_drip_v1_congestion_proto_rawDesc = "" +
 	"subscriber\x18\x01 \x01(\x06R\n" +
 	"subscriber\x12)\n" +
 	"\x11sent_at_unix_nano\x18\x02 \x01(\x03R\x0esentAtUnixNano\x12\x17\n" +
-	"\aheld_ns\x18\x03 \x01(\x03R\x06heldNs\"\xce\x01\n" +
+	"\aheld_ns\x18\x03 \x01(\x03R\x06heldNs\"\xe6\x01\n" +
 	"\x12CongestionFeedback\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\x06R\n" +
@@ -433,7 +513,8 @@ const file_drip_v1_congestion_proto_rawDesc = "" +
 	"\x11sent_at_unix_nano\x18\x02 \x01(\x03R\x0esentAtUnixNano\x126\n" +
 	"\brequests\x18\x03 \x03(\v2\x1a.drip.v1.CongestionRequestR\brequests\x12\x12\n" +
 	"\x04echo\x18\x04 \x01(\bR\x04echo\x12!\n" +
-	"\fecho_filters\x18\x05 \x03(\fR\vechoFilters\"W\n" +
+	"\fecho_filters\x18\x05 \x03(\fR\vechoFilters\x12\x16\n" +
+	"\x06listen\x18\x06 \x01(\tR\x06listen\"W\n" +
 	"\x11CongestionRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\rR\x06filter\x12\x14\n" +
 	"\x05bloom\x18\x02 \x01(\fR\x05bloom\x12\x14\n" +
@@ -451,23 +532,25 @@ func file_drip_v1_congestion_proto_rawDescGZIP() []byte {
 	return file_drip_v1_congestion_proto_rawDescData
 }
 
-var file_drip_v1_congestion_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_drip_v1_congestion_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_drip_v1_congestion_proto_goTypes = []any{
 	(*CongestionHeader)(nil),   // 0: drip.v1.CongestionHeader
-	(*CongestionTag)(nil),      // 1: drip.v1.CongestionTag
-	(*CongestionEcho)(nil),     // 2: drip.v1.CongestionEcho
-	(*CongestionFeedback)(nil), // 3: drip.v1.CongestionFeedback
-	(*CongestionRequest)(nil),  // 4: drip.v1.CongestionRequest
+	(*CongestionStamp)(nil),    // 1: drip.v1.CongestionStamp
+	(*CongestionTag)(nil),      // 2: drip.v1.CongestionTag
+	(*CongestionEcho)(nil),     // 3: drip.v1.CongestionEcho
+	(*CongestionFeedback)(nil), // 4: drip.v1.CongestionFeedback
+	(*CongestionRequest)(nil),  // 5: drip.v1.CongestionRequest
 }
 var file_drip_v1_congestion_proto_depIdxs = []int32{
-	1, // 0: drip.v1.CongestionHeader.tags:type_name -> drip.v1.CongestionTag
-	2, // 1: drip.v1.CongestionHeader.echoes:type_name -> drip.v1.CongestionEcho
-	4, // 2: drip.v1.CongestionFeedback.requests:type_name -> drip.v1.CongestionRequest
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 0: drip.v1.CongestionHeader.tags:type_name -> drip.v1.CongestionTag
+	3, // 1: drip.v1.CongestionHeader.echoes:type_name -> drip.v1.CongestionEcho
+	1, // 2: drip.v1.CongestionHeader.stamps:type_name -> drip.v1.CongestionStamp
+	5, // 3: drip.v1.CongestionFeedback.requests:type_name -> drip.v1.CongestionRequest
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_drip_v1_congestion_proto_init() }
@@ -481,7 +564,7 @@ func file_drip_v1_congestion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drip_v1_congestion_proto_rawDesc), len(file_drip_v1_congestion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
