@@ -173,7 +173,7 @@ func (b *Broker) detach(l *transport.Link) {
 	b.forgetLink(l, current)
 	b.linksMu.Unlock()
 	l.Close(nil) // counts what was still queued
-	b.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()))
+	b.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()), zap.Int("dropped_bundles", l.DroppedAtClose()))
 	b.toCore(coreEvent{kind: evLinkDown, link: l})
 }
 

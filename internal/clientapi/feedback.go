@@ -26,11 +26,11 @@ const maxFeedbackRequests = 1024
 // defaults but for the text, which a feedback message's payload bounds
 // anyway; the publisher bounds its listeners' constraints together
 // (congestion.Config.MaxListenConstraints).
-var listenLimits = func() content.Limits {
+func listenLimits() content.Limits {
 	l := content.DefaultLimits()
 	l.MaxText = 64 << 10
 	return l
-}()
+}
 
 // MarshalCongestionFeedback is the payload of a feedback message.
 func MarshalCongestionFeedback(f CongestionFeedback) ([]byte, error) {
@@ -79,7 +79,7 @@ func UnmarshalCongestionFeedback(b []byte, pub uint64) (CongestionFeedback, erro
 		out.Feedback.Requests = append(out.Feedback.Requests, congestion.Request{Filter: r.Filter, Bloom: bl, Quota: r.Quota})
 	}
 	if pb.Listen != "" {
-		pred, err := content.ParseWithLimits(pb.Listen, listenLimits)
+		pred, err := content.ParseWithLimits(pb.Listen, listenLimits())
 		if err != nil {
 			return CongestionFeedback{}, fmt.Errorf("congestion feedback: listen: %w", err)
 		}

@@ -312,8 +312,10 @@ func TestListenersEchoIsAnsweredByItsPredicate(t *testing.T) {
 
 // TestListenerAsksAgainAfterAMessage: a listening subscriber's echo
 // request waits at the publisher for the next message it receives, so it
-// asks again only once a message came without the reply; one that does
-// not listen asks every EchoInterval.
+// asks again only once a message came without the reply, and then with its
+// Bloom filters if no stamp came either (a publisher from before stamps
+// refuses an echo without them); one that does not listen asks every
+// EchoInterval.
 func TestListenerAsksAgainAfterAMessage(t *testing.T) {
 	f := content.Filter{{Name: "a", Op: content.OpEq, Value: content.Int(1)}}
 	bloom := stampParams.AppendFilter(nil, f)[0]
@@ -326,6 +328,7 @@ func TestListenerAsksAgainAfterAMessage(t *testing.T) {
 		start := time.Unix(1000, 0)
 		s.Receive(&Header{Publisher: 5, Seq: 1, SentAt: start, Rate: 1}, bloom, start)
 		var asked []time.Duration
+		var filters []int
 		for i := range 60 {
 			now := start.Add(time.Duration(i) * 100 * time.Millisecond)
 			if i == 35 {
@@ -333,10 +336,14 @@ func TestListenerAsksAgainAfterAMessage(t *testing.T) {
 			}
 			if _, es := s.Tick(now); len(es) > 0 {
 				asked = append(asked, now.Sub(start))
+				filters = append(filters, len(es[0].Filters))
 			}
 		}
 		if listens {
 			assert.Equal(t, []time.Duration{0, 3500 * time.Millisecond}, asked)
+			// Still no stamp after the first request: the publisher may
+			// predate stamps, so the second carries the Bloom filters.
+			assert.Equal(t, []int{0, 1}, filters)
 			continue
 		}
 		assert.Equal(t, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}, asked)

@@ -468,15 +468,17 @@ func (s *Subscriber) Tick(now time.Time) ([]Feedback, []Echo) {
 			continue
 		}
 		if s.echoDue(ss, now) {
+			first := ss.echoed.IsZero()
 			ss.echoed, ss.arrived = now, 0
 			e := Echo{Publisher: pub, Subscriber: s.id, SentAt: now}
-			// A listener's echo is answered by its predicate (Publisher.Stamp);
-			// filters would add up to a kilobyte to every request.
-			for _, f := range s.filters[:min(len(s.filters), MaxEchoFilters)] {
-				if s.listen != nil {
-					break
+			// A listener's echo is answered by its predicate (Publisher.Stamp),
+			// and filters would add up to a kilobyte to every request; but a
+			// publisher that has not stamped after the first request may
+			// predate stamps, and needs them.
+			if s.listen == nil || !ss.stamped && !first {
+				for _, f := range s.filters[:min(len(s.filters), MaxEchoFilters)] {
+					e.Filters = append(e.Filters, f.Bloom)
 				}
-				e.Filters = append(e.Filters, f.Bloom)
 			}
 			echoes = append(echoes, e)
 			s.stats.Echoes++

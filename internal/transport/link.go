@@ -145,13 +145,15 @@ type Link struct {
 	writerDone chan struct{} // closed when the writer has sent its last frame
 	readerDone chan struct{}
 	closeOnce  sync.Once
-	parsed     ParsedFrame  // the reader's, reused
-	sending    atomic.Int64 // when the writer's current send began (Now); 0: not sending
-	sent       atomic.Int64 // when TakeFrame last gave a frame (Now), for its keepalives; 0: none yet
-	replay     *sentRing    // what was sent last (LinkConfig.ReplayBytes); nil: nothing kept
-	oneWay     atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
-	received   atomic.Int64 // when the last frame arrived (Now); 0: none yet
-	handling   atomic.Bool  // the reader is in the handler, reading nothing
+	// droppedAtClose is how many queued bundles Close dropped.
+	droppedAtClose atomic.Int64
+	parsed         ParsedFrame  // the reader's, reused
+	sending        atomic.Int64 // when the writer's current send began (Now); 0: not sending
+	sent           atomic.Int64 // when TakeFrame last gave a frame (Now), for its keepalives; 0: none yet
+	replay         *sentRing    // what was sent last (LinkConfig.ReplayBytes); nil: nothing kept
+	oneWay         atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
+	received       atomic.Int64 // when the last frame arrived (Now); 0: none yet
+	handling       atomic.Bool  // the reader is in the handler, reading nothing
 
 	// Finish and the neighbour's finished frame (Frame.finished).
 	finishing    atomic.Bool
@@ -394,12 +396,14 @@ func (l *Link) Done() <-chan struct{} { return l.conn.Done() }
 // Err is why the link ended, once Done is closed.
 func (l *Link) Err() error { return l.conn.Err() }
 
-// Close ends the link at once; queued bundles are dropped and counted.
+// Close ends the link at once; queued bundles are dropped and counted
+// (DroppedAtClose).
 func (l *Link) Close(reason error) {
 	l.conn.Close(reason)
 	l.closeOnce.Do(func() {
 		if n := l.queue.Close(); n > 0 {
 			inc(l.cfg.Metrics.DroppedDown, n)
+			l.droppedAtClose.Store(int64(n))
 		}
 		// Nobody sends what is left: it leaves the owner's account now.
 		l.queue.Discard()
@@ -408,6 +412,11 @@ func (l *Link) Close(reason error) {
 		}
 	})
 }
+
+// DroppedAtClose is how many queued bundles Close dropped: a loss unless
+// the routes had already sent their messages another way, which a log of
+// it lets an operator tell.
+func (l *Link) DroppedAtClose() int { return int(l.droppedAtClose.Load()) }
 
 // Start runs the writer and reader goroutines. The link ends when the
 // connection does (Close, a failed send or receive, the neighbour leaving,

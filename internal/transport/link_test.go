@@ -317,6 +317,7 @@ func TestLinkCloseCountsDroppedAndHandlerErrorCloses(t *testing.T) {
 	a.Close(errors.New("gone"))
 	a.Close(errors.New("twice"))
 	assert.Equal(t, float64(10), testutil.ToFloat64(ma.DroppedDown), "counted once")
+	assert.Equal(t, 10, a.DroppedAtClose(), "for the broker's log of the link's end")
 	assert.Equal(t, 0.0, testutil.ToFloat64(ma.QueueBytes))
 	<-b.Done()
 
