@@ -129,8 +129,9 @@ func contentMessage(m Message) (content.Message, error) {
 }
 
 // askedFor is how long a publisher keeps sending full headers, with
-// publication records, after the last feedback or echo: records cost k
-// Bloom filters a message, and only a subscriber that asked reads them.
+// publication records and stamps, after the last request or echo: they
+// cost up to k Bloom filters and a stamp per listener a message, and only
+// a subscriber that asked reads them.
 const askedFor = 30 * time.Second
 
 // pubCC is a Publisher's side of congestion control. Its fields are
@@ -138,7 +139,7 @@ const askedFor = 30 * time.Second
 type pubCC struct {
 	core  *congestion.Publisher
 	id    uint64
-	asked time.Time // last feedback or echo
+	asked time.Time // last request or echo
 	held  map[uint64]heldMessage
 	next  uint64 // ID of the next offered message
 	wake  chan struct{}
@@ -198,7 +199,13 @@ func (p *Publisher) takeFeedback(cc *pubCC) {
 			if f.Echo != nil && cc.core.Echo(*f.Echo, now) != nil {
 				cc.bad++
 			}
-			cc.asked = now
+			// A predicate alone does not ask for full headers: a listener
+			// gives it again whenever the publisher forgot it, which
+			// would keep them on for good where quiet subscribers should
+			// let the publisher fall back to its ID (askedFor).
+			if len(f.Feedback.Requests) > 0 || f.Echo != nil {
+				cc.asked = now
+			}
 		}
 		p.mu.Unlock()
 		cc.poke()
