@@ -510,8 +510,9 @@ func (s *Subscriber) Tick(now time.Time) ([]Feedback, []Echo) {
 // §III-B-4: at session start). A listener's request waits at the publisher
 // for the next message the subscriber receives, so it asks again only once
 // a message came without the reply: asked every EchoInterval regardless,
-// the 8-broker overload's sparse sessions sent more echo requests than
-// data (docs/results/congestion.md).
+// with their Bloom filters, the requests of the 8-broker overload's 6,400
+// sparse sessions were much of the control traffic that filled its links
+// (docs/results/congestion.md).
 func (s *Subscriber) echoDue(ss *session, now time.Time) bool {
 	if ss.measured || len(s.filters) == 0 || now.Sub(ss.echoed) < s.cfg.EchoInterval {
 		return false
