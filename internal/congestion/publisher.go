@@ -479,15 +479,20 @@ func (p *Publisher) heard(sub uint64, now time.Time) {
 // whose asking subscribers all listen: they measure loss on their stamps,
 // and a record of one still gives each delivery a sample of the message
 // before it, from which a subscriber estimates the share of a coarse flow
-// that its filter takes (Subscriber.sampleRecords). Records are most of a full header (k = 5 is
-// 320 bytes), and on the 8-broker overload the headers alone took links
-// that the data left idle (docs/results/congestion.md).
+// that its filter takes (Subscriber.sampleRecords). While no flow is
+// limited there is no quota to scale by a share, and such a publisher
+// sends no record at all. Records are most of a full header (k = 5 is 320
+// bytes), and on the 8-broker overload the headers alone took links that
+// the data left idle (docs/results/congestion.md).
 const listenRecordSize = 1
 
 // recordSize is the length of the records on messages sent at now.
 func (p *Publisher) recordSize(now time.Time) int {
-	if len(p.listeners) == 0 || (!p.unlistened.IsZero() && now.Sub(p.unlistened) < p.cfg.SessionTimeout) {
+	switch {
+	case len(p.listeners) == 0 || (!p.unlistened.IsZero() && now.Sub(p.unlistened) < p.cfg.SessionTimeout):
 		return p.cfg.RecordSize
+	case len(p.flows.all) == 0:
+		return 0
 	}
 	return min(listenRecordSize, p.cfg.RecordSize)
 }

@@ -351,8 +351,10 @@ func TestListenerAsksAgainAfterAMessage(t *testing.T) {
 }
 
 // TestRecordsShortenWhileEveryAskerListens: a publisher with listeners
-// sends records of one entry while every subscriber that asks listens,
-// and of RecordSize for SessionTimeout after one that does not asked.
+// sends no record while every subscriber that asks listens and no flow is
+// limited, records of one entry once one is (for the share of a coarse
+// flow), and of RecordSize for SessionTimeout after a subscriber that does
+// not listen asked.
 func TestRecordsShortenWhileEveryAskerListens(t *testing.T) {
 	p := newPub(t, nil)
 	cfg := DefaultConfig()
@@ -367,14 +369,14 @@ func TestRecordsShortenWhileEveryAskerListens(t *testing.T) {
 	}
 	assert.Equal(t, cfg.RecordSize, record(), "no listener")
 	require.NoError(t, p.Feedback(Feedback{Subscriber: 7, SentAt: now, Listen: content.MustParse("a = 1")}, now))
-	assert.Equal(t, 1, record(), "every asker listens")
+	assert.Equal(t, 0, record(), "every asker listens, and no flow is limited")
 	require.NoError(t, p.Feedback(Feedback{Subscriber: 7, SentAt: now, Requests: []Request{{Filter: 0, Bloom: bits(2), Quota: 50}}}, now))
-	assert.Equal(t, 1, record(), "the listener's feedback")
+	assert.Equal(t, 1, record(), "a limited flow: its share is measured")
 	require.NoError(t, p.Echo(Echo{Subscriber: 8, SentAt: now, Filters: []encoding.Bloom{bits(3)}}, now))
 	assert.Equal(t, cfg.RecordSize, record(), "subscriber 8 reads the records")
 	now = now.Add(cfg.SessionTimeout)
 	require.NoError(t, p.Feedback(Feedback{Subscriber: 7, SentAt: now, Listen: content.MustParse("a = 1")}, now))
-	assert.Equal(t, 1, record(), "subscriber 8 has not asked for SessionTimeout")
+	assert.Equal(t, 0, record(), "subscriber 8 has not asked for SessionTimeout, and the flow expired")
 }
 
 // TestStampsMatchTheReference: the stamps a publisher puts on random
