@@ -155,16 +155,12 @@ func NewSubscriber(id uint64, cfg Config) (*Subscriber, error) {
 // gone leave every session.
 func (s *Subscriber) SetFilters(fs []Filter) {
 	s.filters = slices.Clone(fs)
-	s.listen = make(content.Predicate, 0, len(fs))
-	for _, f := range fs {
-		if len(f.Constraints) == 0 {
-			s.listen = nil
-			break
+	s.listen = nil
+	if len(fs) > 0 && !slices.ContainsFunc(fs, func(f Filter) bool { return len(f.Constraints) == 0 }) {
+		s.listen = make(content.Predicate, len(fs))
+		for i, f := range fs {
+			s.listen[i] = f.Constraints
 		}
-		s.listen = append(s.listen, f.Constraints)
-	}
-	if len(s.listen) == 0 {
-		s.listen = nil
 	}
 	for _, ss := range s.sessions {
 		for id := range ss.entries {
