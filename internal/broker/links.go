@@ -172,8 +172,8 @@ func (b *Broker) detach(l *transport.Link) {
 	}
 	b.forgetLink(l, current)
 	b.linksMu.Unlock()
-	l.Close(nil) // counts what was still queued
-	b.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()), zap.Int("dropped_bundles", l.DroppedAtClose()))
+	l.Close(nil) // keeps what was still queued for the core to send again (Node.LinkDown)
+	b.log.Info("link down", zap.String("peer", l.Name()), zap.Error(l.Err()), zap.Int("unsent_bundles", l.UnsentAtClose()))
 	b.toCore(coreEvent{kind: evLinkDown, link: l})
 }
 
@@ -342,6 +342,10 @@ func (b *Broker) toCore(ev coreEvent) {
 	select {
 	case b.events <- ev:
 	case <-b.coreDone:
+		if ev.kind == evLinkDown {
+			// No core to send them another way: the broker is stopping.
+			ev.link.Unsent(nil)
+		}
 		if ev.replaces != nil {
 			// No core to publish the successor: the broker is stopping.
 			ev.replaces.Close(fmt.Errorf("%w: replaced by a newer link", errDuplicate))

@@ -40,6 +40,8 @@ func (n *Node) LinkUp(l Link) {
 // replaced is ignored.
 func (n *Node) LinkDown(l Link) {
 	peer := l.Peer()
+	// After the routes have moved off the link, when it was current.
+	defer n.resendUnsent(l)
 	if n.current[peer] != l {
 		return
 	}

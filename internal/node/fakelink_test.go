@@ -36,3 +36,4 @@ func (l *fakeLink) Finishing() bool                     { return l.finishing }
 func (l *fakeLink) PeerFinished() bool                  { return l.finished }
 func (l *fakeLink) Close(error)                         {}
 func (l *fakeLink) Recent(int64) [][]byte               { return nil }
+func (l *fakeLink) Unsent(func([]byte) bool) int        { return 0 }

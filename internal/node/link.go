@@ -48,6 +48,10 @@ type Link interface {
 	// on its clock, as far back as it keeps them, oldest first: what it may
 	// have lost if it has failed silently (replay.go).
 	Recent(since int64) [][]byte
+	// Unsent hands each bundle that was still queued when the link
+	// ended, never sent, to resend once, and counts those it refuses as
+	// dropped; it returns how many were dropped.
+	Unsent(resend func(raw []byte) bool) int
 }
 
 // Peer is a configured neighbour: the broker dials it, and joins the mesh

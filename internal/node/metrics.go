@@ -42,6 +42,7 @@ type metrics struct {
 	bouncedHeld              prometheus.Gauge
 	heldForLink              prometheus.Counter
 	replayed                 prometheus.Counter
+	unsentResent             prometheus.Counter
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
@@ -127,6 +128,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 			"Bundles whose next hop's link had ended while the routes still led there (the core had not yet heard of the end): held until this broker's routes changed, then decided again."),
 		replayed: f.counter("bundles_replayed_total",
 			"Bundles a link had taken to send in the moments before it fell silent, sent again around it when it became suspect (duplicates of any that had arrived are suppressed where they are delivered)."),
+		unsentResent: f.counter("bundles_unsent_resent_total",
+			"Bundles still queued on a link when it ended, never sent, decided again on the routes around it (those the hold had no room for count as link_dropped_bundles_total{reason=\"link_down\"})."),
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
 		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),

@@ -75,6 +75,31 @@ func (n *Node) replayLink(peer uint32, silence time.Duration) {
 	}
 }
 
+// resendUnsent takes back the bundles still queued on l when it ended,
+// which it never sent, for the data plane to decide again on the routes
+// that now lead around it, as a silent link's last bundles are (a
+// control-plane call, once the core has taken the link out of its
+// routes). A link ends with bundles queued when its neighbour closes first:
+// a neighbour whose drain timed out, or a link replaced by a newer one that
+// could not send what it held in time. Dropped, their deliveries were lost
+// though the mesh had another way.
+func (n *Node) resendUnsent(l Link) {
+	kept := 0
+	dropped := l.Unsent(func(raw []byte) bool {
+		if !n.replays.add(replayBundle{from: l.Peer(), raw: raw}) {
+			return false
+		}
+		kept++
+		return true
+	})
+	if kept == 0 && dropped == 0 {
+		return
+	}
+	n.m.unsentResent.Add(float64(kept))
+	n.log.Info("bundles queued on an ended link sent again around it", zap.String("peer", l.Name()),
+		zap.Int("bundles", kept), zap.Int("dropped", dropped))
+}
+
 // replay decides again, here and on the current routes, a bundle that the
 // link to from took before it fell silent, and sends it on around it.
 func (f *Forwarder) replay(from uint32, raw []byte) {

@@ -145,15 +145,18 @@ type Link struct {
 	writerDone chan struct{} // closed when the writer has sent its last frame
 	readerDone chan struct{}
 	closeOnce  sync.Once
-	// droppedAtClose is how many queued bundles Close dropped.
-	droppedAtClose atomic.Int64
-	parsed         ParsedFrame  // the reader's, reused
-	sending        atomic.Int64 // when the writer's current send began (Now); 0: not sending
-	sent           atomic.Int64 // when TakeFrame last gave a frame (Now), for its keepalives; 0: none yet
-	replay         *sentRing    // what was sent last (LinkConfig.ReplayBytes); nil: nothing kept
-	oneWay         atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
-	received       atomic.Int64 // when the last frame arrived (Now); 0: none yet
-	handling       atomic.Bool  // the reader is in the handler, reading nothing
+	// unsent are the bundles still queued when the link ended (Close),
+	// until the owner takes them (Unsent); unsentAtClose is how many.
+	unsentMu      sync.Mutex
+	unsent        [][]byte
+	unsentAtClose atomic.Int64
+	parsed        ParsedFrame  // the reader's, reused
+	sending       atomic.Int64 // when the writer's current send began (Now); 0: not sending
+	sent          atomic.Int64 // when TakeFrame last gave a frame (Now), for its keepalives; 0: none yet
+	replay        *sentRing    // what was sent last (LinkConfig.ReplayBytes); nil: nothing kept
+	oneWay        atomic.Int64 // estimated one-way delay to the neighbour, ns (SetOneWay)
+	received      atomic.Int64 // when the last frame arrived (Now); 0: none yet
+	handling      atomic.Bool  // the reader is in the handler, reading nothing
 
 	// Finish and the neighbour's finished frame (Frame.finished).
 	finishing    atomic.Bool
@@ -396,27 +399,47 @@ func (l *Link) Done() <-chan struct{} { return l.conn.Done() }
 // Err is why the link ended, once Done is closed.
 func (l *Link) Err() error { return l.conn.Err() }
 
-// Close ends the link at once; queued bundles are dropped and counted
-// (DroppedAtClose).
+// Close ends the link at once. The bundles still queued were never sent:
+// they wait for the owner to send them another way or count them as
+// dropped (Unsent).
 func (l *Link) Close(reason error) {
 	l.conn.Close(reason)
 	l.closeOnce.Do(func() {
-		if n := l.queue.Close(); n > 0 {
-			inc(l.cfg.Metrics.DroppedDown, n)
-			l.droppedAtClose.Store(int64(n))
-		}
-		// Nobody sends what is left: it leaves the owner's account now.
-		l.queue.Discard()
+		l.queue.Close()
+		// Nobody sends them here: they leave the owner's account now.
+		unsent := l.queue.Discard()
+		l.unsentMu.Lock()
+		l.unsent = unsent
+		l.unsentMu.Unlock()
+		l.unsentAtClose.Store(int64(len(unsent)))
 		if g := l.cfg.Metrics.QueueBytes; g != nil {
 			g.Set(0)
 		}
 	})
 }
 
-// DroppedAtClose is how many queued bundles Close dropped: a loss unless
-// the routes had already sent their messages another way, which a log of
-// it lets an operator tell.
-func (l *Link) DroppedAtClose() int { return int(l.droppedAtClose.Load()) }
+// UnsentAtClose is how many bundles were still queued when the link ended.
+func (l *Link) UnsentAtClose() int { return int(l.unsentAtClose.Load()) }
+
+// Unsent hands each bundle that was still queued when the link ended —
+// never sent, as pushed — to resend, once, oldest first; those it refuses
+// (false), and all of them with a nil resend, are counted as dropped (link
+// down). It returns how many were dropped. Before the link has ended, and
+// after the first call, there is nothing to hand.
+func (l *Link) Unsent(resend func(raw []byte) bool) int {
+	l.unsentMu.Lock()
+	unsent := l.unsent
+	l.unsent = nil
+	l.unsentMu.Unlock()
+	dropped := 0
+	for _, raw := range unsent {
+		if resend == nil || !resend(raw) {
+			dropped++
+		}
+	}
+	inc(l.cfg.Metrics.DroppedDown, dropped)
+	return dropped
+}
 
 // Start runs the writer and reader goroutines. The link ends when the
 // connection does (Close, a failed send or receive, the neighbour leaving,

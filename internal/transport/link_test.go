@@ -308,18 +308,47 @@ func TestLinkFinish(t *testing.T) {
 	b.Close(nil)
 }
 
-func TestLinkCloseCountsDroppedAndHandlerErrorCloses(t *testing.T) {
+func TestLinkCloseKeepsUnsentAndHandlerErrorCloses(t *testing.T) {
 	var ra, rb recorder
 	a, b, ma, _ := linkPair(t, false, &ra, &rb)
+	assert.Zero(t, a.Unsent(nil), "nothing before the link ends")
 	for i := 1; i <= 10; i++ {
 		a.PushBundle(numbered(i))
 	}
 	a.Close(errors.New("gone"))
 	a.Close(errors.New("twice"))
-	assert.Equal(t, float64(10), testutil.ToFloat64(ma.DroppedDown), "counted once")
-	assert.Equal(t, 10, a.DroppedAtClose(), "for the broker's log of the link's end")
-	assert.Equal(t, 0.0, testutil.ToFloat64(ma.QueueBytes))
+	assert.Equal(t, 10, a.UnsentAtClose(), "for the broker's log of the link's end")
+	assert.Equal(t, 0.0, testutil.ToFloat64(ma.QueueBytes), "out of the owner's account at once")
+	assert.Zero(t, testutil.ToFloat64(ma.DroppedDown), "not dropped until the owner says so")
+
+	// The owner takes them back, oldest first, as pushed; what it
+	// refuses is dropped, and counted once.
+	var taken [][]byte
+	dropped := a.Unsent(func(raw []byte) bool {
+		if len(taken) == 7 {
+			return false
+		}
+		taken = append(taken, raw)
+		return true
+	})
+	assert.Equal(t, 3, dropped)
+	require.Len(t, taken, 7)
+	for i, raw := range taken {
+		assert.Equal(t, numbered(i+1), raw)
+	}
+	assert.Equal(t, float64(3), testutil.ToFloat64(ma.DroppedDown))
+	assert.Zero(t, a.Unsent(nil), "handed once")
+	assert.Equal(t, float64(3), testutil.ToFloat64(ma.DroppedDown))
 	<-b.Done()
+
+	// Without an owner to take them, all are dropped.
+	ra, rb = recorder{}, recorder{}
+	a, _, ma, _ = linkPair(t, false, &ra, &rb)
+	a.PushBundle(numbered(1))
+	a.PushUrgent(numbered(2), qos.Urgency{Deadline: 5})
+	a.Close(nil)
+	assert.Equal(t, 2, a.Unsent(nil))
+	assert.Equal(t, float64(2), testutil.ToFloat64(ma.DroppedDown))
 
 	// A handler error ends the link with that error.
 	ra, rb = recorder{}, recorder{fail: errors.New("malformed")}

@@ -321,16 +321,29 @@ func (q *Queue) Close() int {
 	return n
 }
 
-// Discard drops every queued bundle of a closed queue that nobody will
-// send (the link ended), so that their bytes leave the account at once.
-func (q *Queue) Discard() {
+// Discard takes every queued bundle out of a closed queue that nobody will
+// send (the link ended), so that their bytes leave the account at once,
+// and returns them: those with deadlines in the order they would have
+// left, then the others oldest first. An open queue keeps its bundles.
+func (q *Queue) Discard() [][]byte {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.closed {
-		return
+		return nil
+	}
+	var out [][]byte
+	if n := len(q.bundles) - q.head + q.urgent.Len(); n > 0 {
+		out = make([][]byte, 0, n)
+	}
+	for q.urgent.Len() > 0 {
+		out = append(out, q.urgent.Pop().b)
+	}
+	for _, it := range q.bundles[q.head:] {
+		out = append(out, it.b)
 	}
 	q.accountLocked(-int64(q.dataBytes))
 	clear(q.bundles)
 	q.bundles, q.head, q.dataBytes = q.bundles[:0], 0, 0
 	q.urgent = pq.New(queued.sooner, 0)
+	return out
 }

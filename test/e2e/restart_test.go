@@ -212,7 +212,7 @@ var traceLines = []string{
 	"no route to them", "bundle refused by its link", "matched no local subscriber",
 	`"joined the mesh"`, "not linked to every neighbour", "broker draining", "subscribers' move over",
 	"route around this broker", `"broker stopped"`, "bundle held: its routes lead back", "bundle held: its link has ended",
-	"bundle refused: it cannot have come from this neighbour", `"link up"`, `"link down"`,
+	"bundle refused: it cannot have come from this neighbour", `"link up"`, `"link down"`, "sent again around it",
 }
 
 // maxTraceLines bounds what is kept of one pod's log.

@@ -152,10 +152,13 @@ type simLink struct {
 	extra  time.Duration
 	cut    bool
 	silent bool // Silence: frames are held, and neither end is told
-	gen    int  // bumped whenever the connection ends
-	ends   [2]*transport.Link
-	lastAt [2]time.Duration // FIFO per direction: the last scheduled arrival
-	dialAt bool             // a connect is scheduled
+	// stalled ends (Stall) send nothing: what they take to send waits in
+	// their queues, as behind a writer blocked on a full TCP window.
+	stalled [2]bool
+	gen     int // bumped whenever the connection ends
+	ends    [2]*transport.Link
+	lastAt  [2]time.Duration // FIFO per direction: the last scheduled arrival
+	dialAt  bool             // a connect is scheduled
 	// held are frames that reached a partition: the stream stalls, as TCP
 	// does, and delivers them once the partition ends.
 	held [2][]heldFrame
@@ -443,7 +446,7 @@ func (s *Sim) pump(l *simLink) bool {
 	moved := false
 	for side := range 2 {
 		end := l.ends[side]
-		if end == nil || !s.nodes[[2]int{l.a, l.b}[side]].alive() {
+		if end == nil || l.stalled[side] || !s.nodes[[2]int{l.a, l.b}[side]].alive() {
 			continue
 		}
 		for {
@@ -496,6 +499,7 @@ func (s *Sim) disconnect(l *simLink, reason error) {
 	ends := l.ends
 	l.ends = [2]*transport.Link{}
 	l.gen++
+	l.stalled = [2]bool{}
 	for side, end := range ends {
 		end.Close(reason)
 		if n := s.nodes[[2]int{l.a, l.b}[side]]; n.node != nil {
@@ -726,6 +730,22 @@ func (s *Sim) Unsilence(a, b uint32) {
 		if s.group[l.a] == s.group[l.b] {
 			s.unhold(l)
 		}
+	}
+}
+
+// Stall makes a's end of the link to b send nothing, until Unstall or
+// the connection ends: the bundles a takes for b wait in its link's queue,
+// and b hears nothing from a meanwhile.
+func (s *Sim) Stall(a, b uint32) {
+	if l := s.link(a, b); l != nil {
+		l.stalled[l.side(s.index[a])] = true
+	}
+}
+
+// Unstall ends Stall.
+func (s *Sim) Unstall(a, b uint32) {
+	if l := s.link(a, b); l != nil {
+		l.stalled[l.side(s.index[a])] = false
 	}
 }
 
