@@ -528,6 +528,7 @@ func (cc *subCC) receive(d *Delivery, now time.Time) {
 		return
 	}
 	cc.measured.Add(1)
+	h.Marked = d.marked
 	cc.core.Receive(h, wire.CongestionParams.EncodeMessage(m), now)
 }
 

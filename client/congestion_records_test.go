@@ -2,10 +2,15 @@ package client
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
+	dripv1 "github.com/dripmesh/drip/api/proto/drip/v1"
+	"github.com/dripmesh/drip/internal/congestion"
 	"github.com/dripmesh/drip/internal/encoding"
 	"github.com/dripmesh/drip/internal/wire"
 	"github.com/dripmesh/drip/internal/workload"
@@ -59,4 +64,35 @@ func TestRecordEntriesThatLookTaken(t *testing.T) {
 	require.Positive(t, exact.filters)
 	require.Positive(t, coarse.filters)
 	assert.Less(t, efp, cfp/4)
+}
+
+// TestMarkedDeliveryIsALossEvent: a delivery a broker marked
+// (Published.congestion_experienced) reaches the subscription's
+// congestion control as a loss event without a gap; the same delivery
+// unmarked is none.
+func TestMarkedDeliveryIsALossEvent(t *testing.T) {
+	for _, marked := range []bool{false, true} {
+		cc := newSubCC()
+		cc.setPredicate("a = 1")
+		now := time.Unix(100, 0)
+		for seq := uint64(1); seq <= 2; seq++ {
+			msg, err := proto.Marshal(&dripv1.Message{Attributes: []*dripv1.Attribute{{Name: "a", Value: &dripv1.Value{Kind: &dripv1.Value_IntValue{IntValue: 1}}}}})
+			require.NoError(t, err)
+			msg = protowire.AppendTag(msg, fieldMessageCongestion, protowire.BytesType)
+			msg = protowire.AppendBytes(msg, wire.AppendCongestionHeader(nil, &congestion.Header{Publisher: 7, Seq: seq, SentAt: now, Rate: 100}))
+			d, err := deliveryFromWire(wire.AppendPublished(nil, msg, wire.PublishedHeader{Ingress: 1, Seq: seq, Marked: marked && seq == 2}), nil)
+			require.NoError(t, err)
+			assert.Equal(t, marked && seq == 2, d.marked)
+			cc.receive(&d, now)
+		}
+		st := cc.core.Stats()
+		want := uint64(0)
+		if marked {
+			want = 1
+		}
+		assert.Equal(t, want, st.Marked, "marked %v", marked)
+		sessions := cc.core.Sessions()
+		require.Len(t, sessions, 1)
+		assert.Equal(t, want, sessions[0].LossEvents, "marked %v", marked)
+	}
 }

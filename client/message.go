@@ -58,6 +58,10 @@ type Delivery struct {
 	// congestion is the publisher's congestion-control header, if any
 	// (wire form).
 	congestion []byte
+	// marked says a broker on the way queued it on a link whose queue was
+	// filling (Published.congestion_experienced): congestion control
+	// counts it as a loss event.
+	marked bool
 	// size is the delivery's wire size, which its decoded form takes
 	// about deliveryOverhead more than.
 	size int

@@ -36,6 +36,7 @@ const (
 	fieldPublishedEpoch    = 5
 	fieldPublishedSeq      = 6
 	fieldPublishedElapsed  = 30
+	fieldPublishedMarked   = 31
 	fieldDeliveryMessage   = 2 // Delivery.message
 	fieldDeliveryBatch     = 5 // Delivery.batch
 	fieldBatchMessages     = 1 // DeliveryBatch.messages
@@ -423,6 +424,12 @@ func deliveryFromWire(b []byte, space *Fields) (Delivery, error) {
 				return d, errMalformed
 			}
 			b, d.Elapsed = b[n:], max(time.Duration(v), 0)
+		case num == fieldPublishedMarked && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return d, errMalformed
+			}
+			b, d.marked = b[n:], v != 0
 		case num == fieldPublishedEpoch && typ == protowire.Fixed64Type:
 			v, n := protowire.ConsumeFixed64(b)
 			if n < 0 {

@@ -27,6 +27,13 @@ type Config struct {
 	// (node's replay.go); 0 keeps nothing. It needs to cover a link's
 	// traffic over the silence that makes it suspect and a round trip.
 	LinkReplayBytes int
+	// LinkMarkBytes, if positive, is the data queued on a link from which
+	// the bundles queued on it are marked (congestion experienced, carried
+	// to their deliveries): subscriptions with congestion control take a
+	// mark as a loss event, so that their flows settle below the queue's
+	// capacity instead of where it overflows (docs/design.md §12,
+	// "Marks"). 0: no marks.
+	LinkMarkBytes int
 	// SlowLinks says what a full link queue does: while the link's writer
 	// keeps sending, the publishers and upstream brokers that feed it wait
 	// up to Behind for room; a link whose send has stalled for Stalled
@@ -109,6 +116,9 @@ func (c Config) Validate() error {
 		if p.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", p.name, p.v))
 		}
+	}
+	if c.LinkMarkBytes < 0 || c.LinkMarkBytes > c.LinkQueueBytes {
+		errs = append(errs, fmt.Errorf("link mark bytes must lie between 0 (no marks) and the link queue's %d, got %d", c.LinkQueueBytes, c.LinkMarkBytes))
 	}
 	if c.LinkReplayBytes < 0 {
 		errs = append(errs, fmt.Errorf("link replay bytes must not be negative (0: none), got %d", c.LinkReplayBytes))

@@ -27,6 +27,9 @@ func TestConfigValidate(t *testing.T) {
 		{"drain timeout", func(c *broker.Config) { c.DrainTimeout = -time.Second }, "drain timeout must be positive, got -1s"},
 		{"advertise interval", func(c *broker.Config) { c.AdvertiseInterval = 0 }, "advertise interval must be positive, got 0s"},
 		{"subscriber queue", func(c *broker.Config) { c.SubscriberQueue = -1 }, "subscriber queue must be positive, got -1"},
+		{"link marks past the queue", func(c *broker.Config) { c.LinkQueueBytes, c.LinkMarkBytes = 1000, 1001 },
+			"link mark bytes must lie between 0 (no marks) and the link queue's 1000, got 1001"},
+		{"negative link marks", func(c *broker.Config) { c.LinkMarkBytes = -1 }, "link mark bytes must lie between 0 (no marks) and the link queue's 4194304, got -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

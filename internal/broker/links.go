@@ -85,6 +85,7 @@ func (b *Broker) attach(c transport.Conn, dialed bool) (*transport.Link, error) 
 		Clock:        b.clock,
 		Keepalive:    cfg.LinkState.Keepalive,
 		ReplayBytes:  cfg.LinkReplayBytes,
+		MarkBytes:    cfg.LinkMarkBytes,
 	}, func(l *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 		if len(msgs) > 0 {
 			b.toCore(coreEvent{kind: evControl, link: l, ctl: msgs, arrived: b.clock.Now()})

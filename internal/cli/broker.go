@@ -40,6 +40,7 @@ type brokerFlags struct {
 	bloomBits  int
 	bloomK     int
 	bloomSchm  string
+	linkMark   int
 	linkQueue  int
 	linkWait   time.Duration
 	adInterval time.Duration
@@ -157,6 +158,7 @@ The broker's identity and neighbours come either from a topology file
 	fl.IntVar(&f.notSent, "peer-notsent-lowat", def.PeerNotSentLowat, "bytes each peer connection may keep unsent in the kernel (TCP_NOTSENT_LOWAT): on a slow link the rest waits in the link queue, where control frames go first, instead of seconds of it in the socket; 0: the kernel's default (docs/design.md §4)")
 	fl.DurationVar(&f.adInterval, "advertise-interval", def.AdvertiseInterval, "least time between two predicate advertisements; subscription changes within it are advertised together")
 	fl.IntVar(&f.linkQueue, "link-queue-bytes", def.LinkQueueBytes, "bound on data queued per neighbour link; beyond it bundles wait (--link-wait) or are dropped")
+	fl.IntVar(&f.linkMark, "link-mark-bytes", def.LinkMarkBytes, "data queued on a neighbour link from which its bundles are marked (congestion experienced): subscriptions with congestion control back off at a mark as at a loss, before the queue overflows; 0: no marks. gRPC's buffers below the queue can hide the congestion from it on slow links (docs/design.md §12, \"Marks\")")
 	fl.DurationVar(&f.linkWait, "link-wait", def.SlowLinks.Behind, "how long a full link queue makes publishers and upstream brokers wait for room while the link still sends, before its bundles are dropped (0: drop at once)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", def.DrainTimeout, "bound on a graceful shutdown (SIGTERM): clients moving away, withdrawal, links draining; keep it below Kubernetes' termination grace period")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", def.JoinTimeout, "how long a starting broker waits to be linked to every configured neighbour before it reports ready and takes publications anyway")
@@ -280,7 +282,7 @@ func (f *brokerFlags) config(changed func(flag string) bool) (broker.Config, bro
 		cfg.Encoding.K = f.bloomK
 	}
 	cfg.LinkQueueBytes, cfg.SubscriberQueue, cfg.MaxSubscriptions = f.linkQueue, f.subQueue, f.maxSubs
-	cfg.SlowLinks.Behind = f.linkWait
+	cfg.SlowLinks.Behind, cfg.LinkMarkBytes = f.linkWait, f.linkMark
 	cfg.DrainTimeout, cfg.DrainOverlap, cfg.Dedup.Window, cfg.MaxRouterID = f.drainTimeout, f.drainOverlap, f.dedupWindow, f.maxRouterID
 	cfg.LinkState.MaxFilters = f.maxAdFilters
 	if cfg.MatchAll, err = node.ParseMatchAllPolicy(f.matchAll); err != nil {

@@ -109,6 +109,7 @@ func TestBrokerConfigErrors(t *testing.T) {
 		{[]string{"--name", "b0", "--tls-peer-identity"}, "--tls-peer-identity needs --tls-cert, --tls-key and --tls-ca"},
 		{[]string{"--name", "b0", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-ca", "cc.pem"}, "--tls-client-ca needs --tls-client-auth"},
 		{[]string{"--name", "b0", "--link-queue-bytes", "0"}, "link queue bytes must be positive"},
+		{[]string{"--name", "b0", "--link-mark-bytes", "-5"}, "link mark bytes must lie between 0 (no marks) and the link queue's 4194304, got -5"},
 		{[]string{"--name", "b0", "--peer-notsent-lowat", "-1"}, "peer connections: TCP_NOTSENT_LOWAT -1: want 0 (the kernel's default) or a byte count"},
 		{[]string{"--name", "b0", "--topology", "/nonexistent.yaml"}, "no such file"},
 		{[]string{"--name", "b0", "--match-all", "deny"}, `match-all policy "deny": want allow, limit or refuse`},

@@ -35,6 +35,12 @@ type Header struct {
 	// the message, that subscriber's messages from this publisher (see
 	// Publisher.Stamp): a gap in them is a loss, exactly.
 	Stamps []Stamp
+	// Marked says that a broker on the way sent the message over a link
+	// whose queue was filling (congestion experienced, as ECN marks a
+	// packet, RFC 3168): the subscriber counts it as a loss event without
+	// the loss. Brokers set it, not the publisher; it is not part of the
+	// header's wire form.
+	Marked bool
 }
 
 // Stamp is the number of a message among those a listening subscriber's

@@ -36,6 +36,10 @@ type sharedRun struct {
 	// connection) recovers a lost segment. Nothing is lost, and the
 	// bottleneck keeps serving.
 	stallEvery, stallFor time.Duration
+	// markAt, if positive, marks each message that finds at least markAt
+	// queued ahead of it at the bottleneck (Header.Marked), as a broker
+	// marks bundles for a link whose queue is filling.
+	markAt int
 }
 
 // deferred is when a delivery due at at arrives, stalls considered.
@@ -138,6 +142,9 @@ func (r sharedRun) run() sharedOutcome {
 			send := func(h Header, m encoding.Bloom) {
 				if !bits(10 + i).SubsetOf(m) {
 					return
+				}
+				if r.markAt > 0 && link.queued(now) >= r.markAt {
+					h.Marked = true
 				}
 				if at, ok := link.send(now); ok {
 					toSubs.push(r.deferred(at), struct {

@@ -22,6 +22,17 @@ type bottleneck struct {
 	dropped   int
 }
 
+// queued is how many messages are queued or in service at now.
+func (l *bottleneck) queued(now time.Time) int {
+	n := 0
+	for _, d := range l.departs {
+		if d.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // send queues a message offered at now and says when it arrives; false
 // when the queue is full and it is dropped.
 func (l *bottleneck) send(now time.Time) (time.Time, bool) {

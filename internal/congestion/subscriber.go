@@ -78,6 +78,9 @@ type SubscriberStats struct {
 	// Listens counts the feedback messages that gave the predicate, and
 	// Stamped the messages measured by their stamps.
 	Listens, Stamped uint64
+	// Marked counts the messages a broker marked (Header.Marked) among
+	// those loss is measured on.
+	Marked uint64
 }
 
 // session is the state of one publisher (Malekpour11 Fig. 3).
@@ -269,6 +272,14 @@ func (s *Subscriber) Receive(h *Header, m encoding.Bloom, now time.Time) {
 
 	if h.Seq <= ss.last {
 		return // late: it was counted lost, or is a copy
+	}
+	if h.Marked && inStream {
+		// A queue on the way was filling: a loss event before the loss,
+		// so that the rate settles below the queue's capacity instead of
+		// at the point where it overflows (TFRC with ECN, RFC 5348 §3.1;
+		// docs/design.md §12, "Marks").
+		s.stats.Marked++
+		ss.loss.loss(now, ss.rtt, ss.recv.rate(now))
 	}
 	if s.measureStamp(ss, h, now) {
 		ss.last = h.Seq

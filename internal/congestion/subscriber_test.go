@@ -107,6 +107,33 @@ func TestLossDetection(t *testing.T) {
 	}
 }
 
+// TestMarkIsALossEvent: a message a broker marked (its link's queue was
+// filling) is a loss event without a gap, once per round trip as losses
+// are; a mark on a message of another subscriber's filter, or a late
+// copy, is not.
+func TestMarkIsALossEvent(t *testing.T) {
+	mine, other := bits(1, 9), bits(2, 9)
+	header := func(seq uint64, marked bool) *Header {
+		return &Header{Publisher: 1, Seq: seq, SentAt: epoch, Rate: 100, Marked: marked}
+	}
+	s := newSub(t, Filter{ID: 1, Bloom: bits(1)})
+	s.Receive(header(1, false), mine, epoch)
+	ss := s.sessions[1]
+	s.Receive(header(2, false), mine, epoch)
+	assert.Zero(t, ss.loss.n)
+	s.Receive(header(3, true), mine, epoch)
+	assert.Equal(t, 1, ss.loss.n)
+	s.Receive(header(4, true), mine, epoch.Add(ss.rtt/2))
+	assert.Equal(t, 1, ss.loss.n, "within one round trip: the same event")
+	s.Receive(header(5, true), mine, epoch.Add(2*ss.rtt))
+	assert.Equal(t, 2, ss.loss.n)
+	s.Receive(header(4, true), mine, epoch.Add(4*ss.rtt))
+	assert.Equal(t, 2, ss.loss.n, "a late copy")
+	s.Receive(header(6, true), other, epoch.Add(6*ss.rtt))
+	assert.Equal(t, 2, ss.loss.n, "another filter's message: not this stream's")
+	assert.Equal(t, uint64(3), s.Stats().Marked, "the marks of this stream's messages, copies aside")
+}
+
 // TestRTTMeasurement is Malekpour11 §III-B-4: an echo gives the first
 // round-trip time; then δ_feedback plus the one-way delay of data, whose
 // clock offsets cancel.

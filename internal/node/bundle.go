@@ -14,4 +14,8 @@ type bundleHeader struct {
 	// elapsed is the time since acceptance as the mesh measured it, for a
 	// message that travels with a deadline (0: not measured).
 	elapsed time.Duration
+	// marked says a broker before this one queued the bundle on a link
+	// whose queue was filling: the mark goes on to the message's
+	// deliveries (wire.BundleQoS.Marked).
+	marked bool
 }

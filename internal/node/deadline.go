@@ -155,7 +155,7 @@ func (b *delayBudgets) take() map[uint32]time.Duration {
 // the link's delay budget is noted for reactive rerouting.
 func (p *qosPlan) push(l Link, fw drp.Forward, routes *linkstate.Table, path uint32, raw []byte, h bundleHeader) bool {
 	deadline, two := p.bundleDeadline(fw.Bundle.Dest)
-	q := wire.BundleQoS{Path: path}
+	q := wire.BundleQoS{Path: path, Marked: h.marked}
 	if path == 0 && two {
 		q.Path = wire.PathFirst
 	}

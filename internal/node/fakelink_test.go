@@ -37,3 +37,4 @@ func (l *fakeLink) PeerFinished() bool                  { return l.finished }
 func (l *fakeLink) Close(error)                         {}
 func (l *fakeLink) Recent(int64) [][]byte               { return nil }
 func (l *fakeLink) Unsent(func([]byte) bool) int        { return 0 }
+func (l *fakeLink) Congested() bool                     { return false }

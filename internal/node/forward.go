@@ -168,7 +168,7 @@ func (f *Forwarder) Bundles(from Link, bs [][]byte) {
 		if len(d.Forwards) > 0 || d.Bounced != nil {
 			n.sent.record(b.Stamp, b.Message) // what may come back (own.go)
 		}
-		h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops + 1}
+		h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops + 1, marked: b.QoS.Marked}
 		if b.QoS.Deadline != 0 {
 			// Measured, so never 0: a delivery says it was.
 			h.elapsed = max(time.Duration(b.QoS.Deadline-b.QoS.Budget), 1)
@@ -246,7 +246,7 @@ func (f *Forwarder) deliverLocal(m content.Message, raw []byte, h bundleHeader) 
 	}
 	published := new(wire.NewPublished(raw, wire.PublishedHeader{
 		Ingress: h.stamp.Origin, PublishedAt: h.publishedAt, Hops: h.hops,
-		Epoch: h.stamp.Epoch, Seq: h.stamp.Seq, Elapsed: int64(h.elapsed),
+		Epoch: h.stamp.Epoch, Seq: h.stamp.Seq, Elapsed: int64(h.elapsed), Marked: h.marked,
 	}))
 	for i, sub := range f.targets {
 		if dl := sub.deadline.Load(); dl != 0 && int64(h.elapsed) > dl {
@@ -343,11 +343,16 @@ func (f *Forwarder) send(d drp.Decision, routes *linkstate.Table, p *qosPlan, pa
 			continue
 		}
 		var ok bool
+		hl := h
+		if !h.marked && l.Congested() {
+			hl.marked = true
+			n.m.marked.Inc()
+		}
 		if p == nil {
 			size := wire.BundleSizeBound(len(raw), len(fw.Bundle.Dest.Words()))
-			ok = l.PushBundle(wire.AppendBundle(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw))
+			ok = l.PushBundle(wire.AppendBundleQoS(make([]byte, 0, size), fw.Bundle, h.stamp, h.publishedAt, h.hops, raw, wire.BundleQoS{Marked: hl.marked}))
 		} else {
-			ok = p.push(l, fw, routes, path, raw, h)
+			ok = p.push(l, fw, routes, path, raw, hl)
 		}
 		if !ok {
 			f.logRefused(l, fw, h)

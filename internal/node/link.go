@@ -48,6 +48,10 @@ type Link interface {
 	// on its clock, as far back as it keeps them, oldest first: what it may
 	// have lost if it has failed silently (replay.go).
 	Recent(since int64) [][]byte
+	// Congested reports whether the link's queue is filling: past the
+	// bytes from which the bundles queued on it are marked (congestion
+	// experienced); never when marking is off.
+	Congested() bool
 	// Unsent hands each bundle that was still queued when the link
 	// ended, never sent, to resend once, and counts those it refuses as
 	// dropped; it returns how many were dropped.

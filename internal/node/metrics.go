@@ -43,6 +43,7 @@ type metrics struct {
 	heldForLink              prometheus.Counter
 	replayed                 prometheus.Counter
 	unsentResent             prometheus.Counter
+	marked                   prometheus.Counter
 	spfRuns                  prometheus.Counter
 	routersKnown             prometheus.Gauge
 	lsdbEntries              prometheus.Gauge
@@ -130,6 +131,8 @@ func newMetrics(reg prometheus.Registerer, brokerName string, b *Budget) *metric
 			"Bundles a link had taken to send in the moments before it fell silent, sent again around it when it became suspect (duplicates of any that had arrived are suppressed where they are delivered)."),
 		unsentResent: f.counter("bundles_unsent_resent_total",
 			"Bundles still queued on a link when it ended, never sent, decided again on the routes around it (those the hold had no room for count as link_dropped_bundles_total{reason=\"link_down\"})."),
+		marked: f.counter("bundles_marked_total",
+			"Bundles this broker marked (congestion experienced) as it queued them on a link whose queue was past --link-mark-bytes; subscriptions with congestion control count a marked delivery as a loss event."),
 		spfRuns:      f.counter("spf_runs_total", "Shortest-path computations."),
 		routersKnown: f.gauge("routers_known", "Routers reachable from this broker, itself included."),
 		lsdbEntries:  f.gauge("lsdb_entries", "Entries in the link-state database (LSAs and predicate advertisements)."),

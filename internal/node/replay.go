@@ -122,7 +122,7 @@ func (f *Forwarder) replay(from uint32, raw []byte) {
 	bb.HopsLeft++
 	d := f.decideHere(rt, bb)
 	d.Deliver = false // its destinations lay behind the link
-	h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops}
+	h := bundleHeader{stamp: b.Stamp, publishedAt: b.PublishedAt, hops: b.Hops, marked: b.QoS.Marked}
 	if b.QoS.Deadline != 0 {
 		h.elapsed = max(time.Duration(b.QoS.Deadline-b.QoS.Budget), 1)
 	}

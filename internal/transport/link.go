@@ -95,7 +95,11 @@ type LinkConfig struct {
 	// ReplayBytes, if positive, is how many bytes of the bundles it sent
 	// last the link keeps, newest first, for Recent.
 	ReplayBytes int
-	Metrics     LinkMetrics
+	// MarkBytes, if positive, is the queued bytes from which the link is
+	// Congested: the bundles then queued on it are marked, so that
+	// congestion control backs off before the queue overflows.
+	MarkBytes int
+	Metrics   LinkMetrics
 }
 
 // Backpressure is what a started link does when its queue is full. While
@@ -389,6 +393,10 @@ func (l *Link) Recent(since int64) [][]byte {
 // Now reads the link's clock in nanoseconds since the link was made (plus
 // one, so that it is never 0): the clock of qos.Urgency and LastReceived.
 func (l *Link) Now() int64 { return int64(l.clock.Since(l.made)) + 1 }
+
+// Congested reports whether the bundles waiting to be sent reach
+// LinkConfig.MarkBytes; never without it.
+func (l *Link) Congested() bool { return l.cfg.MarkBytes > 0 && l.queue.Bytes() >= l.cfg.MarkBytes }
 
 // QueuedBytes is the encoded size of the bundles waiting to be sent.
 func (l *Link) QueuedBytes() int { return l.queue.Bytes() }

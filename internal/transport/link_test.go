@@ -640,3 +640,33 @@ func TestWriterSendsKeepalivesWhileIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestLinkCongestedFromMarkBytes: a link is Congested while what it has
+// queued reaches LinkConfig.MarkBytes, and never without it.
+func TestLinkCongestedFromMarkBytes(t *testing.T) {
+	var ra, rb recorder
+	ca, _ := memPipe(open(1), open(2))
+	size := len(numbered(1))
+	a, err := NewLink(ca, LinkConfig{QueueBytes: 1 << 20, MaxFrameBytes: 4 << 10, MarkBytes: 3 * size, Dialed: true}, ra.handle)
+	require.NoError(t, err)
+	var seen []bool
+	for i := 1; i <= 4; i++ {
+		seen = append(seen, a.Congested())
+		require.True(t, a.PushBundle(numbered(i)))
+	}
+	seen = append(seen, a.Congested())
+	assert.Equal(t, []bool{false, false, false, true, true}, seen)
+	f, ok, err := a.TakeFrame()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotEmpty(t, f)
+	assert.False(t, a.Congested(), "sent: the queue is empty again")
+	a.Close(nil)
+
+	b, _, _, _ := linkPair(t, false, &ra, &rb)
+	for i := 1; i <= 100; i++ {
+		b.PushBundle(numbered(i))
+	}
+	assert.False(t, b.Congested(), "no marks without MarkBytes")
+	b.Close(nil)
+}

@@ -37,6 +37,9 @@ type BundleQoS struct {
 	// Path is PathFirst or PathSecond for the copies of a two-path
 	// message, else 0.
 	Path uint32
+	// Marked says a broker on the way queued the bundle on a link whose
+	// queue was filling (congestion experienced).
+	Marked bool
 }
 
 // Bundle.path values: the copies of a message sent on two paths.
@@ -73,6 +76,7 @@ const (
 	fieldBundleDeadline    = 30
 	fieldBundleBudget      = 31 // sfixed64, written last (BudgetSize)
 	fieldBundlePath        = 32
+	fieldBundleMarked      = 33
 )
 
 // AppendBundle appends the wire form (a drip.v1.Bundle) of one forwarding
@@ -136,6 +140,10 @@ func AppendBundleQoS(dst []byte, b drp.Bundle, s dedup.Stamp, publishedAt int64,
 	if q.Path != 0 {
 		dst = protowire.AppendTag(dst, fieldBundlePath, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(q.Path))
+	}
+	if q.Marked {
+		dst = protowire.AppendTag(dst, fieldBundleMarked, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, 1)
 	}
 	if q.Deadline != 0 {
 		dst = protowire.AppendTag(dst, fieldBundleDeadline, protowire.VarintType)
@@ -282,7 +290,7 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 			}
 			b, out.QoS.Budget = b[n:], int64(e)
 			continue
-		case typ == protowire.VarintType && (num >= fieldBundleSource && num <= fieldBundleSeq || num == fieldBundleDeadline || num == fieldBundlePath):
+		case typ == protowire.VarintType && (num >= fieldBundleSource && num <= fieldBundleSeq || num == fieldBundleDeadline || num == fieldBundlePath || num == fieldBundleMarked):
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return out, words, ErrTruncated
@@ -313,6 +321,8 @@ func ParseBundle(b []byte, maxRouter uint32, dest *bitset.BitSet, words []uint64
 			out.QoS.Deadline = int64(v)
 		case fieldBundlePath:
 			out.QoS.Path = uint32(v)
+		case fieldBundleMarked:
+			out.QoS.Marked = v != 0
 		}
 	}
 	if out.Source > maxRouter {

@@ -55,7 +55,7 @@ func referenceBundle(raw []byte, maxRouter uint32) (Bundle, error) {
 		return Bundle{}, fmt.Errorf("bundle from router %d: path %d, want 0, %d or %d", b.GetSource(), p, PathFirst, PathSecond)
 	}
 	return Bundle{
-		QoS:         BundleQoS{Deadline: b.GetDeadlineNs(), Budget: b.GetBudgetNs(), Path: b.GetPath()},
+		QoS:         BundleQoS{Deadline: b.GetDeadlineNs(), Budget: b.GetBudgetNs(), Path: b.GetPath(), Marked: b.GetCongestionExperienced()},
 		Bundle:      drp.Bundle{Source: b.GetSource(), Dest: dest, HopsLeft: uint8(b.GetHopsLeft()), Broadcast: b.GetBroadcast()},
 		Stamp:       dedup.Stamp{Origin: b.GetSource(), Epoch: b.GetEpoch(), Seq: b.GetSeq()},
 		PublishedAt: b.GetPublishedUnixNano(),
@@ -100,7 +100,7 @@ func TestBundleQoSRoundTrip(t *testing.T) {
 	// and its path; the budget is the last 8 bytes, set in place as the
 	// bundle leaves a link queue.
 	in := drp.Bundle{Source: 7, Dest: bitset.New(8).Set(3), HopsLeft: 9}
-	q := BundleQoS{Deadline: 50_000_000, Budget: 41_000_000, Path: PathSecond}
+	q := BundleQoS{Deadline: 50_000_000, Budget: 41_000_000, Path: PathSecond, Marked: true}
 	raw := AppendBundleQoS(nil, in, dedup.Stamp{Origin: 7, Epoch: 1, Seq: 2}, 123, 2, []byte("m"), q)
 	assert.LessOrEqual(t, len(raw), BundleSizeBound(1, 1))
 	got, err := parse(t, raw, 255)
@@ -113,6 +113,13 @@ func TestBundleQoSRoundTrip(t *testing.T) {
 	assert.Equal(t, int64(-3), pb.GetBudgetNs())
 	assert.Equal(t, int64(50_000_000), pb.GetDeadlineNs())
 	assert.Equal(t, uint32(PathSecond), pb.GetPath())
+	assert.True(t, pb.GetCongestionExperienced())
+
+	// A mark alone: the bundle of a plain message queued on a filling link.
+	marked := AppendBundleQoS(nil, in, dedup.Stamp{}, 0, 0, []byte("m"), BundleQoS{Marked: true})
+	got, err = parse(t, marked, 255)
+	require.NoError(t, err)
+	assert.Equal(t, BundleQoS{Marked: true}, got.QoS)
 
 	// Without QoS nothing is added: bundles stay what older brokers send.
 	plain := AppendBundle(nil, in, dedup.Stamp{}, 0, 0, []byte("m"))
@@ -171,7 +178,7 @@ func FuzzParseBundle(f *testing.F) {
 	f.Add(AppendBundle(nil, drp.Bundle{Source: 1, Dest: bitset.New(64).Set(2), HopsLeft: 4}, dedup.Stamp{Origin: 1, Epoch: 2, Seq: 3}, 5, 1, []byte("x")))
 	f.Add(AppendBundle(nil, drp.Bundle{Source: 9, Dest: bitset.New(1200).Set(1100), Broadcast: true}, dedup.Stamp{}, -5, 0, []byte("long message")))
 	f.Add(AppendBundleQoS(nil, drp.Bundle{Source: 3, Dest: bitset.New(64).Set(5), HopsLeft: 2}, dedup.Stamp{Origin: 3, Epoch: 2, Seq: 9}, 5, 1, []byte("q"),
-		BundleQoS{Deadline: 50e6, Budget: -7, Path: PathSecond}))
+		BundleQoS{Deadline: 50e6, Budget: -7, Path: PathSecond, Marked: true}))
 	unpacked, _ := proto.Marshal(&dripv1.Bundle{Source: 2, Destinations: []uint64{1, 2}, Message: []byte("m")})
 	f.Add(unpacked)
 	f.Add(AppendBundle(nil, drp.Bundle{Source: 9, Dest: bitset.New(1000).Set(3).Set(999), HopsLeft: 4}, dedup.Stamp{Origin: 9, Epoch: 2, Seq: 3}, 5, 1, []byte("sparse")))

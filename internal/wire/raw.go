@@ -41,6 +41,7 @@ const (
 	fieldPublishedEpoch   = 5  // Published.ingress_epoch
 	fieldPublishedSeq     = 6  // Published.seq
 	fieldPublishedElapsed = 30 // Published.elapsed_ns
+	fieldPublishedMarked  = 31 // Published.congestion_experienced
 
 	fieldDeliveryMessage = 2 // Delivery.message
 	fieldDeliveryBatch   = 5 // Delivery.batch
@@ -512,6 +513,9 @@ type PublishedHeader struct {
 	// Elapsed is the time since acceptance, measured along a deadline
 	// message's path (nanoseconds); 0: not measured.
 	Elapsed int64
+	// Marked says a broker on the way queued it on a link whose queue
+	// was filling (congestion experienced).
+	Marked bool
 }
 
 // Published is a delivery before it is encoded: the message in its wire
@@ -527,8 +531,9 @@ type Published struct {
 }
 
 // maxPublishedHead bounds the header fields of a Published: a tag and a
-// varint of ten bytes at most for each, a fixed64 for the epoch.
-const maxPublishedHead = 56
+// varint of ten bytes at most for each, a fixed64 for the epoch, and the
+// mark's three bytes.
+const maxPublishedHead = 59
 
 // NewPublished is the delivery of msg with header h.
 func NewPublished(msg []byte, h PublishedHeader) Published {
@@ -583,6 +588,10 @@ func AppendPublishedHeader(dst []byte, h PublishedHeader) []byte {
 	if h.Elapsed != 0 {
 		dst = protowire.AppendTag(dst, fieldPublishedElapsed, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(h.Elapsed))
+	}
+	if h.Marked {
+		dst = protowire.AppendTag(dst, fieldPublishedMarked, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, 1)
 	}
 	return dst
 }

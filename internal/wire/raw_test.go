@@ -224,9 +224,9 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 	var want []*dripv1.Published
 	for range 5 {
 		p := &dripv1.Published{Message: msg, IngressRouter: rng.Uint32N(4), PublishedUnixNano: rng.Int64(), Hops: rng.Uint32N(3),
-			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3), ElapsedNs: rng.Int64N(3) - 1}
+			IngressEpoch: rng.Uint64(), Seq: rng.Uint64N(3), ElapsedNs: rng.Int64N(3) - 1, CongestionExperienced: rng.IntN(2) == 0}
 		pub := wire.NewPublished(raw, wire.PublishedHeader{Ingress: p.IngressRouter, PublishedAt: p.PublishedUnixNano, Hops: p.Hops,
-			Epoch: p.IngressEpoch, Seq: p.Seq, Elapsed: p.ElapsedNs})
+			Epoch: p.IngressEpoch, Seq: p.Seq, Elapsed: p.ElapsedNs, Marked: p.CongestionExperienced})
 		b := pub.Append(nil)
 		require.Len(t, b, pub.Size())
 		var back dripv1.Published
@@ -253,7 +253,7 @@ func TestAppendPublishedAndDeliveries(t *testing.T) {
 // widest varint) fits the space a Published holds inline, and decodes.
 func TestPublishedHeaderFitsInline(t *testing.T) {
 	h := wire.PublishedHeader{Ingress: math.MaxUint32, PublishedAt: math.MinInt64, Hops: math.MaxUint32,
-		Epoch: math.MaxUint64, Seq: math.MaxUint64, Elapsed: math.MinInt64}
+		Epoch: math.MaxUint64, Seq: math.MaxUint64, Elapsed: math.MinInt64, Marked: true}
 	msg := marshal(t, &dripv1.Message{Payload: []byte{1}})
 	pub := wire.NewPublished(msg, h)
 	b := pub.Append(nil)
@@ -263,6 +263,7 @@ func TestPublishedHeaderFitsInline(t *testing.T) {
 	require.NoError(t, proto.Unmarshal(b, &back))
 	assert.Equal(t, uint64(math.MaxUint64), back.GetSeq())
 	assert.Equal(t, int64(math.MinInt64), back.GetElapsedNs())
+	assert.True(t, back.GetCongestionExperienced())
 }
 
 func BenchmarkDecodeMessage(b *testing.B) {

@@ -220,6 +220,9 @@ func (s *Sim) read(sub *subscriber, c *subConn, rec *subRecord) {
 				continue
 			}
 			c.seen[st] = true
+			if p.GetCongestionExperienced() {
+				rec.marked++
+			}
 			if sub.dedup.Admit(st, s.base.Add(s.now)) != dedup.First {
 				rec.clientSuppressed++
 				continue
@@ -329,6 +332,7 @@ type subRecord struct {
 	gaps             [][2]time.Duration // [lost, back]; a gap still open has no entry
 	streamDuplicates int
 	clientSuppressed int
+	marked           int // deliveries a broker marked (congestion experienced)
 	lost             uint64
 }
 
@@ -355,6 +359,10 @@ func (l *Ledger) Received(sub int) []Delivery {
 	slices.SortFunc(out, func(a, b Delivery) int { return cmp.Compare(a.Msg, b.Msg) })
 	return out
 }
+
+// Marked is how many deliveries subscriber sub's streams brought marked
+// (Published.congestion_experienced), copies on one stream aside.
+func (l *Ledger) Marked(sub int) int { return l.subs[sub].marked }
 
 // Expected lists the messages published in [from, to) that subscriber
 // sub's predicate matches.

@@ -406,6 +406,7 @@ func (s *Sim) connect(l *simLink) {
 			Clock:       s.clock,
 			Keepalive:   n.cfg.LinkState.Keepalive,
 			ReplayBytes: n.cfg.LinkReplayBytes,
+			MarkBytes:   n.cfg.LinkMarkBytes,
 		}, func(tl *transport.Link, msgs []linkstate.Message, bundles [][]byte) error {
 			if n.inc != inc {
 				return errors.New("broker is down")

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dripmesh/drip/internal/broker"
 )
 
 // TestBundlesQueuedOnAnEndedLinkGoAround stalls the first link on the
@@ -57,4 +59,47 @@ func TestBundlesQueuedOnAnEndedLinkGoAround(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMarksReachTheDeliveries stalls the first link on the path from
+// router 0 to router 3 of a ring of six for 50 ms, with brokers that mark
+// what they queue on a link holding any bytes at all: the bundles 0 queued
+// behind the first are marked, carried on through the transit broker, and
+// delivered marked (Published.congestion_experienced), which is what
+// subscriptions with congestion control take as a loss event. Without the
+// stall, or without marking, no delivery is marked.
+func TestMarksReachTheDeliveries(t *testing.T) {
+	run := func(markBytes int, stall bool) (marked, delivered int, counted float64) {
+		s, err := New(Options{
+			Seed: 1, Topology: ring(6, 5*time.Millisecond), Workload: qosWorkload(1),
+			Subscribers: 8, Publishers: 1, Rate: 1000,
+			ClientBrokers: []uint32{0, 3},
+			Config:        func(c *broker.Config) { c.LinkMarkBytes = markBytes },
+		})
+		require.NoError(t, err)
+		s.RunUntil(3 * time.Second)
+		require.True(t, s.Converged())
+		next := s.Node(0).Inspect().NextHops[3]
+		if stall {
+			s.Stall(0, next)
+			s.RunUntil(s.Now() + 50*time.Millisecond)
+			s.Unstall(0, next)
+		}
+		s.RunUntil(s.Now() + time.Second)
+		require.Empty(t, s.Errors())
+		for sub := range 8 {
+			marked += s.Ledger().Marked(sub)
+			delivered += len(s.Ledger().Received(sub))
+		}
+		return marked, delivered, s.CountersOf(0, "drip_bundles_marked_total", "")[""]
+	}
+	marked, delivered, counted := run(1, true)
+	t.Logf("stalled, marking: %d of %d deliveries marked; broker 0 marked %v bundles", marked, delivered, counted)
+	assert.Positive(t, marked)
+	assert.Positive(t, counted)
+	marked, _, counted = run(1, false)
+	assert.Zero(t, marked, "nothing queued, nothing marked")
+	assert.Zero(t, counted)
+	marked, _, _ = run(0, true)
+	assert.Zero(t, marked, "marking off")
 }

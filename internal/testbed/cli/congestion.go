@@ -119,6 +119,7 @@ docs/results/congestion.md).`,
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiplies every duration of the scenarios")
 	f.Float64Var(&cfg.BandwidthScale, "bandwidth-scale", cfg.BandwidthScale, "multiplies every bandwidth and publishing rate of the scenarios")
 	f.IntVar(&cfg.LinkQueueBytes, "link-queue", cfg.LinkQueueBytes, "drip's link queue in bytes")
+	f.IntVar(&cfg.LinkMarkBytes, "link-mark", cfg.LinkMarkBytes, "drip's brokers mark the bundles queued on a link from this many bytes queued (drip broker --link-mark-bytes; 0: no marks)")
 	f.BoolVar(&cfg.DropAtLinks, "drop-at-links", cfg.DropAtLinks, "drip's brokers drop at a full link queue (false: publishers wait, drip's default)")
 	f.IntVar(&cfg.NotSentLowat, "not-sent-lowat", cfg.NotSentLowat, "bound the unsent bytes of every TCP connection (TCP_NOTSENT_LOWAT; 0: the kernel default)")
 	f.IntVar(&cfg.PeerNotSentLowat, "peer-notsent-lowat", cfg.PeerNotSentLowat, "drip brokers' own bound on their peer connections' unsent bytes (drip broker --peer-notsent-lowat; 0: none), over --not-sent-lowat's")

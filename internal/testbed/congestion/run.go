@@ -83,6 +83,9 @@ type Config struct {
 	// (drip's default, which loses nothing: docs/design.md §12).
 	LinkQueueBytes int  `json:"link_queue_bytes"`
 	DropAtLinks    bool `json:"drop_at_links"`
+	// LinkMarkBytes is drip's brokers' marking threshold
+	// (broker.Config.LinkMarkBytes; 0: no marks).
+	LinkMarkBytes int `json:"link_mark_bytes,omitempty"`
 	// NotSentLowat, when positive, bounds the bytes every TCP connection
 	// of the run keeps unsent in the kernel (see shallow).
 	NotSentLowat int `json:"not_sent_lowat,omitempty"`
@@ -125,6 +128,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("congestion: payload size %d, want [%d, 65536]", c.PayloadSize, payloadHeader)
 	case c.LinkQueueBytes <= 0:
 		return fmt.Errorf("congestion: link queue of %d bytes, want a positive size", c.LinkQueueBytes)
+	case c.LinkMarkBytes < 0 || c.LinkMarkBytes > c.LinkQueueBytes:
+		return fmt.Errorf("congestion: link marks from %d bytes, want [0, the link queue's %d]", c.LinkMarkBytes, c.LinkQueueBytes)
 	case c.Dir == "":
 		return errors.New("congestion: no scratch directory")
 	}
@@ -164,7 +169,7 @@ func (c Config) system(v Variant) systems.System {
 		return systems.NewActiveMQ(c.ActiveMQ)
 	}
 	o := systems.DripOptions{Configure: func(b *broker.Config) {
-		b.LinkQueueBytes = c.LinkQueueBytes
+		b.LinkQueueBytes, b.LinkMarkBytes = c.LinkQueueBytes, c.LinkMarkBytes
 		b.PeerNotSentLowat = c.PeerNotSentLowat
 		b.MaxFrameBytes = min(b.MaxFrameBytes, c.LinkQueueBytes)
 		if c.DropAtLinks {

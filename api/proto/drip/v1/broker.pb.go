@@ -679,9 +679,14 @@ type Published struct {
 	// synchronised clocks needed). 0: not measured (no deadline on the way,
 	// or delivered at the ingress). A subscription with a deadline missed it
 	// when this exceeds it (docs/design.md §11).
-	ElapsedNs     int64 `protobuf:"varint,30,opt,name=elapsed_ns,json=elapsedNs,proto3" json:"elapsed_ns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ElapsedNs int64 `protobuf:"varint,30,opt,name=elapsed_ns,json=elapsedNs,proto3" json:"elapsed_ns,omitempty"`
+	// A broker on the way sent the message over a peer link whose queue was
+	// filling (congestion experienced, as ECN marks a packet): a
+	// subscription with congestion control counts it as a loss event
+	// without the loss (docs/design.md §12, "Marks").
+	CongestionExperienced bool `protobuf:"varint,31,opt,name=congestion_experienced,json=congestionExperienced,proto3" json:"congestion_experienced,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Published) Reset() {
@@ -761,6 +766,13 @@ func (x *Published) GetElapsedNs() int64 {
 		return x.ElapsedNs
 	}
 	return 0
+}
+
+func (x *Published) GetCongestionExperienced() bool {
+	if x != nil {
+		return x.CongestionExperienced
+	}
+	return false
 }
 
 // Lost reports messages this subscription matched but the broker dropped
@@ -867,7 +879,7 @@ const file_drip_v1_broker_proto_rawDesc = "" +
 	"\x06broker\x18\x03 \x01(\tR\x06broker\x12\x1f\n" +
 	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
 	"deadlineNs\x12\x1b\n" +
-	"\ttwo_paths\x18\x1f \x01(\bR\btwoPaths\"\xf8\x01\n" +
+	"\ttwo_paths\x18\x1f \x01(\bR\btwoPaths\"\xaf\x02\n" +
 	"\tPublished\x12*\n" +
 	"\amessage\x18\x01 \x01(\v2\x10.drip.v1.MessageR\amessage\x12%\n" +
 	"\x0eingress_router\x18\x02 \x01(\rR\ringressRouter\x12.\n" +
@@ -876,7 +888,8 @@ const file_drip_v1_broker_proto_rawDesc = "" +
 	"\ringress_epoch\x18\x05 \x01(\x06R\fingressEpoch\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
-	"elapsed_ns\x18\x1e \x01(\x03R\telapsedNs\"2\n" +
+	"elapsed_ns\x18\x1e \x01(\x03R\telapsedNs\x125\n" +
+	"\x16congestion_experienced\x18\x1f \x01(\bR\x15congestionExperienced\"2\n" +
 	"\x04Lost\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x04R\x05total2\xce\x01\n" +

@@ -1178,9 +1178,13 @@ type Bundle struct {
 	// a second path, 2 the second path to each destination. Receivers
 	// count a suppressed copy of a two-path message (1 or 2) apart from the
 	// duplicates that disagreeing routes make.
-	Path          uint32 `protobuf:"varint,32,opt,name=path,proto3" json:"path,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Path uint32 `protobuf:"varint,32,opt,name=path,proto3" json:"path,omitempty"`
+	// A broker on the way queued this bundle, or the one it came in, on a
+	// link whose queue was filling (`drip broker --link-mark-bytes`); carried
+	// on to the message's deliveries (Published.congestion_experienced).
+	CongestionExperienced bool `protobuf:"varint,33,opt,name=congestion_experienced,json=congestionExperienced,proto3" json:"congestion_experienced,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Bundle) Reset() {
@@ -1304,6 +1308,13 @@ func (x *Bundle) GetPath() uint32 {
 	return 0
 }
 
+func (x *Bundle) GetCongestionExperienced() bool {
+	if x != nil {
+		return x.CongestionExperienced
+	}
+	return false
+}
+
 var File_drip_v1_peer_proto protoreflect.FileDescriptor
 
 const file_drip_v1_peer_proto_rawDesc = "" +
@@ -1400,7 +1411,7 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\rR\x06origin\"2\n" +
 	"\tDbRequest\x12%\n" +
-	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\x86\x03\n" +
+	"\x04keys\x18\x01 \x03(\v2\x11.drip.v1.EntryKeyR\x04keys\"\xbd\x03\n" +
 	"\x06Bundle\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\rR\x06source\x12\"\n" +
 	"\fdestinations\x18\x02 \x03(\x06R\fdestinations\x12-\n" +
@@ -1416,7 +1427,8 @@ const file_drip_v1_peer_proto_rawDesc = "" +
 	"\vdeadline_ns\x18\x1e \x01(\x03R\n" +
 	"deadlineNs\x12\x1b\n" +
 	"\tbudget_ns\x18\x1f \x01(\x10R\bbudgetNs\x12\x12\n" +
-	"\x04path\x18  \x01(\rR\x04path22\n" +
+	"\x04path\x18  \x01(\rR\x04path\x125\n" +
+	"\x16congestion_experienced\x18! \x01(\bR\x15congestionExperienced22\n" +
 	"\x04Peer\x12*\n" +
 	"\x04Link\x12\x0e.drip.v1.Frame\x1a\x0e.drip.v1.Frame(\x010\x01B3Z1github.com/dripmesh/drip/api/proto/drip/v1;dripv1b\x06proto3"
 
