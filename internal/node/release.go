@@ -33,7 +33,7 @@ func (f *Forwarder) ReleaseHeld(all bool) {
 	}
 	f.heldUntil = time.Time{}
 	for _, r := range n.replays.take(routes, now, true) {
-		f.replay(r.from, r.raw)
+		f.replay(r)
 	}
 	for _, hb := range n.bounces.take(routes, now, all) {
 		b := drp.Bundle{Source: hb.source, Dest: hb.dest, HopsLeft: hb.hops}

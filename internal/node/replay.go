@@ -24,13 +24,17 @@ import (
 // gets nothing twice but a few bundles.
 //
 // Broadcast bundles follow the source's tree, which a broker cannot
-// repair from where it stands; they are not sent again.
+// repair from where it stands; they are not sent again (those a link
+// never sent count as destinations dropped, link_down).
 
 // replayBundle is a bundle sent on a link that became suspect, waiting to
 // be decided again (Forwarder.ReleaseHeld).
 type replayBundle struct {
 	from uint32 // the suspect neighbour
 	raw  []byte // as pushed to the link
+	// unsent says the link never sent it: it was still queued when the
+	// link ended (resendUnsent).
+	unsent bool
 }
 
 // Bounds of the bundles waiting to be sent again: what a few links keep
@@ -86,7 +90,7 @@ func (n *Node) replayLink(peer uint32, silence time.Duration) {
 func (n *Node) resendUnsent(l Link) {
 	kept := 0
 	dropped := l.Unsent(func(raw []byte) bool {
-		if !n.replays.add(replayBundle{from: l.Peer(), raw: raw}) {
+		if !n.replays.add(replayBundle{from: l.Peer(), raw: raw, unsent: true}) {
 			return false
 		}
 		kept++
@@ -101,14 +105,23 @@ func (n *Node) resendUnsent(l Link) {
 }
 
 // replay decides again, here and on the current routes, a bundle that the
-// link to from took before it fell silent, and sends it on around it.
-func (f *Forwarder) replay(from uint32, raw []byte) {
+// link to r.from took before it fell silent, or never sent, and sends it
+// on around it.
+func (f *Forwarder) replay(r replayBundle) {
 	n := f.n
 	var b wire.Bundle
 	var err error
-	b, f.words, err = wire.ParseBundle(raw, n.cfg.MaxRouterID, &f.in, f.words)
-	if err != nil || b.Broadcast {
+	b, f.words, err = wire.ParseBundle(r.raw, n.cfg.MaxRouterID, &f.in, f.words)
+	if err != nil {
 		return // this broker encoded it: never malformed
+	}
+	if b.Broadcast {
+		if r.unsent {
+			// Lost with the link: counted, as the destinations of a
+			// route to a link that went down are.
+			n.m.routeDropped.WithLabelValues(routeDropLinkDown).Add(float64(b.Dest.Count()))
+		}
+		return
 	}
 	b.QoS = saneQoS(b.QoS)
 	routes := n.routes.Load()
