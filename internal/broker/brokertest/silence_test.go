@@ -14,6 +14,30 @@ import (
 	"github.com/dripmesh/drip/internal/sim"
 )
 
+// ringOfSix is a ring of six brokers with links of the given delay, a
+// publisher at router 0 sending 1,000 msg/s and eight subscribers at 0 and
+// 3, run until it has converged; next is router 0's next hop towards 3,
+// the first link of the path whose failures the tests stage. edit, if not
+// nil, changes the options first.
+func ringOfSix(t *testing.T, seed int64, delay time.Duration, edit func(*Options)) (*Sim, uint32) {
+	t.Helper()
+	o := Options{
+		Seed: uint64(seed), Topology: ring(6, delay), Workload: qosWorkload(seed),
+		Subscribers: 8, Publishers: 1, Rate: 1000,
+		ClientBrokers: []uint32{0, 3},
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	s, err := New(o)
+	require.NoError(t, err)
+	s.RunUntil(3 * time.Second)
+	require.True(t, s.Converged())
+	next, ok := s.Node(0).Inspect().NextHops[3]
+	require.True(t, ok)
+	return s, next
+}
+
 // silentCut is what one silent link failure did to a ring: deliveries a
 // one-path subscription got late (held in the stalled stream) or never,
 // the same for two paths, and when the cut link's ends suspected it.
@@ -28,18 +52,10 @@ type silentCut struct {
 // everything — for 1.5 s, shorter than the dead interval, and measures
 // what arrived more than late after it was published, or never.
 func runSilentCut(t *testing.T, seed int64, configure func(*broker.Config), late time.Duration) silentCut {
-	s, err := New(Options{
-		Seed: uint64(seed), Topology: ring(6, 10*time.Millisecond), Workload: qosWorkload(seed),
-		Subscribers: 8, Publishers: 1, Rate: 1000,
-		ClientBrokers: []uint32{0, 3},
-		Flow:          func(i int) qos.Flow { return qos.Flow{TwoPaths: i%4 == 1} },
-		Config:        configure,
+	s, next := ringOfSix(t, seed, 10*time.Millisecond, func(o *Options) {
+		o.Flow = func(i int) qos.Flow { return qos.Flow{TwoPaths: i%4 == 1} }
+		o.Config = configure
 	})
-	require.NoError(t, err)
-	s.RunUntil(3 * time.Second)
-	require.True(t, s.Converged())
-	next, ok := s.Node(0).Inspect().NextHops[3]
-	require.True(t, ok)
 	cutAt := s.Now()
 	s.Silence(0, next)
 	s.RunUntil(cutAt + 1500*time.Millisecond)

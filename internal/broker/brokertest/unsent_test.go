@@ -22,17 +22,7 @@ import (
 func TestBundlesQueuedOnAnEndedLinkGoAround(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			s, err := New(Options{
-				Seed: uint64(seed), Topology: ring(6, 5*time.Millisecond), Workload: qosWorkload(seed),
-				Subscribers: 8, Publishers: 1, Rate: 1000,
-				ClientBrokers: []uint32{0, 3},
-			})
-			require.NoError(t, err)
-			s.RunUntil(3 * time.Second)
-			require.True(t, s.Converged())
-			next, ok := s.Node(0).Inspect().NextHops[3]
-			require.True(t, ok)
-
+			s, next := ringOfSix(t, seed, 5*time.Millisecond, nil)
 			stallAt := s.Now()
 			s.Stall(0, next)
 			s.RunUntil(stallAt + 100*time.Millisecond)
@@ -70,16 +60,9 @@ func TestBundlesQueuedOnAnEndedLinkGoAround(t *testing.T) {
 // stall, or without marking, no delivery is marked.
 func TestMarksReachTheDeliveries(t *testing.T) {
 	run := func(markBytes int, stall bool) (marked, delivered int, counted float64) {
-		s, err := New(Options{
-			Seed: 1, Topology: ring(6, 5*time.Millisecond), Workload: qosWorkload(1),
-			Subscribers: 8, Publishers: 1, Rate: 1000,
-			ClientBrokers: []uint32{0, 3},
-			Config:        func(c *broker.Config) { c.LinkMarkBytes = markBytes },
+		s, next := ringOfSix(t, 1, 5*time.Millisecond, func(o *Options) {
+			o.Config = func(c *broker.Config) { c.LinkMarkBytes = markBytes }
 		})
-		require.NoError(t, err)
-		s.RunUntil(3 * time.Second)
-		require.True(t, s.Converged())
-		next := s.Node(0).Inspect().NextHops[3]
 		if stall {
 			s.Stall(0, next)
 			s.RunUntil(s.Now() + 50*time.Millisecond)
