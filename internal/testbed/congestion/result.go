@@ -34,6 +34,11 @@ type VariantResult struct {
 	// Fig. 10's TCP flow, bytes per second.
 	Bottleneck []float64 `json:"bottleneck_bytes_per_s,omitempty"`
 	TCP        []float64 `json:"tcp_bytes_per_s,omitempty"`
+	// Brokers are drip's brokers' counters at the end, summed over them:
+	// bundles dropped at full link queues (link_queue_full) and ended
+	// links (link_down), deliveries dropped at slow subscribers
+	// (subscriber_dropped), bundles marked (marked).
+	Brokers map[string]float64 `json:"brokers,omitempty"`
 }
 
 // GroupResult is what one group of subscribers was sent and received:

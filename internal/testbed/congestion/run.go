@@ -443,7 +443,37 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 		vr.Bottleneck = link
 	}
 	vr.TCP = tcpBytes
+	if mr, ok := dep.(systems.MetricReader); ok {
+		if vr.Brokers, err = brokerCounters(ctx, mr, s); err != nil {
+			return nil, err
+		}
+		cfg.progress("%s: %s: brokers dropped %v at full link queues, %v at ended links, %v at slow subscribers; marked %v", s.Name, v.Name,
+			vr.Brokers["link_queue_full"], vr.Brokers["link_down"], vr.Brokers["subscriber_dropped"], vr.Brokers["marked"])
+	}
 	return vr, nil
+}
+
+// brokerCounters sums, over the scenario's brokers, where drip dropped
+// what it dropped and how much it marked, so that a run's losses can be
+// told apart: a full link queue, an ended link, a slow subscriber.
+func brokerCounters(ctx context.Context, mr systems.MetricReader, s Scenario) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, b := range s.Topology.Brokers {
+		drops, err := mr.Metric(ctx, b.Name, "drip_link_dropped_bundles_total", "reason")
+		if err != nil {
+			return nil, err
+		}
+		out["link_queue_full"] += drops["queue_full"]
+		out["link_down"] += drops["link_down"]
+		for key, name := range map[string]string{"subscriber_dropped": "drip_subscriber_dropped_total", "marked": "drip_bundles_marked_total"} {
+			got, err := mr.Metric(ctx, b.Name, name, "")
+			if err != nil {
+				return nil, err
+			}
+			out[key] += got[""]
+		}
+	}
+	return out, nil
 }
 
 // publish sends i's schedule, numbering its messages. A publisher held

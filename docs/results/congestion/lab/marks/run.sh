@@ -19,3 +19,9 @@ for m in 0 196608; do
   bin/driplab congestion --scenario fig8 --variants drip+cc --link-queue 262144 --link-mark $m --out /tmp/marks/q256-m$m
   cp /tmp/marks/q256-m$m/fig8.json "$out/fig8-q256-m$m.json"; cp /tmp/marks/q256-m$m/fig8.png "$out/fig8-q256-m$m.png"
 done
+# With the brokers' counters in the results (where the losses fell, how
+# much was marked): without marks and marking from 4 KiB (16:07–16:12 UTC).
+for m in 0 4096; do
+  bin/driplab congestion --scenario fig8 --variants drip+cc --link-mark $m --out /tmp/marks/counted-m$m
+  cp /tmp/marks/counted-m$m/fig8.json "$out/fig8-counted-m$m.json"; cp /tmp/marks/counted-m$m/fig8.png "$out/fig8-counted-m$m.png"
+done
