@@ -30,8 +30,7 @@ import (
 // replayBundle is a bundle sent on a link that became suspect, waiting to
 // be decided again (Forwarder.ReleaseHeld).
 type replayBundle struct {
-	from uint32 // the suspect neighbour
-	raw  []byte // as pushed to the link
+	raw []byte // as pushed to the link
 	// unsent says the link never sent it: it was still queued when the
 	// link ended (resendUnsent).
 	unsent bool
@@ -67,7 +66,7 @@ func (n *Node) replayLink(peer uint32, silence time.Duration) {
 	raws := l.Recent(l.Now() - int64(window))
 	kept := 0
 	for _, raw := range raws {
-		if !n.replays.add(replayBundle{from: peer, raw: raw}) {
+		if !n.replays.add(replayBundle{raw: raw}) {
 			break
 		}
 		kept++
@@ -90,7 +89,7 @@ func (n *Node) replayLink(peer uint32, silence time.Duration) {
 func (n *Node) resendUnsent(l Link) {
 	kept := 0
 	dropped := l.Unsent(func(raw []byte) bool {
-		if !n.replays.add(replayBundle{from: l.Peer(), raw: raw, unsent: true}) {
+		if !n.replays.add(replayBundle{raw: raw, unsent: true}) {
 			return false
 		}
 		kept++
@@ -105,8 +104,8 @@ func (n *Node) resendUnsent(l Link) {
 }
 
 // replay decides again, here and on the current routes, a bundle that the
-// link to r.from took before it fell silent, or never sent, and sends it
-// on around it.
+// link took before it fell silent, or never sent, and sends it on around
+// it.
 func (f *Forwarder) replay(r replayBundle) {
 	n := f.n
 	var b wire.Bundle

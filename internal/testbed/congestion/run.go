@@ -457,21 +457,17 @@ func runVariant(ctx context.Context, cfg Config, s Scenario, v Variant) (*Varian
 // what it dropped and how much it marked, so that a run's losses can be
 // told apart: a full link queue, an ended link, a slow subscriber.
 func brokerCounters(ctx context.Context, mr systems.MetricReader, s Scenario) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, b := range s.Topology.Brokers {
-		drops, err := mr.Metric(ctx, b.Name, "drip_link_dropped_bundles_total", "reason")
+	drops, err := systems.SumOverBrokers(ctx, mr, s.Topology, "drip_link_dropped_bundles_total", "reason")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{"link_queue_full": drops["queue_full"], "link_down": drops["link_down"]}
+	for key, name := range map[string]string{"subscriber_dropped": "drip_subscriber_dropped_total", "marked": "drip_bundles_marked_total"} {
+		got, err := systems.SumOverBrokers(ctx, mr, s.Topology, name, "")
 		if err != nil {
 			return nil, err
 		}
-		out["link_queue_full"] += drops["queue_full"]
-		out["link_down"] += drops["link_down"]
-		for key, name := range map[string]string{"subscriber_dropped": "drip_subscriber_dropped_total", "marked": "drip_bundles_marked_total"} {
-			got, err := mr.Metric(ctx, b.Name, name, "")
-			if err != nil {
-				return nil, err
-			}
-			out[key] += got[""]
-		}
+		out[key] = got[""]
 	}
 	return out, nil
 }

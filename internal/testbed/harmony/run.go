@@ -499,7 +499,7 @@ var countedDrops = []struct{ name, label string }{
 func counters(ctx context.Context, mr systems.MetricReader, topo *topology.Topology) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, c := range countedDrops {
-		got, err := overBrokers(ctx, mr, topo, c.name, c.label)
+		got, err := systems.SumOverBrokers(ctx, mr, topo, c.name, c.label)
 		if err != nil {
 			return nil, err
 		}
@@ -519,27 +519,12 @@ func counters(ctx context.Context, mr systems.MetricReader, topo *topology.Topol
 // suspicions sums drip_link_suspected_total over every broker: with the
 // detections, it tells false alarms from failures.
 func suspicions(ctx context.Context, mr systems.MetricReader, topo *topology.Topology) (float64, error) {
-	got, err := overBrokers(ctx, mr, topo, "drip_link_suspected_total", "peer")
+	got, err := systems.SumOverBrokers(ctx, mr, topo, "drip_link_suspected_total", "peer")
 	var total float64
 	for _, v := range got {
 		total += v
 	}
 	return total, err
-}
-
-// overBrokers sums metric name over every broker, by its label's value.
-func overBrokers(ctx context.Context, mr systems.MetricReader, topo *topology.Topology, name, label string) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, b := range topo.Brokers {
-		got, err := mr.Metric(ctx, b.Name, name, label)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range got {
-			out[k] += v
-		}
-	}
-	return out, nil
 }
 
 func degradedIn(sched []Degradation, k int) map[[2]string]bool {

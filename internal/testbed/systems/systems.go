@@ -103,6 +103,22 @@ type MetricReader interface {
 	Metric(ctx context.Context, site, name, label string) (map[string]float64, error)
 }
 
+// SumOverBrokers sums metric name over every broker of topo, by its
+// label's value.
+func SumOverBrokers(ctx context.Context, mr MetricReader, topo *topology.Topology, name, label string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, b := range topo.Brokers {
+		got, err := mr.Metric(ctx, b.Name, name, label)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range got {
+			out[k] += v
+		}
+	}
+	return out, nil
+}
+
 // ServerLister is implemented by the deployments of every system: the
 // brokers it runs, in site order.
 type ServerLister interface {
